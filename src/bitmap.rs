@@ -1,0 +1,98 @@
+//! The zone's slot allocator: one bit per slot, first fit.
+
+use core::ptr::NonNull;
+
+/// A bitmap over `nbits` slots kept in caller-provided words; a set bit is a slot in use.
+///
+/// It is only touched under the zone's `spin::Mutex`, so it needs no atomics.
+pub(crate) struct Bitmap {
+    words: NonNull<u64>,
+    nbits: usize,
+}
+
+// SAFETY: the words are owned by the bitmap for its whole life (the zone's contract) and are
+// only reached through `&mut self`, i.e. under the zone's mutex.
+unsafe impl Send for Bitmap {}
+
+impl Bitmap {
+    /// Takes `words` (cleared here) as storage for `nbits` bits.
+    ///
+    /// # Safety
+    /// `words` must point at `nbits.div_ceil(64)` writable `u64`s that nothing else touches
+    /// while the bitmap lives.
+    pub(crate) unsafe fn new(words: NonNull<u64>, nbits: usize) -> Self {
+        for i in 0..nbits.div_ceil(64) {
+            // SAFETY: `i` is inside the caller's storage.
+            unsafe { words.as_ptr().add(i).write(0) };
+        }
+        Bitmap { words, nbits }
+    }
+
+    fn word(&self, i: usize) -> u64 {
+        debug_assert!(i < self.nbits.div_ceil(64));
+        // SAFETY: every caller keeps `i` below the word count.
+        unsafe { *self.words.as_ptr().add(i) }
+    }
+
+    fn set_word(&mut self, i: usize, w: u64) {
+        debug_assert!(i < self.nbits.div_ceil(64));
+        // SAFETY: as in `word`, and `&mut self` makes the write exclusive.
+        unsafe { *self.words.as_ptr().add(i) = w }
+    }
+
+    fn is_set(&self, bit: usize) -> bool {
+        self.word(bit / 64) & (1 << (bit % 64)) != 0
+    }
+
+    fn set_range(&mut self, start: usize, len: usize, on: bool) {
+        for bit in start..start + len {
+            let (i, mask) = (bit / 64, 1u64 << (bit % 64));
+            let w = self.word(i);
+            self.set_word(i, if on { w | mask } else { w & !mask });
+        }
+    }
+
+    /// Number of set bits.
+    pub(crate) fn count_used(&self) -> usize {
+        (0..self.nbits.div_ceil(64))
+            .map(|i| self.word(i).count_ones() as usize)
+            .sum()
+    }
+
+    /// Finds the first run of `len` clear bits, sets it and returns its first bit.
+    pub(crate) fn alloc_run(&mut self, len: usize) -> Option<usize> {
+        if len == 0 || len > self.nbits {
+            return None;
+        }
+        let mut start = 0;
+        while start + len <= self.nbits {
+            // Skip full words quickly; bits past `nbits` in the last word stay clear but are
+            // never handed out because of the bound above.
+            if start % 64 == 0 && self.word(start / 64) == u64::MAX {
+                start += 64;
+                continue;
+            }
+            match (start..start + len).find(|&b| self.is_set(b)) {
+                Some(used) => start = used + 1,
+                None => {
+                    self.set_range(start, len, true);
+                    return Some(start);
+                }
+            }
+        }
+        None
+    }
+
+    /// Clears the run `start..start + len`, which `alloc_run` handed out.
+    pub(crate) fn free_run(&mut self, start: usize, len: usize) {
+        assert!(
+            start + len <= self.nbits,
+            "slot run {start}+{len} outside the bitmap"
+        );
+        debug_assert!(
+            (start..start + len).all(|b| self.is_set(b)),
+            "double free of a slot"
+        );
+        self.set_range(start, len, false);
+    }
+}

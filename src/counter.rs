@@ -1,0 +1,129 @@
+//! The counter handle: add, fetch, zero.
+
+use crate::baseline::Baseline;
+use crate::{arch, Error, Protected, Zone};
+
+/// A per-CPU 64-bit counter: one private 8-byte slot on every CPU of its zone.
+///
+/// [`add`](Counter::add) touches only the current CPU's slot, with no lock prefix and no
+/// shared cache line; [`fetch`](Counter::fetch) sums every CPU's slot. Dropping the handle
+/// frees the slot.
+///
+/// # Consistency
+/// `fetch` is not a snapshot at one instant: it reads the CPUs' slots one after another. It
+/// counts every add that completed before it started and none that started after it returned;
+/// an add that overlaps it is counted or not, once. Values wrap modulo 2^64, so a negative
+/// running total reads as a large `u64` (cast it to `i64`).
+///
+/// `zero` and `fetch_and_zero` are lossless without IPIs: they record the sum at that moment
+/// as the counter's baseline instead of writing other CPUs' slots, and `fetch` reports the sum
+/// minus the baseline. An add racing with a zero is counted before it or after it, never lost
+/// and never twice; the deltas that successive `fetch_and_zero` calls return add up, with the
+/// final `fetch`, to exactly every add made.
+///
+/// # Setup
+/// Before a CPU adds, its per-CPU register must hold
+/// [`Zone::cpu_base`] for that CPU (see [`arch::set_cpu_base`](crate::arch::set_cpu_base)).
+pub struct Counter<'z> {
+    zone: &'z Zone<'z>,
+    off: usize,
+    baseline: Baseline,
+}
+
+impl<'z> Counter<'z> {
+    /// Wraps an allocated, cleared slot.
+    ///
+    /// # Safety
+    /// `off` is a slot of `zone` that was just allocated and cleared, owned by nothing else.
+    pub(crate) unsafe fn from_slot(zone: &'z Zone<'z>, off: usize) -> Self {
+        Counter {
+            zone,
+            off,
+            baseline: Baseline::new(),
+        }
+    }
+
+    /// Adds `v` (which may be negative) to this CPU's slot.
+    ///
+    /// On x86_64 this is one `add qword ptr gs:[off], v`: an interrupt or a migration cannot
+    /// fall inside it, so it needs no protection.
+    #[inline(always)]
+    pub fn add(&self, v: i64) {
+        #[cfg(all(feature = "std", debug_assertions))]
+        crate::sim::debug_check_binding(self.zone);
+        // SAFETY: `off` is this counter's live slot; per-CPU registers are the platform's
+        // setup contract (see the type's docs).
+        unsafe { arch::add(self.zone, self.off, v) }
+    }
+
+    /// Adds 1.
+    #[inline(always)]
+    pub fn inc(&self) {
+        self.add(1)
+    }
+
+    /// Adds `v` inside a protected section (FreeBSD's `counter_u64_add_protected`).
+    #[inline(always)]
+    pub fn add_protected(&self, _guard: &Protected, v: i64) {
+        #[cfg(all(feature = "std", debug_assertions))]
+        crate::sim::debug_check_binding(self.zone);
+        // SAFETY: as in `add`; `_guard` proves the section is protected where needed.
+        unsafe { arch::add_protected(self.zone, self.off, v) }
+    }
+
+    /// The sum over all CPUs since the last zero (see the type's consistency notes).
+    pub fn fetch(&self) -> u64 {
+        let baseline = self.baseline.load();
+        self.zone.sum(self.off).wrapping_sub(baseline)
+    }
+
+    /// Resets the counter to 0 without writing any CPU's slot.
+    pub fn zero(&self) {
+        self.fetch_and_zero();
+    }
+
+    /// Returns the count since the last zero and zeroes it, as one step: no add is lost
+    /// between the two and none is counted twice.
+    pub fn fetch_and_zero(&self) -> u64 {
+        loop {
+            // The baseline is read before the slots, and each slot after the reads that made
+            // that baseline: the delta below is only the adds since then, never negative for a
+            // counter that only grows.
+            let old = self.baseline.load();
+            let sum = self.zone.sum(self.off);
+            if self.baseline.replace(old, sum) {
+                return sum.wrapping_sub(old);
+            }
+        }
+    }
+
+    /// The raw value of this counter's slot on CPU `cpu` (not adjusted by zeroes).
+    pub fn cpu_slot(&self, cpu: usize) -> Result<u64, Error> {
+        self.zone.slot_value(cpu, self.off)
+    }
+
+    /// The slot's offset from every CPU's per-CPU register value.
+    pub fn offset(&self) -> usize {
+        self.off
+    }
+
+    /// The zone the counter lives in.
+    pub fn zone(&self) -> &'z Zone<'z> {
+        self.zone
+    }
+}
+
+impl Drop for Counter<'_> {
+    fn drop(&mut self) {
+        self.zone.free_run(self.off, 1);
+    }
+}
+
+impl core::fmt::Debug for Counter<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Counter")
+            .field("offset", &self.off)
+            .field("value", &self.fetch())
+            .finish()
+    }
+}

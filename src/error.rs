@@ -1,0 +1,105 @@
+//! The crate's one error type.
+
+use core::fmt;
+
+/// Everything that can go wrong when a zone is set up or a counter is allocated.
+///
+/// Bad configuration is always reported with one of these and never turned into a
+/// memory access outside the zone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Error {
+    /// The zone was asked for zero CPUs.
+    NoCpus,
+    /// The per-CPU stride is not a multiple of 8 bytes.
+    StrideNotMultipleOf8 {
+        /// The stride given, in bytes.
+        stride: usize,
+    },
+    /// The per-CPU stride cannot hold the counter area at its offset.
+    StrideTooSmall {
+        /// The stride given, in bytes.
+        stride: usize,
+        /// The bytes each CPU needs: area offset plus area length.
+        needed: usize,
+    },
+    /// An address or offset is not 8-byte aligned.
+    Misaligned {
+        /// The offending address or offset.
+        addr: usize,
+    },
+    /// The counter area is empty or its length is not a multiple of 8 bytes.
+    BadAreaLength {
+        /// The length given, in bytes.
+        len: usize,
+    },
+    /// The bitmap given to the zone has fewer bits than the zone has slots.
+    BitmapTooSmall {
+        /// Bits the zone needs (one per slot).
+        needed: usize,
+        /// Bits the bitmap has.
+        has: usize,
+    },
+    /// The zone's address range does not fit in the address space.
+    AddressOverflow,
+    /// A CPU index is not below the zone's CPU count.
+    CpuOutOfRange {
+        /// The index given.
+        cpu: usize,
+        /// The zone's CPU count.
+        ncpus: usize,
+    },
+    /// Every slot of the zone is in use (or no run of the requested length is free).
+    ZoneFull {
+        /// The zone's capacity, in counters.
+        capacity: usize,
+    },
+    /// A static [`ZoneMemory`](crate::ZoneMemory) was handed to a second zone.
+    MemoryInUse,
+    /// The global zone was already installed.
+    AlreadyInstalled,
+    /// No global zone is installed yet (see [`install`](crate::install)).
+    NotInstalled,
+    /// The calling thread is already bound to a simulated CPU (host simulation only).
+    AlreadyBound,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Error::NoCpus => write!(f, "a zone needs at least one CPU"),
+            Error::StrideNotMultipleOf8 { stride } => {
+                write!(f, "per-CPU stride {stride} is not a multiple of 8 bytes")
+            }
+            Error::StrideTooSmall { stride, needed } => {
+                write!(
+                    f,
+                    "per-CPU stride {stride} is smaller than the {needed} bytes each CPU needs"
+                )
+            }
+            Error::Misaligned { addr } => write!(f, "{addr:#x} is not 8-byte aligned"),
+            Error::BadAreaLength { len } => {
+                write!(
+                    f,
+                    "counter area length {len} is zero or not a multiple of 8 bytes"
+                )
+            }
+            Error::BitmapTooSmall { needed, has } => {
+                write!(f, "bitmap has {has} bits but the zone has {needed} slots")
+            }
+            Error::AddressOverflow => write!(f, "the zone does not fit in the address space"),
+            Error::CpuOutOfRange { cpu, ncpus } => {
+                write!(f, "CPU {cpu} is out of range (the zone has {ncpus} CPUs)")
+            }
+            Error::ZoneFull { capacity } => {
+                write!(f, "zone full: all {capacity} counter slots are in use")
+            }
+            Error::MemoryInUse => write!(f, "this zone memory already backs a zone"),
+            Error::AlreadyInstalled => write!(f, "the global zone is already installed"),
+            Error::NotInstalled => write!(f, "no global zone is installed"),
+            Error::AlreadyBound => write!(f, "this thread is already bound to a simulated CPU"),
+        }
+    }
+}
+
+impl core::error::Error for Error {}

@@ -1,0 +1,102 @@
+//! Where a zone's per-CPU memory lies, and the checks that keep every access inside it.
+
+use crate::Error;
+
+/// The shape of a zone's memory: `ncpus` per-CPU blocks, `stride` bytes apart, each holding a
+/// counter area of `len` bytes (8 per counter) at `offset` inside the block.
+///
+/// CPU `i`'s per-CPU register (GS base on x86_64, `TPIDR_EL1` on aarch64, the FS segment base
+/// on i386) holds `base + i * stride`, and a counter's slot on CPU `i` is at
+/// `base + i * stride + off`, where `off` (the counter's offset) is the same on every CPU.
+///
+/// A zone of its own has `offset == 0` and `len == stride`; a kernel that already points its
+/// per-CPU register at its own per-CPU blocks hosts the zone inside them by giving their base
+/// and size, and the offset of the area it reserved for counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ZoneLayout {
+    /// The per-CPU register value of CPU 0: the start of CPU 0's block.
+    pub base: usize,
+    /// Bytes from one CPU's block to the next.
+    pub stride: usize,
+    /// Offset of the counter area inside each block.
+    pub offset: usize,
+    /// Bytes of counter area in each block: 8 per counter.
+    pub len: usize,
+    /// Number of possible CPUs (blocks).
+    pub ncpus: usize,
+}
+
+impl ZoneLayout {
+    /// A layout whose blocks are nothing but counter area: `ncpus` blocks of `stride` bytes.
+    pub const fn dense(base: usize, stride: usize, ncpus: usize) -> Self {
+        ZoneLayout {
+            base,
+            stride,
+            offset: 0,
+            len: stride,
+            ncpus,
+        }
+    }
+
+    /// Checks every rule a zone relies on; the error names the first one broken.
+    pub fn validate(&self) -> Result<(), Error> {
+        if self.ncpus == 0 {
+            return Err(Error::NoCpus);
+        }
+        if self.stride % 8 != 0 {
+            return Err(Error::StrideNotMultipleOf8 {
+                stride: self.stride,
+            });
+        }
+        if self.len == 0 || self.len % 8 != 0 {
+            return Err(Error::BadAreaLength { len: self.len });
+        }
+        for addr in [self.base, self.offset] {
+            if addr % 8 != 0 {
+                return Err(Error::Misaligned { addr });
+            }
+        }
+        let needed = self
+            .offset
+            .checked_add(self.len)
+            .ok_or(Error::AddressOverflow)?;
+        if needed > self.stride {
+            return Err(Error::StrideTooSmall {
+                stride: self.stride,
+                needed,
+            });
+        }
+        (self.ncpus - 1)
+            .checked_mul(self.stride)
+            .and_then(|last| last.checked_add(needed))
+            .and_then(|span| self.base.checked_add(span))
+            .ok_or(Error::AddressOverflow)?;
+        Ok(())
+    }
+
+    /// How many counters the zone holds: one 8-byte slot each.
+    pub const fn capacity(&self) -> usize {
+        self.len / 8
+    }
+
+    /// The per-CPU register value for `cpu`.
+    pub fn cpu_base(&self, cpu: usize) -> Result<usize, Error> {
+        if cpu >= self.ncpus {
+            return Err(Error::CpuOutOfRange {
+                cpu,
+                ncpus: self.ncpus,
+            });
+        }
+        Ok(self.base + cpu * self.stride)
+    }
+
+    /// The register-relative offset of slot `index` (what the add instruction uses).
+    pub(crate) const fn slot_offset(&self, index: usize) -> usize {
+        self.offset + index * 8
+    }
+
+    /// The slot index of a register-relative offset.
+    pub(crate) const fn slot_index(&self, off: usize) -> usize {
+        (off - self.offset) / 8
+    }
+}

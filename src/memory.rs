@@ -1,0 +1,48 @@
+//! Static zone memory for kernels without an allocator.
+
+use core::cell::UnsafeCell;
+use core::sync::atomic::{AtomicBool, Ordering};
+
+/// Room for `NCPUS` CPUs times `WORDS * 64` counters, plus the zone's bitmap, in a `static`.
+///
+/// Each CPU's block is `WORDS * 512` bytes (a multiple of 128, so CPUs never share a cache
+/// line) and holds `WORDS * 64` dense 8-byte slots.
+///
+/// ```
+/// use pcpu_counter::{Zone, ZoneMemory};
+/// static MEMORY: ZoneMemory<4, 2> = ZoneMemory::new(); // 4 CPUs x 128 counters
+/// let zone = Zone::new(&MEMORY).unwrap();
+/// assert_eq!((zone.ncpus(), zone.capacity()), (4, 128));
+/// assert!(Zone::new(&MEMORY).is_err()); // one zone per memory at a time
+/// ```
+#[repr(C, align(128))]
+pub struct ZoneMemory<const NCPUS: usize, const WORDS: usize> {
+    pub(crate) blocks: UnsafeCell<[[[u64; 64]; WORDS]; NCPUS]>,
+    pub(crate) bitmap: UnsafeCell<[u64; WORDS]>,
+    pub(crate) taken: AtomicBool,
+}
+
+// SAFETY: the cells are only reached through the one zone that `take` lets own them.
+unsafe impl<const NCPUS: usize, const WORDS: usize> Sync for ZoneMemory<NCPUS, WORDS> {}
+
+impl<const NCPUS: usize, const WORDS: usize> ZoneMemory<NCPUS, WORDS> {
+    /// Zeroed memory, ready for [`Zone::new`](crate::Zone::new).
+    pub const fn new() -> Self {
+        ZoneMemory {
+            blocks: UnsafeCell::new([[[0; 64]; WORDS]; NCPUS]),
+            bitmap: UnsafeCell::new([0; WORDS]),
+            taken: AtomicBool::new(false),
+        }
+    }
+
+    /// Marks the memory as owned by a zone; false if a zone already owns it.
+    pub(crate) fn take(&self) -> bool {
+        !self.taken.swap(true, Ordering::Acquire)
+    }
+}
+
+impl<const NCPUS: usize, const WORDS: usize> Default for ZoneMemory<NCPUS, WORDS> {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,139 @@
+//! Simulated machines and the exclusive hold of a simulated CPU.
+
+use core::marker::PhantomData;
+use core::sync::atomic::{AtomicPtr, AtomicUsize};
+use std::boxed::Box;
+use std::sync::{Mutex, MutexGuard};
+use std::vec::Vec;
+
+use crate::{arch, Counter, Error, Zone};
+
+/// The handler pointer a machine's simulated interrupts call: a thin pointer to a fat one.
+pub(crate) type HandlerSlot = AtomicPtr<&'static (dyn Fn(usize) + Sync)>;
+
+/// A simulated machine: `ncpus` CPUs, each held by at most one thread at a time, and a zone
+/// with one block per CPU.
+pub struct Machine {
+    zone: Zone<'static>,
+    cpus: Box<[Mutex<()>]>,
+    pub(crate) handler: HandlerSlot,
+    pub(crate) handlers_running: AtomicUsize,
+}
+
+/// The zone address of the machine at `machine` (for the add path's debug check).
+#[cfg(debug_assertions)]
+pub(crate) fn zone_of(machine: usize) -> usize {
+    // SAFETY: `machine` comes from a binding, which borrows the machine while it exists.
+    let machine = unsafe { &*(machine as *const Machine) };
+    &machine.zone as *const Zone<'static> as usize
+}
+
+impl Machine {
+    /// A machine with `ncpus` CPUs and room for 1024 counters.
+    ///
+    /// # Panics
+    /// If `ncpus` is zero; [`with_capacity`](Machine::with_capacity) returns the error instead.
+    pub fn new(ncpus: usize) -> Self {
+        Self::with_capacity(ncpus, 1024).unwrap_or_else(|e| panic!("Machine::new({ncpus}): {e}"))
+    }
+
+    /// A machine with `ncpus` CPUs and room for at least `counters` counters.
+    pub fn with_capacity(ncpus: usize, counters: usize) -> Result<Self, Error> {
+        let zone = Zone::with_capacity(ncpus, counters)?;
+        let cpus: Vec<Mutex<()>> = (0..ncpus).map(|_| Mutex::new(())).collect();
+        Ok(Machine {
+            zone,
+            cpus: cpus.into_boxed_slice(),
+            handler: AtomicPtr::new(core::ptr::null_mut()),
+            handlers_running: AtomicUsize::new(0),
+        })
+    }
+
+    /// The machine's zone.
+    pub fn zone(&self) -> &Zone<'static> {
+        &self.zone
+    }
+
+    /// Number of simulated CPUs.
+    pub fn ncpus(&self) -> usize {
+        self.zone.ncpus()
+    }
+
+    /// Allocates a counter in the machine's zone.
+    pub fn alloc(&self) -> Result<Counter<'_>, Error> {
+        self.zone.alloc()
+    }
+
+    /// Takes CPU `cpu` for the calling thread, waiting while another thread holds it, and
+    /// points the thread's per-CPU register at the CPU's block. Dropping the result leaves it.
+    pub fn bind(&self, cpu: usize) -> Result<Bound<'_>, Error> {
+        let base = self.zone.cpu_base(cpu)?;
+        if super::binding().is_some() {
+            return Err(Error::AlreadyBound);
+        }
+        let hold = self.cpus[cpu]
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // SAFETY: `base` is this CPU's block of the machine's zone, which outlives the hold.
+        unsafe { arch::host_bind(base) };
+        // The register first, then the binding: a signal that sees the binding finds the
+        // register ready.
+        super::set_binding(Some((self as *const Machine as usize, cpu)));
+        Ok(Bound {
+            machine: self,
+            cpu,
+            _hold: hold,
+            _thread: PhantomData,
+        })
+    }
+
+    /// Runs `f` on CPU `cpu` (see [`bind`](Machine::bind)).
+    ///
+    /// # Panics
+    /// If `cpu` is out of range or the thread already holds a CPU.
+    pub fn run_on<R>(&self, cpu: usize, f: impl FnOnce() -> R) -> R {
+        let _bound = self
+            .bind(cpu)
+            .unwrap_or_else(|e| panic!("run_on({cpu}): {e}"));
+        f()
+    }
+}
+
+impl core::fmt::Debug for Machine {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Machine").field("zone", &self.zone).finish()
+    }
+}
+
+/// The calling thread's exclusive hold of a simulated CPU. Not `Send`: it is the thread's.
+pub struct Bound<'m> {
+    machine: &'m Machine,
+    cpu: usize,
+    _hold: MutexGuard<'m, ()>,
+    _thread: PhantomData<*mut ()>,
+}
+
+impl<'m> Bound<'m> {
+    /// The CPU held.
+    pub fn cpu(&self) -> usize {
+        self.cpu
+    }
+
+    /// Leaves this CPU and takes `cpu` (waiting for it), as a scheduler migrates a thread.
+    /// On error the thread holds no CPU.
+    pub fn migrate(self, cpu: usize) -> Result<Bound<'m>, Error> {
+        let machine = self.machine;
+        drop(self);
+        machine.bind(cpu)
+    }
+}
+
+impl Drop for Bound<'_> {
+    fn drop(&mut self) {
+        // The binding first, then the register: a signal in between sees no CPU and does not
+        // add through a stale register.
+        super::set_binding(None);
+        // SAFETY: clears this thread's register; the zone is no longer used through it.
+        unsafe { arch::host_unbind() };
+    }
+}

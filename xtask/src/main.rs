@@ -1,0 +1,37 @@
+//! `cargo xtask <command>`: the project's build and test tooling, in plain stable Rust.
+//!
+//! - `cargo xtask cross`: the host suite on aarch64 and i686 (under qemu-user), and no_std
+//!   builds for the bare-metal targets.
+//! - `cargo xtask qemu [x86_64|aarch64|i386|all]`: builds and boots the QEMU test kernels.
+//! - `cargo xtask bench`: runs the benchmarks and writes docs/BENCHMARKS.md.
+
+mod bench;
+mod cross;
+mod qemu;
+mod toolchain;
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (command, rest) = match args.split_first() {
+        Some((c, rest)) => (c.as_str(), rest),
+        None => ("help", &[][..]),
+    };
+    let result = match command {
+        "cross" => cross::run(rest),
+        "qemu" => qemu::run(rest),
+        "bench" => bench::run(rest),
+        _ => {
+            eprintln!("usage: cargo xtask <cross | qemu [x86_64|aarch64|i386|all] | bench>");
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("xtask {command}: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! Finding a toolchain that can build for a target (being written).

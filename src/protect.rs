@@ -36,6 +36,13 @@ impl Protected {
     }
 }
 
+impl Protected {
+    /// Whether this section holds local protection (false where the arch's add needs none).
+    pub fn holds_protection(&self) -> bool {
+        self._protection.is_some()
+    }
+}
+
 impl core::fmt::Debug for Protected {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Protected")

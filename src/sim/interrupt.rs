@@ -126,6 +126,7 @@ pub fn interrupt_storm<R>(work: impl FnOnce() -> R) -> (R, Storm) {
     // SAFETY: pthread_self has no preconditions.
     let target = unsafe { libc::pthread_self() };
     let stop = AtomicBool::new(false);
+    let started = AtomicBool::new(false);
     let taken_before = TAKEN.with(Cell::get);
     let (result, raised) = std::thread::scope(|s| {
         let raiser = s.spawn(|| {
@@ -136,9 +137,14 @@ pub fn interrupt_storm<R>(work: impl FnOnce() -> R) -> (R, Storm) {
                 let rc = unsafe { libc::pthread_kill(target, IRQ) };
                 assert_eq!(rc, 0, "pthread_kill failed");
                 raised += 1;
+                started.store(true, Ordering::Release);
             }
             raised
         });
+        // The storm is on before the work starts.
+        while !started.load(Ordering::Acquire) {
+            std::thread::yield_now();
+        }
         let result = work();
         stop.store(true, Ordering::Relaxed);
         (result, raiser.join().expect("interrupt raiser panicked"))
@@ -192,5 +198,43 @@ pub(crate) unsafe fn unprotect(state: ProtectState) {
         // SAFETY: valid set; this only changes the calling thread's mask.
         let rc = unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, core::ptr::null_mut()) };
         debug_assert_eq!(rc, 0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::sync::atomic::AtomicU64;
+
+    /// Local protection under simulation really masks the interrupt, and nests.
+    #[test]
+    fn protect_masks_simulated_interrupts_and_nests() {
+        let machine = Machine::new(1);
+        let handled = AtomicU64::new(0);
+        let handler = |_cpu: usize| {
+            handled.fetch_add(1, Ordering::Relaxed);
+        };
+        let spin = || (0..300_000u64).for_each(|i| drop(core::hint::black_box(i)));
+        machine.with_interrupt_handler(&handler, || {
+            machine.run_on(0, || {
+                let ((masked, unmasked), _) = interrupt_storm(|| {
+                    let outer = protect();
+                    let inner = protect();
+                    let before = handled.load(Ordering::Relaxed);
+                    spin();
+                    // SAFETY: LIFO release of the two `protect`s above.
+                    unsafe { unprotect(inner) };
+                    spin(); // still inside `outer`
+                    let masked = handled.load(Ordering::Relaxed) - before;
+                    // SAFETY: as above.
+                    unsafe { unprotect(outer) };
+                    let before = handled.load(Ordering::Relaxed);
+                    spin();
+                    (masked, handled.load(Ordering::Relaxed) - before)
+                });
+                assert_eq!(masked, 0, "an interrupt ran under protection");
+                assert!(unmasked > 0, "no interrupt landed while unmasked: the test proves nothing");
+            })
+        });
     }
 }

@@ -14,10 +14,16 @@ pub(crate) type HandlerSlot = AtomicPtr<&'static (dyn Fn(usize) + Sync)>;
 /// A simulated machine: `ncpus` CPUs, each held by at most one thread at a time, and a zone
 /// with one block per CPU.
 pub struct Machine {
-    zone: Zone<'static>,
+    zone: MachineZone,
     cpus: Box<[Mutex<()>]>,
     pub(crate) handler: HandlerSlot,
     pub(crate) handlers_running: AtomicUsize,
+}
+
+/// A machine's own zone, or the global zone it installed.
+enum MachineZone {
+    Own(Zone<'static>),
+    Global(&'static Zone<'static>),
 }
 
 /// The zone address of the machine at `machine` (for the add path's debug check).
@@ -25,7 +31,7 @@ pub struct Machine {
 pub(crate) fn zone_of(machine: usize) -> usize {
     // SAFETY: `machine` comes from a binding, which borrows the machine while it exists.
     let machine = unsafe { &*(machine as *const Machine) };
-    &machine.zone as *const Zone<'static> as usize
+    machine.zone() as *const Zone<'static> as usize
 }
 
 impl Machine {
@@ -39,35 +45,53 @@ impl Machine {
 
     /// A machine with `ncpus` CPUs and room for at least `counters` counters.
     pub fn with_capacity(ncpus: usize, counters: usize) -> Result<Self, Error> {
-        let zone = Zone::with_capacity(ncpus, counters)?;
+        Ok(Self::around(MachineZone::Own(Zone::with_capacity(ncpus, counters)?)))
+    }
+
+    /// A machine whose zone is [`install`](crate::install)ed as the global zone, so that the
+    /// FreeBSD-named functions ([`counter_u64_alloc`](crate::counter_u64_alloc), ...) work on
+    /// its CPUs. Fails with [`Error::AlreadyInstalled`] if a global zone exists.
+    pub fn with_global_zone(ncpus: usize, counters: usize) -> Result<Self, Error> {
+        let zone = crate::install(Zone::with_capacity(ncpus, counters)?)?;
+        Ok(Self::around(MachineZone::Global(zone)))
+    }
+
+    fn around(zone: MachineZone) -> Self {
+        let ncpus = match &zone {
+            MachineZone::Own(z) => z.ncpus(),
+            MachineZone::Global(z) => z.ncpus(),
+        };
         let cpus: Vec<Mutex<()>> = (0..ncpus).map(|_| Mutex::new(())).collect();
-        Ok(Machine {
+        Machine {
             zone,
             cpus: cpus.into_boxed_slice(),
             handler: AtomicPtr::new(core::ptr::null_mut()),
             handlers_running: AtomicUsize::new(0),
-        })
+        }
     }
 
     /// The machine's zone.
     pub fn zone(&self) -> &Zone<'static> {
-        &self.zone
+        match &self.zone {
+            MachineZone::Own(zone) => zone,
+            MachineZone::Global(zone) => zone,
+        }
     }
 
     /// Number of simulated CPUs.
     pub fn ncpus(&self) -> usize {
-        self.zone.ncpus()
+        self.zone().ncpus()
     }
 
     /// Allocates a counter in the machine's zone.
     pub fn alloc(&self) -> Result<Counter<'_>, Error> {
-        self.zone.alloc()
+        self.zone().alloc()
     }
 
     /// Takes CPU `cpu` for the calling thread, waiting while another thread holds it, and
     /// points the thread's per-CPU register at the CPU's block. Dropping the result leaves it.
     pub fn bind(&self, cpu: usize) -> Result<Bound<'_>, Error> {
-        let base = self.zone.cpu_base(cpu)?;
+        let base = self.zone().cpu_base(cpu)?;
         if super::binding().is_some() {
             return Err(Error::AlreadyBound);
         }
@@ -101,7 +125,7 @@ impl Machine {
 
 impl core::fmt::Debug for Machine {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Machine").field("zone", &self.zone).finish()
+        f.debug_struct("Machine").field("zone", self.zone()).finish()
     }
 }
 
@@ -125,6 +149,12 @@ impl<'m> Bound<'m> {
         let machine = self.machine;
         drop(self);
         machine.bind(cpu)
+    }
+}
+
+impl core::fmt::Debug for Bound<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Bound").field("cpu", &self.cpu).finish()
     }
 }
 

@@ -1,0 +1,97 @@
+//! Shared test harness: a tiny PRNG and a random workload on simulated CPUs.
+#![allow(dead_code)] // Each test file uses part of it.
+
+use pcpu_counter::sim::Machine;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// xorshift64*: deterministic, dependency-free randomness for the tests.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    /// A value in `-range..range`.
+    pub fn signed(&mut self, range: i64) -> i64 {
+        (self.next() % (2 * range as u64)) as i64 - range
+    }
+}
+
+/// A workload: how many threads, how often they migrate, how much they add.
+#[derive(Clone, Copy)]
+pub struct Workload {
+    pub threads: usize,
+    /// Each round binds a random CPU (a migration), does `adds_per_round` adds, and leaves.
+    pub rounds: usize,
+    pub adds_per_round: usize,
+    pub counters: usize,
+    /// Adds are random values in `-range..range` (or exactly 1 when `range` is 0).
+    pub range: i64,
+    pub seed: u64,
+}
+
+/// Runs `w` on `machine`: every add goes through `add(counter_index, value)` while the thread
+/// holds a random simulated CPU. Returns, per counter, the wrapping sum of every value added.
+pub fn run(machine: &Machine, w: Workload, add: &(dyn Fn(usize, i64) + Sync)) -> Vec<u64> {
+    let expected: Vec<AtomicU64> = (0..w.counters).map(|_| AtomicU64::new(0)).collect();
+    std::thread::scope(|s| {
+        for t in 0..w.threads {
+            let expected = &expected;
+            s.spawn(move || {
+                let mut rng = Rng::new(w.seed ^ (t as u64 + 1) * 0x1_0000_0001);
+                let mut mine = vec![0u64; w.counters];
+                for _ in 0..w.rounds {
+                    let _cpu = machine.bind(rng.below(machine.ncpus())).unwrap();
+                    for _ in 0..w.adds_per_round {
+                        let (i, v) = (rng.below(w.counters), if w.range == 0 { 1 } else { rng.signed(w.range) });
+                        add(i, v);
+                        mine[i] = mine[i].wrapping_add(v as u64);
+                    }
+                }
+                for (e, m) in expected.iter().zip(mine) {
+                    e.fetch_add(m, Ordering::Relaxed);
+                }
+            });
+        }
+    });
+    expected.into_iter().map(AtomicU64::into_inner).collect()
+}
+
+/// A deliberately broken counter: one shared value updated with a plain load and store, as a
+/// racy `+=` would. The harness must catch it losing adds.
+pub struct RacyShared(std::cell::UnsafeCell<u64>);
+
+// SAFETY: it is not safe; that is the point. Accesses are volatile so the race happens in
+// the machine code, and the values are only ever compared, never trusted.
+unsafe impl Sync for RacyShared {}
+
+impl RacyShared {
+    pub fn new() -> Self {
+        RacyShared(std::cell::UnsafeCell::new(0))
+    }
+
+    pub fn add(&self, v: i64) {
+        // SAFETY: a deliberate data race on an integer, read and written with volatile accesses.
+        unsafe {
+            let p = self.0.get();
+            p.write_volatile(p.read_volatile().wrapping_add(v as u64));
+        }
+    }
+
+    pub fn get(&self) -> u64 {
+        // SAFETY: as in `add`.
+        unsafe { self.0.get().read_volatile() }
+    }
+}

@@ -4,37 +4,60 @@
 use pcpu_counter::sim::{interrupt_storm, Machine};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Adds `per_thread` ones to `c` on every CPU of `machine`, each thread under an interrupt
-/// storm whose handler adds 1 to `c` too. Returns (handler runs, interrupts taken).
-fn storm_on_every_cpu(machine: &Machine, per_thread: u64, add: &(dyn Fn() + Sync)) -> (u64, u64) {
+/// On every CPU of `machine` at once, a thread under an interrupt storm calls `add` until the
+/// handlers (which call `add` too) have run at least `min_handled` times in all, or a bound
+/// is reached. Returns (adds the threads made, handler runs, interrupts taken).
+fn storm_on_every_cpu(
+    machine: &Machine,
+    min_handled: u64,
+    add: &(dyn Fn() + Sync),
+) -> (u64, u64, u64) {
+    const CHUNK: u64 = 10_000;
+    const MAX_ADDS: u64 = 50_000_000;
     let handled = AtomicU64::new(0);
     let handler = |_cpu: usize| {
         add();
         handled.fetch_add(1, Ordering::Relaxed);
     };
-    let taken = machine.with_interrupt_handler(&handler, || {
+    let work = || {
+        let mut adds = 0;
+        while handled.load(Ordering::Relaxed) < min_handled && adds < MAX_ADDS {
+            (0..CHUNK).for_each(|_| add());
+            adds += CHUNK;
+        }
+        adds
+    };
+    let (adds, taken) = machine.with_interrupt_handler(&handler, || {
         std::thread::scope(|s| {
             let threads: Vec<_> = (0..machine.ncpus())
                 .map(|cpu| {
-                    s.spawn(move || {
-                        machine.run_on(cpu, || interrupt_storm(|| (0..per_thread).for_each(|_| add())).1.taken)
-                    })
+                    let work = &work;
+                    s.spawn(move || machine.run_on(cpu, || interrupt_storm(work)))
                 })
                 .collect();
-            threads.into_iter().map(|t| t.join().unwrap()).sum::<u64>()
+            threads
+                .into_iter()
+                .map(|t| t.join().unwrap())
+                .fold((0, 0), |(a, t), (adds, storm)| (a + adds, t + storm.taken))
         })
     });
-    (handled.into_inner(), taken)
+    (adds, handled.into_inner(), taken)
 }
 
 #[test]
 fn handler_adds_interleave_exactly() {
     let machine = Machine::new(2);
     let c = machine.alloc().unwrap();
-    let (handled, taken) = storm_on_every_cpu(&machine, 300_000, &|| c.inc());
-    assert!(handled > 100, "only {handled} interrupts were handled: the test proves nothing");
-    assert_eq!(handled, taken, "every interrupt taken on a bound thread runs the handler");
-    assert_eq!(c.fetch(), 2 * 300_000 + handled);
+    let (adds, handled, taken) = storm_on_every_cpu(&machine, 2_000, &|| c.inc());
+    assert!(
+        handled >= 2_000,
+        "only {handled} interrupts were handled: the test proves nothing"
+    );
+    assert_eq!(
+        handled, taken,
+        "every interrupt taken on a bound thread runs the handler"
+    );
+    assert_eq!(c.fetch(), adds + handled);
 }
 
 #[test]
@@ -61,7 +84,10 @@ fn protection_masks_interrupts() {
             });
             assert!(storm.raised > 0 && storm.taken > 0);
             if held {
-                assert_eq!(inside, 0, "an interrupt ran inside counter_enter/counter_exit");
+                assert_eq!(
+                    inside, 0,
+                    "an interrupt ran inside counter_enter/counter_exit"
+                );
             } else {
                 // The arch's add needs no protection (x86_64, aarch64, i386 with CX8).
                 assert!(!pcpu_counter::arch::NAME.starts_with("portable"));
@@ -96,13 +122,16 @@ fn storm_catches_a_racy_per_cpu_add() {
     let mut lost = 0;
     for _ in 0..10 {
         let before = c.fetch();
-        let (handled, _) = storm_on_every_cpu(&machine, 300_000, &racy_add);
-        lost = (2 * 300_000 + handled) - (c.fetch() - before);
+        let (adds, handled, _) = storm_on_every_cpu(&machine, 2_000, &racy_add);
+        lost = (adds + handled) - (c.fetch() - before);
         if lost > 0 {
             break;
         }
     }
-    assert!(lost > 0, "a racy per-CPU add lost nothing under interrupts: the storm proves nothing");
+    assert!(
+        lost > 0,
+        "a racy per-CPU add lost nothing under interrupts: the storm proves nothing"
+    );
 }
 
 /// Threads alone cannot break that racy add, because a simulated CPU runs one thread at a

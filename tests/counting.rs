@@ -18,7 +18,14 @@ fn check_exact(ncpus: usize, w: Workload) {
 }
 
 fn workload(threads: usize, seed: u64) -> Workload {
-    Workload { threads, rounds: 40, adds_per_round: 500, counters: 7, range: 1000, seed }
+    Workload {
+        threads,
+        rounds: 40,
+        adds_per_round: 500,
+        counters: 7,
+        range: 1000,
+        seed,
+    }
 }
 
 #[test]
@@ -136,12 +143,22 @@ fn harness_catches_a_racy_counter() {
     let mut worst_loss = 0u64;
     for attempt in 0..20 {
         let racy: Vec<RacyShared> = (0..1).map(|_| RacyShared::new()).collect();
-        let w = Workload { threads: 4, rounds: 20, adds_per_round: 20_000, counters: 1, range: 0, seed: attempt };
+        let w = Workload {
+            threads: 4,
+            rounds: 20,
+            adds_per_round: 20_000,
+            counters: 1,
+            range: 0,
+            seed: attempt,
+        };
         let expected = common::run(&machine, w, &|i, v| racy[i].add(v));
         worst_loss = worst_loss.max(expected[0] - racy[0].get());
         if worst_loss > 0 {
             break;
         }
     }
-    assert!(worst_loss > 0, "a racy shared += lost nothing in 20 runs: the harness cannot fail");
+    assert!(
+        worst_loss > 0,
+        "a racy shared += lost nothing in 20 runs: the harness cannot fail"
+    );
 }

@@ -15,11 +15,21 @@ pub fn pcpu_probe_counter_add(counter: &Counter<'_>, v: i64) {
 fn disassemble(symbol: &str) -> Vec<String> {
     let exe = std::env::current_exe().unwrap();
     let out = std::process::Command::new("objdump")
-        .args(["-d", "--no-show-raw-insn", "-M", "intel", &format!("--disassemble={symbol}")])
+        .args([
+            "-d",
+            "--no-show-raw-insn",
+            "-M",
+            "intel",
+            &format!("--disassemble={symbol}"),
+        ])
         .arg(&exe)
         .output()
         .expect("objdump (binutils) is needed for this check");
-    assert!(out.status.success(), "objdump failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "objdump failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8(out.stdout).unwrap();
     text.lines()
         .filter(|l| l.starts_with(' ') && l.contains(":\t"))
@@ -29,23 +39,41 @@ fn disassemble(symbol: &str) -> Vec<String> {
 
 /// What the check demands of a function's instructions; returns what is wrong, if anything.
 fn check_add_path(insns: &[String], debug_build: bool) -> Result<(), String> {
-    let gs_adds: Vec<&String> =
-        insns.iter().filter(|i| i.starts_with("add") && i.contains("gs:")).collect();
+    let gs_adds: Vec<&String> = insns
+        .iter()
+        .filter(|i| i.starts_with("add") && i.contains("gs:"))
+        .collect();
     if gs_adds.len() != 1 {
-        return Err(format!("expected one gs-relative add, found {}: {insns:#?}", gs_adds.len()));
+        return Err(format!(
+            "expected one gs-relative add, found {}: {insns:#?}",
+            gs_adds.len()
+        ));
     }
     if !gs_adds[0].starts_with("add    QWORD PTR gs:[") {
-        return Err(format!("not a 64-bit add to a gs-relative slot: {}", gs_adds[0]));
+        return Err(format!(
+            "not a 64-bit add to a gs-relative slot: {}",
+            gs_adds[0]
+        ));
     }
     let gs_others = insns.iter().filter(|i| i.contains("gs:")).count() - 1;
     if gs_others != 0 {
-        return Err(format!("{gs_others} other gs-relative accesses: {insns:#?}"));
+        return Err(format!(
+            "{gs_others} other gs-relative accesses: {insns:#?}"
+        ));
     }
     if let Some(lock) = insns.iter().find(|i| i.starts_with("lock")) {
         return Err(format!("lock prefix on the add path: {lock}"));
     }
-    for call in insns.iter().filter(|i| i.starts_with("call") || i.starts_with("jmp  ")) {
-        if call.contains('[') || call.split_whitespace().nth(1).is_some_and(|t| t.starts_with('r')) {
+    for call in insns
+        .iter()
+        .filter(|i| i.starts_with("call") || i.starts_with("jmp  "))
+    {
+        if call.contains('[')
+            || call
+                .split_whitespace()
+                .nth(1)
+                .is_some_and(|t| t.starts_with('r'))
+        {
             return Err(format!("indirect call or jump on the add path: {call}"));
         }
         // Debug builds check the simulated CPU binding (a direct call); release builds call nothing.
@@ -75,13 +103,30 @@ fn counter_add_is_one_unlocked_gs_relative_add() {
 #[test]
 fn the_check_rejects_broken_add_paths() {
     let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-    let good = s(&["mov    rax,QWORD PTR [rdi+0x8]", "add    QWORD PTR gs:[rax],rsi", "ret"]);
+    let good = s(&[
+        "mov    rax,QWORD PTR [rdi+0x8]",
+        "add    QWORD PTR gs:[rax],rsi",
+        "ret",
+    ]);
     assert!(check_add_path(&good, false).is_ok());
     let bad = [
         s(&["lock add QWORD PTR gs:[rax],rsi", "ret"]),
-        s(&["mov    rcx,QWORD PTR gs:[rax]", "add    rcx,rsi", "mov    QWORD PTR gs:[rax],rcx", "ret"]),
-        s(&["add    QWORD PTR gs:[rax],rsi", "add    QWORD PTR gs:[rax],rsi", "ret"]),
-        s(&["call   QWORD PTR [rip+0x1000]", "add    QWORD PTR gs:[rax],rsi", "ret"]),
+        s(&[
+            "mov    rcx,QWORD PTR gs:[rax]",
+            "add    rcx,rsi",
+            "mov    QWORD PTR gs:[rax],rcx",
+            "ret",
+        ]),
+        s(&[
+            "add    QWORD PTR gs:[rax],rsi",
+            "add    QWORD PTR gs:[rax],rsi",
+            "ret",
+        ]),
+        s(&[
+            "call   QWORD PTR [rip+0x1000]",
+            "add    QWORD PTR gs:[rax],rsi",
+            "ret",
+        ]),
         s(&["add    QWORD PTR gs:[rax],rsi", "call   rax", "ret"]),
         s(&["add    DWORD PTR gs:[rax],esi", "ret"]),
         s(&["add    QWORD PTR [rax],rsi", "ret"]),

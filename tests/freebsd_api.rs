@@ -6,10 +6,16 @@ use pcpu_counter::*;
 #[test]
 fn freebsd_names_on_the_global_zone() {
     assert_eq!(global_zone().unwrap_err(), Error::NotInstalled);
-    assert!(counter_u64_alloc(Wait::NoWait).is_none(), "no zone installed yet");
+    assert!(
+        counter_u64_alloc(Wait::NoWait).is_none(),
+        "no zone installed yet"
+    );
     let machine = Machine::with_global_zone(4, 16).unwrap();
     assert!(core::ptr::eq(global_zone().unwrap(), machine.zone()));
-    assert_eq!(install(Zone::with_capacity(1, 8).unwrap()).unwrap_err(), Error::AlreadyInstalled);
+    assert_eq!(
+        install(Zone::with_capacity(1, 8).unwrap()).unwrap_err(),
+        Error::AlreadyInstalled
+    );
     assert!(Machine::with_global_zone(2, 8).is_err());
 
     let c: CounterU64 = counter_u64_alloc(Wait::WaitOk).unwrap();
@@ -34,12 +40,17 @@ fn freebsd_names_on_the_global_zone() {
     assert_eq!(counter_u64_fetch(&c), 0);
 
     // Fill the zone: NoWait fails at once, WaitOk waits until a slot is freed.
-    let rest: Vec<_> = (1..16).map(|_| counter_u64_alloc(Wait::NoWait).unwrap()).collect();
+    let rest: Vec<_> = (1..16)
+        .map(|_| counter_u64_alloc(Wait::NoWait).unwrap())
+        .collect();
     assert!(counter_u64_alloc(Wait::NoWait).is_none());
     let freed_by_other = std::thread::scope(|s| {
         let waiter = s.spawn(|| counter_u64_alloc(Wait::WaitOk));
         std::thread::sleep(std::time::Duration::from_millis(50));
-        assert!(!waiter.is_finished(), "WaitOk returned while the zone was full");
+        assert!(
+            !waiter.is_finished(),
+            "WaitOk returned while the zone was full"
+        );
         counter_u64_free(c);
         waiter.join().unwrap()
     });

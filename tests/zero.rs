@@ -11,7 +11,11 @@ fn zero_resets_without_touching_slots() {
     machine.run_on(2, || c.add(41));
     counter_u64_zero(&c);
     assert_eq!(counter_u64_fetch(&c), 0);
-    assert_eq!(c.cpu_slot(2).unwrap(), 41, "zero must not write a CPU's slot");
+    assert_eq!(
+        c.cpu_slot(2).unwrap(),
+        41,
+        "zero must not write a CPU's slot"
+    );
     machine.run_on(3, || c.add(1));
     assert_eq!(c.fetch(), 1);
     assert_eq!(c.fetch_and_zero(), 1);
@@ -38,7 +42,10 @@ fn fetch_and_zero_racing_with_adds_loses_nothing() {
             let (mut sum, mut n) = (0u64, 0u64);
             while !done.load(Ordering::Relaxed) {
                 let delta = c.fetch_and_zero();
-                assert!(delta <= WRITERS as u64 * ADDS, "impossible delta {delta}: a zero went backwards");
+                assert!(
+                    delta <= WRITERS as u64 * ADDS,
+                    "impossible delta {delta}: a zero went backwards"
+                );
                 sum += delta;
                 n += 1;
             }
@@ -66,7 +73,10 @@ fn concurrent_fetch_and_zero_calls_split_the_count() {
                     let mut sum = 0u64;
                     while !done.load(Ordering::Relaxed) {
                         let delta = c.fetch_and_zero();
-                        assert!(delta <= 100_000, "delta {delta} is negative: deltas overlapped");
+                        assert!(
+                            delta <= 100_000,
+                            "delta {delta} is negative: deltas overlapped"
+                        );
                         sum += delta;
                     }
                     sum
@@ -133,5 +143,8 @@ fn a_remote_store_zero_would_lose_adds() {
             break;
         }
     }
-    assert!(lost, "a remote store-zero never lost or doubled an add in 20 runs");
+    assert!(
+        lost,
+        "a remote store-zero never lost or doubled an add in 20 runs"
+    );
 }

@@ -42,7 +42,11 @@ fn a_reused_slot_starts_at_zero() {
     for c in &again {
         assert_eq!(c.fetch(), 0);
         for cpu in 0..4 {
-            assert_eq!(c.cpu_slot(cpu).unwrap(), 0, "slot reused dirty on CPU {cpu}");
+            assert_eq!(
+                c.cpu_slot(cpu).unwrap(),
+                0,
+                "slot reused dirty on CPU {cpu}"
+            );
         }
     }
 }
@@ -81,35 +85,95 @@ fn alloc_free_reuse_under_concurrency() {
 #[test]
 fn bad_configurations_are_rejected() {
     let mut bitmap = [0u64; 4];
-    let good = ZoneLayout { base: 0x10_0000, stride: 256, offset: 64, len: 128, ncpus: 4 };
+    let good = ZoneLayout {
+        base: 0x10_0000,
+        stride: 256,
+        offset: 64,
+        len: 128,
+        ncpus: 4,
+    };
     assert_eq!(good.validate(), Ok(()));
     let cases = [
         (ZoneLayout { ncpus: 0, ..good }, Error::NoCpus),
-        (ZoneLayout { stride: 252, ..good }, Error::StrideNotMultipleOf8 { stride: 252 }),
-        (ZoneLayout { stride: 128, ..good }, Error::StrideTooSmall { stride: 128, needed: 192 }),
-        (ZoneLayout { base: 0x10_0004, ..good }, Error::Misaligned { addr: 0x10_0004 }),
-        (ZoneLayout { offset: 60, ..good }, Error::Misaligned { addr: 60 }),
-        (ZoneLayout { len: 0, ..good }, Error::BadAreaLength { len: 0 }),
-        (ZoneLayout { len: 100, ..good }, Error::BadAreaLength { len: 100 }),
-        (ZoneLayout { base: usize::MAX - 511, ..good }, Error::AddressOverflow),
-        (ZoneLayout { ncpus: usize::MAX, ..good }, Error::AddressOverflow),
+        (
+            ZoneLayout {
+                stride: 252,
+                ..good
+            },
+            Error::StrideNotMultipleOf8 { stride: 252 },
+        ),
+        (
+            ZoneLayout {
+                stride: 128,
+                ..good
+            },
+            Error::StrideTooSmall {
+                stride: 128,
+                needed: 192,
+            },
+        ),
+        (
+            ZoneLayout {
+                base: 0x10_0004,
+                ..good
+            },
+            Error::Misaligned { addr: 0x10_0004 },
+        ),
+        (
+            ZoneLayout { offset: 60, ..good },
+            Error::Misaligned { addr: 60 },
+        ),
+        (
+            ZoneLayout { len: 0, ..good },
+            Error::BadAreaLength { len: 0 },
+        ),
+        (
+            ZoneLayout { len: 100, ..good },
+            Error::BadAreaLength { len: 100 },
+        ),
+        (
+            ZoneLayout {
+                base: usize::MAX - 511,
+                ..good
+            },
+            Error::AddressOverflow,
+        ),
+        (
+            ZoneLayout {
+                ncpus: usize::MAX,
+                ..good
+            },
+            Error::AddressOverflow,
+        ),
     ];
     for (layout, error) in cases {
         assert_eq!(layout.validate(), Err(error), "{layout:?}");
         // SAFETY: every layout here is rejected before any memory is touched.
-        assert_eq!(unsafe { Zone::from_raw_parts(layout, &mut bitmap) }.unwrap_err(), error);
+        assert_eq!(
+            unsafe { Zone::from_raw_parts(layout, &mut bitmap) }.unwrap_err(),
+            error
+        );
     }
-    assert_eq!(good.cpu_base(4), Err(Error::CpuOutOfRange { cpu: 4, ncpus: 4 }));
+    assert_eq!(
+        good.cpu_base(4),
+        Err(Error::CpuOutOfRange { cpu: 4, ncpus: 4 })
+    );
     let mut tiny = [0u64; 0];
     // SAFETY: rejected for its bitmap before any memory is touched.
     let err = unsafe { Zone::from_raw_parts(good, &mut tiny) }.unwrap_err();
     assert_eq!(err, Error::BitmapTooSmall { needed: 16, has: 0 });
     assert_eq!(Zone::with_capacity(0, 8).unwrap_err(), Error::NoCpus);
-    assert_eq!(Zone::with_capacity(2, 0).unwrap_err(), Error::BadAreaLength { len: 0 });
+    assert_eq!(
+        Zone::with_capacity(2, 0).unwrap_err(),
+        Error::BadAreaLength { len: 0 }
+    );
     assert!(Zone::with_capacity(2, usize::MAX).is_err());
     assert_eq!(Machine::with_capacity(0, 8).unwrap_err(), Error::NoCpus);
     let machine = Machine::new(2);
-    assert_eq!(machine.bind(2).unwrap_err(), Error::CpuOutOfRange { cpu: 2, ncpus: 2 });
+    assert_eq!(
+        machine.bind(2).unwrap_err(),
+        Error::CpuOutOfRange { cpu: 2, ncpus: 2 }
+    );
     let held = machine.bind(0).unwrap();
     assert_eq!(machine.bind(1).unwrap_err(), Error::AlreadyBound);
     drop(held);
@@ -122,13 +186,19 @@ fn bad_configurations_are_rejected() {
 fn static_memory_backs_one_zone_at_a_time() {
     static MEMORY: ZoneMemory<3, 1> = ZoneMemory::new();
     let zone = Zone::new(&MEMORY).unwrap();
-    assert_eq!((zone.ncpus(), zone.capacity(), zone.layout().stride), (3, 64, 512));
+    assert_eq!(
+        (zone.ncpus(), zone.capacity(), zone.layout().stride),
+        (3, 64, 512)
+    );
     assert_eq!(Zone::new(&MEMORY).unwrap_err(), Error::MemoryInUse);
     let c = zone.alloc().unwrap();
     assert_eq!(c.fetch(), 0);
     drop(c);
     drop(zone);
-    assert!(Zone::new(&MEMORY).is_ok(), "dropping the zone gives the memory back");
+    assert!(
+        Zone::new(&MEMORY).is_ok(),
+        "dropping the zone gives the memory back"
+    );
 }
 
 /// A kernel whose per-CPU register already points at its own per-CPU blocks hosts the zone
@@ -145,7 +215,13 @@ fn zone_inside_a_kernels_own_per_cpu_blocks() {
         _pad: [u64; 7],
     }
     let mut blocks: Vec<PerCpu> = (0..4)
-        .map(|i| PerCpu { cpu_id: i, scratch: [0xAA; 7], counters: [0xDEAD; 16], guard: 0x5AFE, _pad: [0; 7] })
+        .map(|i| PerCpu {
+            cpu_id: i,
+            scratch: [0xAA; 7],
+            counters: [0xDEAD; 16],
+            guard: 0x5AFE,
+            _pad: [0; 7],
+        })
         .collect();
     let base = blocks.as_mut_ptr() as usize;
     let layout = ZoneLayout {
@@ -160,17 +236,26 @@ fn zone_inside_a_kernels_own_per_cpu_blocks() {
     // zone touches them while it lives.
     let zone = unsafe { Zone::from_raw_parts(layout, &mut bitmap) }.unwrap();
     for cpu in 0..4 {
-        assert_eq!(zone.cpu_base(cpu).unwrap(), base + cpu * core::mem::size_of::<PerCpu>());
+        assert_eq!(
+            zone.cpu_base(cpu).unwrap(),
+            base + cpu * core::mem::size_of::<PerCpu>()
+        );
     }
     let all: Vec<_> = (0..16).map(|_| zone.alloc().unwrap()).collect();
-    assert!(matches!(zone.alloc(), Err(Error::ZoneFull { capacity: 16 })));
+    assert!(matches!(
+        zone.alloc(),
+        Err(Error::ZoneFull { capacity: 16 })
+    ));
     for c in &all {
         assert_eq!(c.fetch(), 0, "allocation clears the kernel's stale bytes");
     }
     drop(all);
     drop(zone);
     for (i, b) in blocks.iter().enumerate() {
-        assert_eq!((b.cpu_id, b.scratch, b.guard), (i as u64, [0xAA; 7], 0x5AFE));
+        assert_eq!(
+            (b.cpu_id, b.scratch, b.guard),
+            (i as u64, [0xAA; 7], 0x5AFE)
+        );
         assert_eq!(b.counters, [0; 16]);
     }
 }

@@ -45,7 +45,9 @@ impl Machine {
 
     /// A machine with `ncpus` CPUs and room for at least `counters` counters.
     pub fn with_capacity(ncpus: usize, counters: usize) -> Result<Self, Error> {
-        Ok(Self::around(MachineZone::Own(Zone::with_capacity(ncpus, counters)?)))
+        Ok(Self::around(MachineZone::Own(Zone::with_capacity(
+            ncpus, counters,
+        )?)))
     }
 
     /// A machine whose zone is [`install`](crate::install)ed as the global zone, so that the
@@ -125,7 +127,9 @@ impl Machine {
 
 impl core::fmt::Debug for Machine {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Machine").field("zone", self.zone()).finish()
+        f.debug_struct("Machine")
+            .field("zone", self.zone())
+            .finish()
     }
 }
 

@@ -55,7 +55,10 @@ pub fn run(machine: &Machine, w: Workload, add: &(dyn Fn(usize, i64) + Sync)) ->
                 for _ in 0..w.rounds {
                     let _cpu = machine.bind(rng.below(machine.ncpus())).unwrap();
                     for _ in 0..w.adds_per_round {
-                        let (i, v) = (rng.below(w.counters), if w.range == 0 { 1 } else { rng.signed(w.range) });
+                        let (i, v) = (
+                            rng.below(w.counters),
+                            if w.range == 0 { 1 } else { rng.signed(w.range) },
+                        );
                         add(i, v);
                         mine[i] = mine[i].wrapping_add(v as u64);
                     }

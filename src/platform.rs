@@ -13,14 +13,14 @@
 //! Local protection defaults to the `critical-section` crate, which is correct as is on
 //! single-core firmware and on any kernel whose `critical-section` implementation is global.
 //! A kernel with a cheaper CPU-local one (preemption or interrupt disable) turns on the
-//! `custom-protection` feature and names it with [`set_platform!`]. The x86_64 and aarch64
+//! `custom-protection` feature and names it with [`set_platform!`](crate::set_platform). The x86_64 and aarch64
 //! add paths call no hook at all.
 //!
 //! With the `std` feature the host simulation ([`sim`](crate::sim)) answers both hooks: the
 //! current CPU is the simulated CPU the thread holds, and protection blocks simulated
 //! interrupts.
 
-/// A kernel's answers to the crate's questions, installed with [`set_platform!`].
+/// A kernel's answers to the crate's questions, installed with [`set_platform!`](crate::set_platform).
 ///
 /// # Safety
 /// `current_cpu` must return the index of the CPU running the caller, below the zone's
@@ -96,21 +96,39 @@ pub(crate) fn current_cpu() -> usize {
 cfg_if::cfg_if! {
     if #[cfg(feature = "std")] {
         type State = crate::sim::ProtectState;
-        fn acquire() -> State { crate::sim::protect() }
-        // SAFETY: `state` comes from the matching `acquire`, as `unprotect` requires.
-        unsafe fn release(state: State) { unsafe { crate::sim::unprotect(state) } }
+
+        fn acquire() -> State {
+            crate::sim::protect()
+        }
+
+        unsafe fn release(state: State) {
+            // SAFETY: `state` comes from the matching `acquire`, as `unprotect` requires.
+            unsafe { crate::sim::unprotect(state) }
+        }
     } else if #[cfg(feature = "custom-protection")] {
         type State = usize;
-        // SAFETY: `set_platform!` defines it with the contract of `Platform::protect`.
-        fn acquire() -> State { unsafe { _pcpu_counter_protect() } }
-        // SAFETY: `state` comes from the matching `acquire`, as `unprotect` requires.
-        unsafe fn release(state: State) { unsafe { _pcpu_counter_unprotect(state) } }
+
+        fn acquire() -> State {
+            // SAFETY: `set_platform!` defines it with the contract of `Platform::protect`.
+            unsafe { _pcpu_counter_protect() }
+        }
+
+        unsafe fn release(state: State) {
+            // SAFETY: `state` comes from the matching `acquire`, as `unprotect` requires.
+            unsafe { _pcpu_counter_unprotect(state) }
+        }
     } else {
         type State = critical_section::RestoreState;
-        // SAFETY: released by `release` in LIFO order, which is all `acquire` asks.
-        fn acquire() -> State { unsafe { critical_section::acquire() } }
-        // SAFETY: `state` comes from the matching `acquire`.
-        unsafe fn release(state: State) { unsafe { critical_section::release(state) } }
+
+        fn acquire() -> State {
+            // SAFETY: released by `release` in LIFO order, which is all `acquire` asks.
+            unsafe { critical_section::acquire() }
+        }
+
+        unsafe fn release(state: State) {
+            // SAFETY: `state` comes from the matching `acquire`.
+            unsafe { critical_section::release(state) }
+        }
     }
 }
 

@@ -239,9 +239,10 @@ impl Drop for Zone<'_> {
     fn drop(&mut self) {
         match self.backing {
             Backing::Borrowed => {}
-            // SAFETY: the flag lives in the `ZoneMemory` borrowed for 'm, still alive here.
             Backing::Static(flag) => {
-                unsafe { flag.as_ref() }.store(false, core::sync::atomic::Ordering::Release)
+                // SAFETY: the flag lives in the `ZoneMemory` borrowed for 'm, still alive here.
+                let flag = unsafe { flag.as_ref() };
+                flag.store(false, core::sync::atomic::Ordering::Release)
             }
             #[cfg(feature = "alloc")]
             Backing::Heap {

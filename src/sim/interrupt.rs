@@ -183,9 +183,8 @@ pub(crate) fn protect() -> ProtectState {
     let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old) };
     debug_assert_eq!(rc, 0);
     // SAFETY: `old` was filled in by pthread_sigmask.
-    ProtectState {
-        was_blocked: unsafe { libc::sigismember(&old, IRQ) } == 1,
-    }
+    let was_blocked = unsafe { libc::sigismember(&old, IRQ) } == 1;
+    ProtectState { was_blocked }
 }
 
 /// Leaves local protection: unblocks simulated interrupts unless an outer `protect` holds.

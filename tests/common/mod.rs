@@ -50,7 +50,7 @@ pub fn run(machine: &Machine, w: Workload, add: &(dyn Fn(usize, i64) + Sync)) ->
         for t in 0..w.threads {
             let expected = &expected;
             s.spawn(move || {
-                let mut rng = Rng::new(w.seed ^ (t as u64 + 1) * 0x1_0000_0001);
+                let mut rng = Rng::new(w.seed ^ ((t as u64 + 1) * 0x1_0000_0001));
                 let mut mine = vec![0u64; w.counters];
                 for _ in 0..w.rounds {
                     let _cpu = machine.bind(rng.below(machine.ncpus())).unwrap();

@@ -96,3 +96,43 @@ impl Bitmap {
         self.set_range(start, len, false);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_bitmap(nbits: usize, f: impl FnOnce(&mut Bitmap)) {
+        let mut words = [u64::MAX; 4]; // garbage: `new` must clear it
+                                       // SAFETY: 4 words cover up to 256 bits and outlive the bitmap.
+        let mut bitmap = unsafe { Bitmap::new(NonNull::from(&mut words).cast(), nbits) };
+        f(&mut bitmap)
+    }
+
+    #[test]
+    fn first_fit_runs_across_words_and_exact_capacity() {
+        with_bitmap(130, |b| {
+            assert_eq!(b.count_used(), 0);
+            assert_eq!(b.alloc_run(1), Some(0));
+            assert_eq!(b.alloc_run(62), Some(1));
+            assert_eq!(b.alloc_run(3), Some(63), "a run may cross a word boundary");
+            b.free_run(1, 62);
+            assert_eq!(
+                b.alloc_run(63),
+                Some(66),
+                "the 62-bit hole at 1 is one short"
+            );
+            assert_eq!(b.alloc_run(62), Some(1), "the freed hole is reused first");
+            assert_eq!(b.count_used(), 1 + 62 + 3 + 63);
+            assert_eq!(b.alloc_run(1), Some(129));
+            assert_eq!(b.alloc_run(1), None, "bits past nbits are never handed out");
+            assert_eq!(b.alloc_run(0), None);
+            assert_eq!(b.alloc_run(131), None);
+        });
+    }
+
+    #[test]
+    #[should_panic(expected = "outside the bitmap")]
+    fn freeing_outside_the_bitmap_panics() {
+        with_bitmap(64, |b| b.free_run(60, 8));
+    }
+}

@@ -1,0 +1,76 @@
+//! The local APIC (xAPIC MMIO at 0xFEE00000, identity mapped): enable, EOI, the periodic
+//! timer, and INIT/SIPI to start the application processors.
+
+const BASE: usize = 0xFEE0_0000;
+const ID: usize = 0x20;
+const EOI: usize = 0xB0;
+const SVR: usize = 0xF0;
+const ICR_LOW: usize = 0x300;
+const ICR_HIGH: usize = 0x310;
+const LVT_TIMER: usize = 0x320;
+const TIMER_INITIAL: usize = 0x380;
+const TIMER_DIVIDE: usize = 0x3E0;
+
+/// The timer's vector (see `idt.rs`) and the spurious vector.
+pub const TIMER_VECTOR: u32 = 0x40;
+pub const SPURIOUS_VECTOR: u32 = 0xFF;
+
+/// Timer period in bus clocks at divide-by-1 (QEMU's APIC clock is 1 GHz: 50 us).
+const PERIOD: u32 = 50_000;
+
+fn read(reg: usize) -> u32 {
+    // SAFETY: an xAPIC register, identity mapped by the boot page tables.
+    unsafe { ((BASE + reg) as *const u32).read_volatile() }
+}
+
+fn write(reg: usize, value: u32) {
+    // SAFETY: as in `read`.
+    unsafe { ((BASE + reg) as *mut u32).write_volatile(value) }
+}
+
+/// This CPU's APIC ID.
+pub fn id() -> u32 {
+    read(ID) >> 24
+}
+
+/// Software-enables this CPU's APIC with the spurious vector.
+pub fn enable() {
+    write(SVR, 0x100 | SPURIOUS_VECTOR);
+}
+
+/// Ends the interrupt being handled.
+pub fn eoi() {
+    write(EOI, 0);
+}
+
+/// Starts this CPU's periodic timer.
+pub fn timer_start() {
+    write(TIMER_DIVIDE, 0xB);
+    write(LVT_TIMER, TIMER_VECTOR | 1 << 17);
+    write(TIMER_INITIAL, PERIOD);
+}
+
+/// Stops and masks this CPU's timer.
+pub fn timer_stop() {
+    write(LVT_TIMER, 1 << 16);
+    write(TIMER_INITIAL, 0);
+}
+
+/// Sends an IPI (`command` to ICR low) to APIC `apic_id` and waits until it is delivered.
+fn ipi(apic_id: u32, command: u32) {
+    write(ICR_HIGH, apic_id << 24);
+    write(ICR_LOW, command);
+    while read(ICR_LOW) & (1 << 12) != 0 {
+        core::hint::spin_loop();
+    }
+}
+
+/// INIT: puts `apic_id` into wait-for-SIPI.
+pub fn send_init(apic_id: u32) {
+    ipi(apic_id, 0x4500);
+}
+
+/// Startup IPI: `apic_id` starts in real mode at `page * 4096`.
+pub fn send_sipi(apic_id: u32, page: u8) {
+    ipi(apic_id, 0x4600 | page as u32);
+}

@@ -40,20 +40,28 @@ extern crate alloc;
 extern crate std;
 
 pub mod arch;
+mod array;
 mod baseline;
 mod bitmap;
+#[cfg(feature = "capi")]
+pub mod capi;
 mod counter;
+mod early;
 mod error;
 mod global;
 mod layout;
 mod memory;
 pub mod platform;
 mod protect;
+mod ratecheck;
+pub mod registry;
 #[cfg(feature = "std")]
 pub mod sim;
 mod zone;
 
+pub use array::{counter_array_alloc, CounterArray};
 pub use counter::Counter;
+pub use early::EarlyCounter;
 pub use error::Error;
 pub use global::{
     counter_u64_add, counter_u64_alloc, counter_u64_fetch, counter_u64_free, counter_u64_zero,
@@ -63,4 +71,5 @@ pub use layout::ZoneLayout;
 pub use memory::ZoneMemory;
 pub use platform::Platform;
 pub use protect::{counter_enter, counter_exit, counter_u64_add_protected, Protected};
+pub use ratecheck::{counter_ratecheck, Clock, CounterRate};
 pub use zone::Zone;

@@ -1,0 +1,328 @@
+//! Counter arrays: `N` counters in one contiguous run of slots (FreeBSD's `COUNTER_ARRAY_*`).
+
+use crate::baseline::Baseline;
+use crate::{arch, global, Error, Protected, Wait, Zone};
+
+/// `N` per-CPU counters allocated as one run of `N` adjacent slots: one allocation, one free.
+///
+/// Element `i` is the slot at [`offset`](CounterArray::offset)` + 8 * i` on every CPU, and
+/// behaves exactly like a [`Counter`](crate::Counter): adds touch only the current CPU's slot,
+/// fetches sum every CPU's slot, and zeroes are lossless (each element has its own baseline).
+/// Dropping the array frees the whole run.
+///
+/// An index `i >= N` panics with the index and the length; it never reaches memory outside
+/// the array.
+///
+/// ```
+/// use pcpu_counter::{sim::Machine, CounterArray};
+///
+/// let machine = Machine::new(2);
+/// let by_proto: CounterArray<'_, 3> = CounterArray::new(machine.zone()).unwrap();
+/// machine.run_on(0, || by_proto.add(0, 5));
+/// machine.run_on(1, || by_proto.add(2, 7));
+/// let mut out = [0; 3];
+/// by_proto.fetch_all(&mut out);
+/// assert_eq!(out, [5, 0, 7]);
+/// by_proto.fetch_and_zero_all(&mut out);
+/// assert_eq!((out, by_proto.fetch(2)), ([5, 0, 7], 0));
+/// ```
+pub struct CounterArray<'z, const N: usize> {
+    zone: &'z Zone<'z>,
+    off: usize,
+    baselines: [Baseline; N],
+}
+
+impl<'z, const N: usize> CounterArray<'z, N> {
+    /// Allocates `N` counters reading 0 as one run of adjacent slots in `zone`
+    /// (FreeBSD's `COUNTER_ARRAY_ALLOC`).
+    ///
+    /// Fails with [`Error::ZoneFull`] when no run of `N` free slots exists; nothing is
+    /// allocated then. `N == 0` does not compile.
+    ///
+    /// ```
+    /// # use pcpu_counter::{sim::Machine, CounterArray, Error};
+    /// let machine = Machine::with_capacity(1, 64).unwrap();
+    /// let _a: CounterArray<'_, 60> = CounterArray::new(machine.zone()).unwrap();
+    /// let b = CounterArray::<'_, 8>::new(machine.zone());
+    /// assert_eq!(b.err(), Some(Error::ZoneFull { capacity: 64 }));
+    /// assert_eq!(machine.zone().in_use(), 60); // nothing half-allocated
+    /// ```
+    pub fn new(zone: &'z Zone<'z>) -> Result<Self, Error> {
+        const { assert!(N > 0, "a counter array needs at least one element") };
+        let off = zone.alloc_run(N)?;
+        Ok(CounterArray {
+            zone,
+            off,
+            baselines: [const { Baseline::new() }; N],
+        })
+    }
+
+    /// Number of elements, `N`.
+    ///
+    /// ```
+    /// # let machine = pcpu_counter::sim::Machine::new(1);
+    /// let a = pcpu_counter::CounterArray::<'_, 4>::new(machine.zone()).unwrap();
+    /// assert_eq!(a.len(), 4);
+    /// ```
+    pub const fn len(&self) -> usize {
+        N
+    }
+
+    /// Always `false`: an array has at least one element.
+    ///
+    /// ```
+    /// # let machine = pcpu_counter::sim::Machine::new(1);
+    /// let a = pcpu_counter::CounterArray::<'_, 1>::new(machine.zone()).unwrap();
+    /// assert!(!a.is_empty());
+    /// ```
+    pub const fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The slot offset of element `i`, after the bounds check.
+    #[inline(always)]
+    #[track_caller]
+    fn slot(&self, i: usize) -> usize {
+        assert!(i < N, "counter array index {i} out of range (length {N})");
+        self.off + 8 * i
+    }
+
+    /// Adds `v` to element `i` on the current CPU.
+    ///
+    /// # Panics
+    /// If `i >= N`, with the index and the length.
+    ///
+    /// ```
+    /// # let machine = pcpu_counter::sim::Machine::new(1);
+    /// let a = pcpu_counter::CounterArray::<'_, 2>::new(machine.zone()).unwrap();
+    /// machine.run_on(0, || { a.add(1, 40); a.add(1, 2) });
+    /// assert_eq!(a.fetch(1), 42);
+    /// ```
+    #[inline(always)]
+    #[track_caller]
+    pub fn add(&self, i: usize, v: i64) {
+        let off = self.slot(i);
+        #[cfg(all(feature = "std", debug_assertions))]
+        crate::sim::debug_check_binding(self.zone);
+        // SAFETY: `off` is a live slot of this array (bounds checked); the per-CPU register
+        // is the platform's setup contract, as for `Counter::add`.
+        unsafe { arch::add(self.zone, off, v) }
+    }
+
+    /// Adds 1 to element `i`.
+    ///
+    /// ```
+    /// # let machine = pcpu_counter::sim::Machine::new(1);
+    /// let a = pcpu_counter::CounterArray::<'_, 2>::new(machine.zone()).unwrap();
+    /// machine.run_on(0, || a.inc(0));
+    /// assert_eq!(a.fetch(0), 1);
+    /// ```
+    #[inline(always)]
+    #[track_caller]
+    pub fn inc(&self, i: usize) {
+        self.add(i, 1)
+    }
+
+    /// Adds `v` to element `i` inside `counter_enter()`.
+    ///
+    /// ```
+    /// # let machine = pcpu_counter::sim::Machine::new(1);
+    /// let a = pcpu_counter::CounterArray::<'_, 2>::new(machine.zone()).unwrap();
+    /// machine.run_on(0, || {
+    ///     let guard = pcpu_counter::counter_enter();
+    ///     a.add_protected(&guard, 0, 3);
+    ///     a.add_protected(&guard, 1, 4);
+    /// });
+    /// assert_eq!((a.fetch(0), a.fetch(1)), (3, 4));
+    /// ```
+    #[inline(always)]
+    #[track_caller]
+    pub fn add_protected(&self, _guard: &Protected, i: usize, v: i64) {
+        let off = self.slot(i);
+        #[cfg(all(feature = "std", debug_assertions))]
+        crate::sim::debug_check_binding(self.zone);
+        // SAFETY: as in `add`; `_guard` proves the section is protected where needed.
+        unsafe { arch::add_protected(self.zone, off, v) }
+    }
+
+    /// Element `i`'s sum over all CPUs since its last zero.
+    ///
+    /// # Panics
+    /// If `i >= N`, with the index and the length.
+    ///
+    /// ```
+    /// # let machine = pcpu_counter::sim::Machine::new(1);
+    /// let a = pcpu_counter::CounterArray::<'_, 2>::new(machine.zone()).unwrap();
+    /// assert_eq!(a.fetch(1), 0);
+    /// ```
+    #[track_caller]
+    pub fn fetch(&self, i: usize) -> u64 {
+        let off = self.slot(i);
+        let baseline = self.baselines[i].load();
+        self.zone.sum(off).wrapping_sub(baseline)
+    }
+
+    /// Every element's value, into `out` (FreeBSD's `COUNTER_ARRAY_COPY`).
+    ///
+    /// ```
+    /// # let machine = pcpu_counter::sim::Machine::new(1);
+    /// let a = pcpu_counter::CounterArray::<'_, 2>::new(machine.zone()).unwrap();
+    /// machine.run_on(0, || a.add(0, 9));
+    /// let mut out = [0; 2];
+    /// a.fetch_all(&mut out);
+    /// assert_eq!(out, [9, 0]);
+    /// ```
+    pub fn fetch_all(&self, out: &mut [u64; N]) {
+        for (i, value) in out.iter_mut().enumerate() {
+            *value = self.fetch(i);
+        }
+    }
+
+    /// Zeroes element `i`, losslessly (see [`Counter::zero`](crate::Counter::zero)).
+    ///
+    /// ```
+    /// # let machine = pcpu_counter::sim::Machine::new(1);
+    /// let a = pcpu_counter::CounterArray::<'_, 2>::new(machine.zone()).unwrap();
+    /// machine.run_on(0, || a.add(1, 9));
+    /// a.zero(1);
+    /// assert_eq!(a.fetch(1), 0);
+    /// ```
+    #[track_caller]
+    pub fn zero(&self, i: usize) {
+        self.fetch_and_zero(i);
+    }
+
+    /// Returns element `i`'s count since its last zero and zeroes it, as one step.
+    ///
+    /// ```
+    /// # let machine = pcpu_counter::sim::Machine::new(1);
+    /// let a = pcpu_counter::CounterArray::<'_, 2>::new(machine.zone()).unwrap();
+    /// machine.run_on(0, || a.add(0, 5));
+    /// assert_eq!((a.fetch_and_zero(0), a.fetch(0)), (5, 0));
+    /// ```
+    #[track_caller]
+    pub fn fetch_and_zero(&self, i: usize) -> u64 {
+        let off = self.slot(i);
+        let baseline = &self.baselines[i];
+        loop {
+            // Baseline before the slots, as in `Counter::fetch_and_zero`.
+            let old = baseline.load();
+            let sum = self.zone.sum(off);
+            if baseline.replace(old, sum) {
+                return sum.wrapping_sub(old);
+            }
+        }
+    }
+
+    /// Zeroes every element (FreeBSD's `COUNTER_ARRAY_ZERO`).
+    ///
+    /// ```
+    /// # let machine = pcpu_counter::sim::Machine::new(1);
+    /// let a = pcpu_counter::CounterArray::<'_, 2>::new(machine.zone()).unwrap();
+    /// machine.run_on(0, || { a.add(0, 1); a.add(1, 2) });
+    /// a.zero_all();
+    /// assert_eq!((a.fetch(0), a.fetch(1)), (0, 0));
+    /// ```
+    pub fn zero_all(&self) {
+        (0..N).for_each(|i| self.zero(i));
+    }
+
+    /// Every element's count since its last zero, into `out`, zeroing each as one step.
+    ///
+    /// ```
+    /// # let machine = pcpu_counter::sim::Machine::new(1);
+    /// let a = pcpu_counter::CounterArray::<'_, 2>::new(machine.zone()).unwrap();
+    /// machine.run_on(0, || a.add(1, 6));
+    /// let mut out = [0; 2];
+    /// a.fetch_and_zero_all(&mut out);
+    /// assert_eq!((out, a.fetch(1)), ([0, 6], 0));
+    /// ```
+    pub fn fetch_and_zero_all(&self, out: &mut [u64; N]) {
+        for (i, value) in out.iter_mut().enumerate() {
+            *value = self.fetch_and_zero(i);
+        }
+    }
+
+    /// The raw value of element `i`'s slot on CPU `cpu` (not adjusted by zeroes).
+    ///
+    /// ```
+    /// # let machine = pcpu_counter::sim::Machine::new(2);
+    /// let a = pcpu_counter::CounterArray::<'_, 2>::new(machine.zone()).unwrap();
+    /// machine.run_on(1, || a.add(0, 3));
+    /// assert_eq!((a.cpu_slot(0, 0), a.cpu_slot(1, 0)), (Ok(0), Ok(3)));
+    /// ```
+    #[track_caller]
+    pub fn cpu_slot(&self, cpu: usize, i: usize) -> Result<u64, Error> {
+        let off = self.slot(i);
+        self.zone.slot_value(cpu, off)
+    }
+
+    /// The offset of element 0's slot from every CPU's per-CPU register value; element `i`
+    /// is `8 * i` bytes further.
+    ///
+    /// ```
+    /// # let machine = pcpu_counter::sim::Machine::new(1);
+    /// let a = pcpu_counter::CounterArray::<'_, 2>::new(machine.zone()).unwrap();
+    /// let b = pcpu_counter::CounterArray::<'_, 2>::new(machine.zone()).unwrap();
+    /// assert_eq!(b.offset(), a.offset() + 16); // adjacent runs in a fresh zone
+    /// ```
+    pub fn offset(&self) -> usize {
+        self.off
+    }
+
+    /// The zone the array lives in.
+    ///
+    /// ```
+    /// # let machine = pcpu_counter::sim::Machine::new(1);
+    /// let a = pcpu_counter::CounterArray::<'_, 2>::new(machine.zone()).unwrap();
+    /// assert_eq!(a.zone().in_use(), 2);
+    /// ```
+    pub fn zone(&self) -> &'z Zone<'z> {
+        self.zone
+    }
+}
+
+impl<const N: usize> Drop for CounterArray<'_, N> {
+    fn drop(&mut self) {
+        self.zone.free_run(self.off, N);
+    }
+}
+
+impl<const N: usize> core::fmt::Debug for CounterArray<'_, N> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let mut values = [0u64; N];
+        self.fetch_all(&mut values);
+        f.debug_struct("CounterArray")
+            .field("offset", &self.off)
+            .field("values", &values.as_slice())
+            .finish()
+    }
+}
+
+/// FreeBSD's `COUNTER_ARRAY_ALLOC(a, N, wait)` on the global zone: `N` counters in one run.
+///
+/// `Wait::NoWait` returns `None` at once when no run of `N` free slots exists; `Wait::WaitOk`
+/// waits for one, as [`counter_u64_alloc`](crate::counter_u64_alloc) does. `None` also when
+/// no global zone is installed. `COUNTER_ARRAY_FREE` is dropping the array,
+/// `COUNTER_ARRAY_ZERO` is [`CounterArray::zero_all`], `COUNTER_ARRAY_COPY` is
+/// [`CounterArray::fetch_all`].
+///
+/// ```
+/// // No global zone installed in this doctest:
+/// assert!(pcpu_counter::counter_array_alloc::<4>(pcpu_counter::Wait::NoWait).is_none());
+/// ```
+pub fn counter_array_alloc<const N: usize>(wait: Wait) -> Option<CounterArray<'static, N>> {
+    let zone = global::global_zone().ok()?;
+    loop {
+        match (CounterArray::new(zone), wait) {
+            (Ok(array), _) => return Some(array),
+            (Err(_), Wait::NoWait) => return None,
+            (Err(_), Wait::WaitOk) => {
+                #[cfg(feature = "std")]
+                std::thread::yield_now();
+                #[cfg(not(feature = "std"))]
+                core::hint::spin_loop();
+            }
+        }
+    }
+}

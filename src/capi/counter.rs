@@ -1,0 +1,367 @@
+//! `counter_u64_*`, `counter_enter`/`counter_exit` and the arrays, with FreeBSD's names.
+
+use core::ffi::c_int;
+use core::mem::MaybeUninit;
+
+use super::error::{code, PCPU_EFULL, PCPU_EINVAL, PCPU_ENOTINSTALLED, PCPU_OK};
+use super::handle::{self, counter_u64_t};
+use super::zone::current_zone;
+use crate::{arch, Counter, Protected};
+
+/// FreeBSD's `M_NOWAIT`: fail at once when the zone is full.
+pub const M_NOWAIT: c_int = 0x0001;
+/// FreeBSD's `M_WAITOK`: wait until a slot is free.
+pub const M_WAITOK: c_int = 0x0002;
+/// FreeBSD's `M_ZERO`: accepted and ignored (counters always start at 0).
+pub const M_ZERO: c_int = 0x0100;
+
+/// Whether `wait` asks to wait; `None` for flags FreeBSD rejects (neither or both).
+fn waits(wait: c_int) -> Option<bool> {
+    match wait & !M_ZERO {
+        M_NOWAIT => Some(false),
+        M_WAITOK => Some(true),
+        _ => None,
+    }
+}
+
+/// Retries `attempt` while it fails with `PCPU_EFULL` and `wait` is set.
+fn retry<T>(wait: bool, mut attempt: impl FnMut() -> Result<T, c_int>) -> Result<T, c_int> {
+    loop {
+        match attempt() {
+            Err(PCPU_EFULL) if wait => {
+                #[cfg(feature = "std")]
+                std::thread::yield_now();
+                #[cfg(not(feature = "std"))]
+                core::hint::spin_loop();
+            }
+            other => return other,
+        }
+    }
+}
+
+/// FreeBSD's `counter_u64_alloc(wait)`: a new counter reading 0, or NULL.
+///
+/// NULL when there is no zone, `wait` is neither `M_NOWAIT` nor `M_WAITOK`, or (`M_NOWAIT`) the
+/// zone or handle table is full. `M_WAITOK` waits for a free slot.
+///
+/// ```
+/// use pcpu_counter::capi::{counter_u64_alloc, M_NOWAIT};
+/// assert!(counter_u64_alloc(M_NOWAIT).is_null()); // no zone installed in this doctest
+/// ```
+#[no_mangle]
+pub extern "C" fn counter_u64_alloc(wait: c_int) -> counter_u64_t {
+    let Some(wait) = waits(wait) else {
+        return core::ptr::null_mut();
+    };
+    let Some(zone) = current_zone() else {
+        return core::ptr::null_mut();
+    };
+    retry(wait, || {
+        let counter = zone.alloc().map_err(code)?;
+        handle::claim(counter).map_err(|_| PCPU_EFULL)
+    })
+    .unwrap_or(core::ptr::null_mut())
+}
+
+/// FreeBSD's `counter_u64_free(c)`; NULL is fine.
+///
+/// # Safety
+/// `c` is NULL or a handle from `counter_u64_alloc` (or an array) not yet freed, that no
+/// CPU uses any more. A pointer that is not a handle aborts with a message.
+///
+/// ```
+/// unsafe { pcpu_counter::capi::counter_u64_free(core::ptr::null_mut()) };
+/// ```
+#[no_mangle]
+pub unsafe extern "C" fn counter_u64_free(c: counter_u64_t) {
+    if !c.is_null() {
+        // SAFETY: the caller's contract.
+        unsafe { handle::release(c) }
+    }
+}
+
+/// FreeBSD's `counter_u64_add(c, v)`: adds `v` on the current CPU.
+///
+/// # Safety
+/// `c` is a live handle, and the current CPU's per-CPU register is set for the zone.
+///
+/// ```
+/// # use pcpu_counter::capi::*;
+/// # assert_eq!(pcpu_sim_machine_new(2, 64), 0);
+/// let c = counter_u64_alloc(M_WAITOK);
+/// assert_eq!(pcpu_sim_bind(1), 0);
+/// unsafe { counter_u64_add(c, 5) };
+/// pcpu_sim_unbind();
+/// assert_eq!(unsafe { counter_u64_fetch(c) }, 5);
+/// # unsafe { counter_u64_free(c) };
+/// ```
+#[no_mangle]
+pub unsafe extern "C" fn counter_u64_add(c: counter_u64_t, v: i64) {
+    // SAFETY: the caller's contract.
+    unsafe { handle::get(c) }.add(v)
+}
+
+/// FreeBSD's `counter_u64_fetch(c)`: the sum over all CPUs since the last zero.
+///
+/// # Safety
+/// `c` is a live handle.
+///
+/// ```
+/// # use pcpu_counter::capi::*;
+/// # assert_eq!(pcpu_sim_machine_new(2, 64), 0);
+/// let c = counter_u64_alloc(M_NOWAIT);
+/// assert_eq!(unsafe { counter_u64_fetch(c) }, 0);
+/// # unsafe { counter_u64_free(c) };
+/// ```
+#[no_mangle]
+pub unsafe extern "C" fn counter_u64_fetch(c: counter_u64_t) -> u64 {
+    // SAFETY: the caller's contract.
+    unsafe { handle::get(c) }.fetch()
+}
+
+/// FreeBSD's `counter_u64_zero(c)`, lossless without an IPI.
+///
+/// # Safety
+/// `c` is a live handle.
+///
+/// ```
+/// # use pcpu_counter::capi::*;
+/// # assert_eq!(pcpu_sim_machine_new(1, 64), 0);
+/// let c = counter_u64_alloc(M_NOWAIT);
+/// assert_eq!(pcpu_sim_bind(0), 0);
+/// unsafe { counter_u64_add(c, 9); counter_u64_zero(c) };
+/// pcpu_sim_unbind();
+/// assert_eq!(unsafe { counter_u64_fetch(c) }, 0);
+/// # unsafe { counter_u64_free(c) };
+/// ```
+#[no_mangle]
+pub unsafe extern "C" fn counter_u64_zero(c: counter_u64_t) {
+    // SAFETY: the caller's contract.
+    unsafe { handle::get(c) }.zero()
+}
+
+/// The state `counter_enter()` hands to `counter_exit()` (opaque).
+///
+/// Pass it back unchanged, on the same CPU, in LIFO order.
+#[repr(C)]
+pub struct pcpu_protect_t {
+    opaque: [MaybeUninit<u64>; 2],
+}
+
+const _: () = assert!(
+    core::mem::size_of::<Protected>() <= core::mem::size_of::<pcpu_protect_t>()
+        && core::mem::align_of::<Protected>() <= core::mem::align_of::<pcpu_protect_t>()
+);
+
+/// FreeBSD's `counter_enter()`; returns the state for `counter_exit`.
+///
+/// Enters local protection where the arch's add needs it (a no-op on x86_64 and aarch64).
+///
+/// ```
+/// # use pcpu_counter::capi::*;
+/// # assert_eq!(pcpu_sim_machine_new(1, 64), 0);
+/// let c = counter_u64_alloc(M_NOWAIT);
+/// assert_eq!(pcpu_sim_bind(0), 0);
+/// let state = counter_enter();
+/// unsafe { counter_u64_add_protected(c, 2); counter_u64_add_protected(c, 3) };
+/// unsafe { counter_exit(state) };
+/// pcpu_sim_unbind();
+/// assert_eq!(unsafe { counter_u64_fetch(c) }, 5);
+/// # unsafe { counter_u64_free(c) };
+/// ```
+#[no_mangle]
+pub extern "C" fn counter_enter() -> pcpu_protect_t {
+    let mut state = pcpu_protect_t {
+        opaque: [MaybeUninit::uninit(); 2],
+    };
+    // SAFETY: the buffer is large and aligned enough (asserted above); `counter_exit` reads
+    // the guard back out exactly once.
+    unsafe {
+        state
+            .opaque
+            .as_mut_ptr()
+            .cast::<Protected>()
+            .write(Protected::enter())
+    };
+    state
+}
+
+/// FreeBSD's `counter_exit()`: leaves the section `state` came from.
+///
+/// # Safety
+/// `state` is the value of a `counter_enter` on this CPU not yet passed to `counter_exit`,
+/// and sections are left in reverse order of entry.
+///
+/// ```
+/// let state = pcpu_counter::capi::counter_enter();
+/// unsafe { pcpu_counter::capi::counter_exit(state) };
+/// ```
+#[no_mangle]
+pub unsafe extern "C" fn counter_exit(state: pcpu_protect_t) {
+    // SAFETY: per the contract, `state` holds a guard written by `counter_enter` and not
+    // yet read back.
+    drop(unsafe { state.opaque.as_ptr().cast::<Protected>().read() })
+}
+
+/// FreeBSD's `counter_u64_add_protected(c, v)`, between `counter_enter` and `counter_exit`.
+///
+/// # Safety
+/// As [`counter_u64_add`], and the caller is inside `counter_enter()` on this CPU.
+///
+/// ```
+/// # use pcpu_counter::capi::*;
+/// # assert_eq!(pcpu_sim_machine_new(1, 64), 0);
+/// # let c = counter_u64_alloc(M_NOWAIT);
+/// # assert_eq!(pcpu_sim_bind(0), 0);
+/// let state = counter_enter();
+/// unsafe { counter_u64_add_protected(c, 7) };
+/// unsafe { counter_exit(state) };
+/// # pcpu_sim_unbind();
+/// assert_eq!(unsafe { counter_u64_fetch(c) }, 7);
+/// # unsafe { counter_u64_free(c) };
+/// ```
+#[no_mangle]
+pub unsafe extern "C" fn counter_u64_add_protected(c: counter_u64_t, v: i64) {
+    // SAFETY: the caller's contract.
+    let counter = unsafe { handle::get(c) };
+    #[cfg(all(feature = "std", debug_assertions))]
+    crate::sim::debug_check_binding(counter.zone());
+    // SAFETY: a live slot of the counter's zone, inside protection per the contract.
+    unsafe { arch::add_protected(counter.zone(), counter.offset(), v) }
+}
+
+/// `COUNTER_ARRAY_ALLOC(a, n, wait)`: `n` counters in one run of slots, handles in `a`.
+///
+/// Allocates `n` counters reading 0 as one run of adjacent slots, storing their handles in
+/// `a[0..n]` (the contiguous form of FreeBSD's `COUNTER_ARRAY_ALLOC(a, n, wait)`). All or
+/// nothing: on failure no slot and no handle stays allocated (entries of `a` may have been
+/// set to NULL).
+///
+/// Returns 0, `PCPU_EINVAL` (NULL `a`, `n == 0`, bad `wait`), `PCPU_ENOTINSTALLED`, or
+/// `PCPU_EFULL` (`M_NOWAIT` only: no run of `n` free slots or not enough handles).
+///
+/// # Safety
+/// `a` is NULL or valid for writing `n` handles.
+///
+/// ```
+/// # use pcpu_counter::capi::*;
+/// # assert_eq!(pcpu_sim_machine_new(1, 64), 0);
+/// let mut a = [core::ptr::null_mut(); 3];
+/// assert_eq!(unsafe { counter_u64_array_alloc(a.as_mut_ptr(), 3, M_NOWAIT) }, 0);
+/// assert_eq!(unsafe { counter_u64_array_alloc(a.as_mut_ptr(), 99, M_NOWAIT) }, PCPU_EFULL);
+/// # unsafe { counter_u64_array_free(a.as_mut_ptr(), 3) };
+/// ```
+#[no_mangle]
+pub unsafe extern "C" fn counter_u64_array_alloc(
+    a: *mut counter_u64_t,
+    n: usize,
+    wait: c_int,
+) -> c_int {
+    let (Some(wait), false, true) = (waits(wait), a.is_null(), n > 0) else {
+        return PCPU_EINVAL;
+    };
+    let Some(zone) = current_zone() else {
+        return PCPU_ENOTINSTALLED;
+    };
+    let result = retry(wait, || {
+        let off = zone.alloc_run(n).map_err(code)?;
+        // SAFETY: `a` is valid for `n` writes per the contract.
+        let out = unsafe { core::slice::from_raw_parts_mut(a, n) };
+        // SAFETY: slot `i` of the run was just allocated and cleared and is given to exactly
+        // one counter; each counter frees its own slot when dropped.
+        handle::claim_all(out, |i| unsafe { Counter::from_slot(zone, off + 8 * i) }).map_err(
+            |failed| {
+                // Slots 0..=failed went to counters, now dropped; free the rest of the run.
+                let rest = n - failed - 1;
+                if rest > 0 {
+                    zone.free_run(off + 8 * (failed + 1), rest);
+                }
+                PCPU_EFULL
+            },
+        )
+    });
+    match result {
+        Ok(()) => PCPU_OK,
+        Err(e) => e,
+    }
+}
+
+/// Frees `n` handles of `a` (FreeBSD's `COUNTER_ARRAY_FREE(a, n)`); NULL entries are fine.
+///
+/// # Safety
+/// `a` is valid for reading `n` handles, each as `counter_u64_free` requires.
+///
+/// ```
+/// # use pcpu_counter::capi::*;
+/// # assert_eq!(pcpu_sim_machine_new(1, 64), 0);
+/// let mut a = [core::ptr::null_mut(); 2];
+/// assert_eq!(unsafe { counter_u64_array_alloc(a.as_mut_ptr(), 2, M_WAITOK) }, 0);
+/// unsafe { counter_u64_array_free(a.as_mut_ptr(), 2) };
+/// ```
+#[no_mangle]
+pub unsafe extern "C" fn counter_u64_array_free(a: *mut counter_u64_t, n: usize) {
+    for i in 0..n {
+        // SAFETY: the caller's contract.
+        unsafe { counter_u64_free(*a.add(i)) }
+    }
+}
+
+/// Zeroes `n` counters of `a` (FreeBSD's `COUNTER_ARRAY_ZERO(a, n)`).
+///
+/// # Safety
+/// `a` is valid for reading `n` live handles.
+///
+/// ```
+/// # use pcpu_counter::capi::*;
+/// # assert_eq!(pcpu_sim_machine_new(1, 64), 0);
+/// let mut a = [core::ptr::null_mut(); 2];
+/// assert_eq!(unsafe { counter_u64_array_alloc(a.as_mut_ptr(), 2, M_WAITOK) }, 0);
+/// assert_eq!(pcpu_sim_bind(0), 0);
+/// unsafe { counter_u64_add(a[1], 4); counter_u64_array_zero(a.as_ptr(), 2) };
+/// pcpu_sim_unbind();
+/// assert_eq!(unsafe { counter_u64_fetch(a[1]) }, 0);
+/// # unsafe { counter_u64_array_free(a.as_mut_ptr(), 2) };
+/// ```
+#[no_mangle]
+pub unsafe extern "C" fn counter_u64_array_zero(a: *const counter_u64_t, n: usize) {
+    for i in 0..n {
+        // SAFETY: the caller's contract.
+        unsafe { counter_u64_zero(*a.add(i)) }
+    }
+}
+
+/// Fetches `n` counters of `a` into `dst[0..n]` (FreeBSD's `COUNTER_ARRAY_COPY(a, dst, n)`).
+///
+/// # Safety
+/// `a` is valid for reading `n` live handles and `dst` for writing `n` values.
+///
+/// ```
+/// # use pcpu_counter::capi::*;
+/// # assert_eq!(pcpu_sim_machine_new(1, 64), 0);
+/// let mut a = [core::ptr::null_mut(); 2];
+/// assert_eq!(unsafe { counter_u64_array_alloc(a.as_mut_ptr(), 2, M_WAITOK) }, 0);
+/// assert_eq!(pcpu_sim_bind(0), 0);
+/// unsafe { counter_u64_add(a[1], 4) };
+/// pcpu_sim_unbind();
+/// let mut out = [9u64; 2];
+/// unsafe { counter_u64_array_copy(a.as_ptr(), out.as_mut_ptr(), 2) };
+/// assert_eq!(out, [0, 4]);
+/// # unsafe { counter_u64_array_free(a.as_mut_ptr(), 2) };
+/// ```
+#[no_mangle]
+pub unsafe extern "C" fn counter_u64_array_copy(a: *const counter_u64_t, dst: *mut u64, n: usize) {
+    for i in 0..n {
+        // SAFETY: the caller's contract.
+        unsafe { *dst.add(i) = counter_u64_fetch(*a.add(i)) }
+    }
+}
+
+/// Handles in use now, out of `PCPU_CAPI_HANDLES` (one per array element too).
+///
+/// ```
+/// assert!(pcpu_counter::capi::pcpu_handles_in_use() <= pcpu_counter::capi::PCPU_CAPI_HANDLES);
+/// ```
+#[no_mangle]
+pub extern "C" fn pcpu_handles_in_use() -> usize {
+    handle::in_use()
+}

@@ -1,0 +1,94 @@
+//! The C ABI's error codes: 0 for success, a negative `PCPU_E*` for each failure.
+
+use core::ffi::{c_char, c_int};
+
+use crate::Error;
+
+/// Success.
+pub const PCPU_OK: c_int = 0;
+/// Zero CPUs ([`Error::NoCpus`]).
+pub const PCPU_ENOCPUS: c_int = -1;
+/// A stride not a multiple of 8 ([`Error::StrideNotMultipleOf8`]).
+pub const PCPU_ESTRIDE: c_int = -2;
+/// A stride too small for the counter area ([`Error::StrideTooSmall`]).
+pub const PCPU_ESTRIDESMALL: c_int = -3;
+/// A misaligned address or offset ([`Error::Misaligned`]).
+pub const PCPU_EMISALIGNED: c_int = -4;
+/// An empty counter area or one not a multiple of 8 bytes ([`Error::BadAreaLength`]).
+pub const PCPU_EAREA: c_int = -5;
+/// A bitmap too small for the zone ([`Error::BitmapTooSmall`]).
+pub const PCPU_EBITMAP: c_int = -6;
+/// The zone does not fit in the address space ([`Error::AddressOverflow`]).
+pub const PCPU_EOVERFLOW: c_int = -7;
+/// A CPU index out of range ([`Error::CpuOutOfRange`]).
+pub const PCPU_ECPU: c_int = -8;
+/// The zone (or the handle table) is full ([`Error::ZoneFull`]).
+pub const PCPU_EFULL: c_int = -9;
+/// The zone memory already backs a zone ([`Error::MemoryInUse`]).
+pub const PCPU_EINUSE: c_int = -10;
+/// A zone (or simulated machine) is already installed ([`Error::AlreadyInstalled`]).
+pub const PCPU_EINSTALLED: c_int = -11;
+/// No zone is installed yet ([`Error::NotInstalled`]).
+pub const PCPU_ENOTINSTALLED: c_int = -12;
+/// The thread already holds a simulated CPU ([`Error::AlreadyBound`]).
+pub const PCPU_EBOUND: c_int = -13;
+/// An invalid argument: a NULL pointer, unknown `wait` flags, a zero length.
+pub const PCPU_EINVAL: c_int = -14;
+/// A failure this version of the header has no code for.
+pub const PCPU_EOTHER: c_int = -15;
+
+/// The C code of `e`.
+pub(crate) fn code(e: Error) -> c_int {
+    match e {
+        Error::NoCpus => PCPU_ENOCPUS,
+        Error::StrideNotMultipleOf8 { .. } => PCPU_ESTRIDE,
+        Error::StrideTooSmall { .. } => PCPU_ESTRIDESMALL,
+        Error::Misaligned { .. } => PCPU_EMISALIGNED,
+        Error::BadAreaLength { .. } => PCPU_EAREA,
+        Error::BitmapTooSmall { .. } => PCPU_EBITMAP,
+        Error::AddressOverflow => PCPU_EOVERFLOW,
+        Error::CpuOutOfRange { .. } => PCPU_ECPU,
+        Error::ZoneFull { .. } => PCPU_EFULL,
+        Error::MemoryInUse => PCPU_EINUSE,
+        Error::AlreadyInstalled => PCPU_EINSTALLED,
+        Error::NotInstalled => PCPU_ENOTINSTALLED,
+        Error::AlreadyBound => PCPU_EBOUND,
+        #[allow(unreachable_patterns)] // Variants added later map here until given a code.
+        _ => PCPU_EOTHER,
+    }
+}
+
+/// 0 for `Ok`, the code of the error otherwise.
+pub(crate) fn status(r: Result<(), Error>) -> c_int {
+    r.map_or_else(code, |()| PCPU_OK)
+}
+
+/// A static, NUL-terminated description of the code `err` (never NULL).
+///
+/// ```
+/// use pcpu_counter::capi::{pcpu_strerror, PCPU_EFULL};
+/// let text = unsafe { core::ffi::CStr::from_ptr(pcpu_strerror(PCPU_EFULL)) };
+/// assert_eq!(text.to_str(), Ok("zone full"));
+/// ```
+#[no_mangle]
+pub extern "C" fn pcpu_strerror(err: c_int) -> *const c_char {
+    let text: &'static core::ffi::CStr = match err {
+        PCPU_OK => c"success",
+        PCPU_ENOCPUS => c"a zone needs at least one CPU",
+        PCPU_ESTRIDE => c"per-CPU stride is not a multiple of 8 bytes",
+        PCPU_ESTRIDESMALL => c"per-CPU stride is too small for the counter area",
+        PCPU_EMISALIGNED => c"address or offset is not 8-byte aligned",
+        PCPU_EAREA => c"counter area length is zero or not a multiple of 8 bytes",
+        PCPU_EBITMAP => c"bitmap is too small for the zone",
+        PCPU_EOVERFLOW => c"the zone does not fit in the address space",
+        PCPU_ECPU => c"CPU index out of range",
+        PCPU_EFULL => c"zone full",
+        PCPU_EINUSE => c"zone memory already in use",
+        PCPU_EINSTALLED => c"already installed",
+        PCPU_ENOTINSTALLED => c"no zone installed",
+        PCPU_EBOUND => c"thread already bound to a simulated CPU",
+        PCPU_EINVAL => c"invalid argument",
+        _ => c"unknown error",
+    };
+    text.as_ptr()
+}

@@ -1,0 +1,43 @@
+//! The C ABI (feature `capi`): counter(9) with FreeBSD's names, for kernels written in C.
+//!
+//! The header is `include/pcpu_counter.h`, generated from these items by `cbindgen` (and
+//! checked against them in CI: `.ci/capi.sh`). Build the static library from the `capi/`
+//! crate (`cargo build --manifest-path capi/Cargo.toml`), which links this crate with the
+//! features `capi` and `std` for host programs; a Rust kernel enables `capi` on its own
+//! dependency and links C objects into itself.
+//!
+//! | C | Rust |
+//! |---|---|
+//! | `counter_u64_alloc(M_WAITOK \| M_NOWAIT)`, `counter_u64_free` (NULL is fine) | [`crate::counter_u64_alloc`], [`crate::counter_u64_free`] |
+//! | `counter_u64_add`, `counter_u64_fetch`, `counter_u64_zero` | [`crate::Counter`] |
+//! | `counter_enter`, `counter_u64_add_protected`, `counter_exit` | [`crate::counter_enter`], ... |
+//! | `counter_u64_array_alloc/free/zero/copy` and the `COUNTER_ARRAY_*` macros | [`crate::CounterArray`] |
+//! | `struct counter_rate`, `counter_ratecheck`, `pcpu_set_ticks` | [`crate::CounterRate`] |
+//! | `pcpu_zone_init`, `pcpu_zone_cpu_base`, `pcpu_set_cpu_base` | [`crate::install`], [`crate::Zone::cpu_base`], [`crate::arch::set_cpu_base`] |
+//! | `pcpu_sim_machine_new`, `pcpu_sim_bind`, `pcpu_sim_unbind` (feature `std`) | [`crate::sim`] |
+//!
+//! Handles (`counter_u64_t`) come from a fixed table of [`PCPU_CAPI_HANDLES`] entries in the
+//! library's static memory, so the C ABI needs no allocator. Functions that can fail return
+//! 0 or a negative `PCPU_E*` code ([`pcpu_strerror`] names it). A panic inside the library
+//! (a handle not from `counter_u64_alloc`, say) aborts: it cannot unwind into C.
+//!
+//! The C side cannot hold a Rust guard, so `counter_enter()` returns a `pcpu_protect_t`
+//! token that `counter_exit()` takes back; FreeBSD's macros take no arguments.
+
+#![allow(non_camel_case_types)]
+
+mod counter;
+mod error;
+mod handle;
+mod rate;
+#[cfg(feature = "std")]
+mod sim;
+mod zone;
+
+pub use counter::*;
+pub use error::*;
+pub use handle::{counter_u64_t, CounterHandle, PCPU_CAPI_HANDLES};
+pub use rate::*;
+#[cfg(feature = "std")]
+pub use sim::*;
+pub use zone::*;

@@ -1,0 +1,182 @@
+//! Zone setup and per-CPU register setup from C.
+
+use core::ffi::c_int;
+
+use super::error::{code, status, PCPU_ECPU, PCPU_EINVAL, PCPU_ENOTINSTALLED, PCPU_OK};
+use crate::{arch, global, Zone, ZoneLayout};
+
+/// The zone the C ABI allocates from: the simulated machine's (feature `std`, once
+/// `pcpu_sim_machine_new` ran), else the global zone.
+pub(crate) fn current_zone() -> Option<&'static Zone<'static>> {
+    #[cfg(feature = "std")]
+    if let Some(machine) = super::sim::machine() {
+        return Some(machine.zone());
+    }
+    global::global_zone().ok()
+}
+
+/// Where a zone's per-CPU memory lies (the C form of [`ZoneLayout`]).
+///
+/// `ncpus` blocks `stride` bytes apart from `base`, each with `len` bytes of counter area at `offset`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct pcpu_zone_layout {
+    /// The per-CPU register value of CPU 0: the start of CPU 0's block.
+    pub base: usize,
+    /// Bytes from one CPU's block to the next.
+    pub stride: usize,
+    /// Offset of the counter area inside each block.
+    pub offset: usize,
+    /// Bytes of counter area in each block: 8 per counter.
+    pub len: usize,
+    /// Number of possible CPUs.
+    pub ncpus: usize,
+}
+
+/// Installs the global zone on the memory `layout` describes (once).
+///
+/// `bitmap` (`bitmap_words` 64-bit words, one bit per counter) is the slot allocator's.
+///
+/// Returns 0, `PCPU_EINVAL` (NULL pointer), `PCPU_EINSTALLED`, or the code of the first
+/// broken layout rule (`PCPU_ENOCPUS`, `PCPU_ESTRIDE`, `PCPU_EMISALIGNED`, ...).
+///
+/// # Safety
+/// As [`Zone::from_raw_parts`]: every CPU's counter area is valid memory used by nothing
+/// else for the rest of the program, and so is the bitmap.
+///
+/// ```
+/// use pcpu_counter::capi::{pcpu_zone_init, pcpu_zone_layout, PCPU_ENOCPUS};
+/// let bad = pcpu_zone_layout { base: 0x1000, stride: 64, offset: 0, len: 64, ncpus: 0 };
+/// let mut bitmap = [0u64; 1];
+/// assert_eq!(unsafe { pcpu_zone_init(&bad, bitmap.as_mut_ptr(), 1) }, PCPU_ENOCPUS);
+/// ```
+#[no_mangle]
+pub unsafe extern "C" fn pcpu_zone_init(
+    layout: *const pcpu_zone_layout,
+    bitmap: *mut u64,
+    bitmap_words: usize,
+) -> c_int {
+    if layout.is_null() || bitmap.is_null() {
+        return PCPU_EINVAL;
+    }
+    // SAFETY: non-null and readable per the contract.
+    let l = unsafe { *layout };
+    let layout = ZoneLayout {
+        base: l.base,
+        stride: l.stride,
+        offset: l.offset,
+        len: l.len,
+        ncpus: l.ncpus,
+    };
+    // SAFETY: the bitmap is valid for `bitmap_words` words for ever, per the contract.
+    let bitmap = unsafe { core::slice::from_raw_parts_mut(bitmap, bitmap_words) };
+    // SAFETY: the memory contract is the caller's, as documented.
+    let zone = match unsafe { Zone::from_raw_parts(layout, bitmap) } {
+        Ok(zone) => zone,
+        Err(e) => return code(e),
+    };
+    status(global::install(zone).map(|_| ()))
+}
+
+/// Stores in `*base` the value CPU `cpu`'s per-CPU register must hold.
+///
+/// Returns 0, `PCPU_EINVAL` (NULL `base`), `PCPU_ENOTINSTALLED` or `PCPU_ECPU`.
+///
+/// # Safety
+/// `base` is NULL or valid for a write.
+///
+/// ```
+/// use pcpu_counter::capi::*;
+/// assert_eq!(pcpu_sim_machine_new(2, 64), 0);
+/// let mut base = 0usize;
+/// assert_eq!(unsafe { pcpu_zone_cpu_base(1, &mut base) }, 0);
+/// assert_eq!(unsafe { pcpu_zone_cpu_base(2, &mut base) }, PCPU_ECPU);
+/// ```
+#[no_mangle]
+pub unsafe extern "C" fn pcpu_zone_cpu_base(cpu: usize, base: *mut usize) -> c_int {
+    if base.is_null() {
+        return PCPU_EINVAL;
+    }
+    let Some(zone) = current_zone() else {
+        return PCPU_ENOTINSTALLED;
+    };
+    match zone.cpu_base(cpu) {
+        Ok(b) => {
+            // SAFETY: non-null and writable per the contract.
+            unsafe { *base = b };
+            PCPU_OK
+        }
+        Err(e) => code(e),
+    }
+}
+
+/// Kernel only: points this CPU's per-CPU register at CPU `cpu`'s block.
+///
+/// The block is CPU `cpu`'s in the global zone ([`arch::set_cpu_base`]: the GS base MSR on x86_64). Kernel only: call it once on each
+/// CPU, at CPL 0 / EL1, before that CPU adds.
+///
+/// Returns 0, `PCPU_ENOTINSTALLED`, `PCPU_ECPU`, or `PCPU_EINVAL` if the arch rejects the
+/// address.
+///
+/// # Safety
+/// As [`arch::set_cpu_base`]: runs in the kernel, on CPU `cpu`, and nothing else on it
+/// relies on the register's previous value.
+///
+/// ```no_run
+/// // In a kernel, on CPU 3 (in user space this faults):
+/// assert_eq!(unsafe { pcpu_counter::capi::pcpu_set_cpu_base(3) }, 0);
+/// ```
+#[no_mangle]
+pub unsafe extern "C" fn pcpu_set_cpu_base(cpu: usize) -> c_int {
+    let Some(zone) = current_zone() else {
+        return PCPU_ENOTINSTALLED;
+    };
+    let Ok(base) = zone.cpu_base(cpu) else {
+        return PCPU_ECPU;
+    };
+    // SAFETY: the caller's contract.
+    if unsafe { arch::set_cpu_base(base) } {
+        PCPU_OK
+    } else {
+        PCPU_EINVAL
+    }
+}
+
+/// Counters the installed zone holds at once (0 when none is installed).
+///
+/// ```
+/// use pcpu_counter::capi::*;
+/// assert_eq!(pcpu_sim_machine_new(2, 64), 0);
+/// assert_eq!(pcpu_zone_capacity(), 64);
+/// ```
+#[no_mangle]
+pub extern "C" fn pcpu_zone_capacity() -> usize {
+    current_zone().map_or(0, Zone::capacity)
+}
+
+/// Slots of the installed zone in use now (0 when none is installed).
+///
+/// ```
+/// use pcpu_counter::capi::*;
+/// assert_eq!(pcpu_sim_machine_new(2, 64), 0);
+/// let c = counter_u64_alloc(M_NOWAIT);
+/// assert_eq!(pcpu_zone_in_use(), 1);
+/// unsafe { counter_u64_free(c) };
+/// assert_eq!(pcpu_zone_in_use(), 0);
+/// ```
+#[no_mangle]
+pub extern "C" fn pcpu_zone_in_use() -> usize {
+    current_zone().map_or(0, Zone::in_use)
+}
+
+/// The number of CPUs of the installed zone (0 when none is installed).
+///
+/// ```
+/// use pcpu_counter::capi::*;
+/// assert_eq!(pcpu_sim_machine_new(3, 64), 0);
+/// assert_eq!(pcpu_zone_ncpus(), 3);
+/// ```
+#[no_mangle]
+pub extern "C" fn pcpu_zone_ncpus() -> usize {
+    current_zone().map_or(0, Zone::ncpus)
+}

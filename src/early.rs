@@ -1,0 +1,267 @@
+//! Counters usable before the zone exists (FreeBSD's `COUNTER_U64_DEFINE_EARLY`).
+//!
+//! An [`EarlyCounter`] is a `static`. Until [`EarlyCounter::init`] gives it a slot in a
+//! zone, adds go to one shared word with an atomic add; afterwards they go to the per-CPU
+//! slot. Unlike FreeBSD, which drops the early counts, `init` moves them into the per-CPU
+//! slots, and an add racing with `init` is counted exactly once:
+//!
+//! - An add first checks `live`. Once set, it adds to the per-CPU slot and is done.
+//! - Otherwise it announces itself in `early_adders`, checks `live` again, and only then
+//!   adds to the shared word; then it withdraws the announcement.
+//! - `init` publishes the slot, sets `live`, then waits until `early_adders` is 0, and only
+//!   then takes the shared word (leaving 0) and adds it to its own CPU's slot.
+//!
+//! With sequentially consistent `live` and `early_adders`, an add that saw `live` clear
+//! announced itself before `init` set it, so `init` waits for its word add; an add that
+//! announces itself after `init` set `live` sees it set and takes the per-CPU path. So the
+//! shared word is complete when `init` takes it, and nothing adds to it afterwards.
+//!
+//! **Which CPUs may add before `init`:** any CPU, and interrupt handlers, since the early
+//! path is an atomic add on a shared word and needs no per-CPU register. (FreeBSD allows the
+//! boot CPU only.) `init` itself must run on a CPU of the zone whose per-CPU register is
+//! set, because it adds the early counts to that CPU's slot; it is checked in debug builds
+//! under the host simulation. `init` must not run in an interrupt handler that may have
+//! interrupted an early add on the same CPU, which it would wait for forever.
+
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use crate::baseline::Baseline;
+use crate::{Counter, Error, Zone};
+
+/// A counter declared as a `static`, usable before any zone exists.
+///
+/// ```
+/// use pcpu_counter::{sim::Machine, EarlyCounter};
+///
+/// static BOOT_EVENTS: EarlyCounter = EarlyCounter::new();
+///
+/// BOOT_EVENTS.add(3); // before any zone: kept in a shared word
+/// let machine: &'static Machine = Box::leak(Box::new(Machine::new(2)));
+/// machine.run_on(0, || BOOT_EVENTS.init(machine.zone())).unwrap();
+/// machine.run_on(1, || BOOT_EVENTS.add(4)); // now per-CPU
+/// assert_eq!(BOOT_EVENTS.fetch(), 7);
+/// assert_eq!(BOOT_EVENTS.counter().unwrap().cpu_slot(0), Ok(3)); // moved to CPU 0's slot
+/// ```
+pub struct EarlyCounter {
+    /// Set once `counter` holds the slot and adds must go there.
+    live: AtomicBool,
+    /// Early adds between their check of `live` and the end of their word add.
+    early_adders: AtomicUsize,
+    /// The counts made before `init` (a `Baseline` gives a 64-bit word on every arch).
+    early: Baseline,
+    /// 1 while `init` moves the early word into its slot, 2 after; `fetch` retries across
+    /// a move so that it never sees the counts on neither or both sides.
+    moving: AtomicUsize,
+    /// The per-CPU counter, once `init` ran.
+    counter: spin::Once<Counter<'static>>,
+}
+
+impl EarlyCounter {
+    /// A counter reading 0 with no slot yet, for a `static`.
+    ///
+    /// ```
+    /// static C: pcpu_counter::EarlyCounter = pcpu_counter::EarlyCounter::new();
+    /// assert_eq!(C.fetch(), 0);
+    /// ```
+    pub const fn new() -> Self {
+        EarlyCounter {
+            live: AtomicBool::new(false),
+            early_adders: AtomicUsize::new(0),
+            early: Baseline::new(),
+            moving: AtomicUsize::new(0),
+            counter: spin::Once::new(),
+        }
+    }
+
+    /// Adds `v`: to the per-CPU slot once [`init`](EarlyCounter::init) ran, else to the
+    /// shared early word.
+    ///
+    /// ```
+    /// static C: pcpu_counter::EarlyCounter = pcpu_counter::EarlyCounter::new();
+    /// C.add(-2);
+    /// assert_eq!(C.fetch() as i64, -2);
+    /// ```
+    #[inline]
+    pub fn add(&self, v: i64) {
+        if self.live.load(Ordering::Acquire) {
+            return self.live_counter().add(v);
+        }
+        self.early_add(v)
+    }
+
+    /// Adds 1.
+    ///
+    /// ```
+    /// static C: pcpu_counter::EarlyCounter = pcpu_counter::EarlyCounter::new();
+    /// C.inc();
+    /// assert_eq!(C.fetch(), 1);
+    /// ```
+    #[inline]
+    pub fn inc(&self) {
+        self.add(1)
+    }
+
+    /// The per-CPU counter after `live` was seen set.
+    fn live_counter(&self) -> &Counter<'static> {
+        // `live` is set only after the Once completed.
+        self.counter
+            .get()
+            .expect("pcpu-counter: early counter live without a slot")
+    }
+
+    #[cold]
+    fn early_add(&self, v: i64) {
+        self.early_adders.fetch_add(1, Ordering::SeqCst);
+        if self.live.load(Ordering::SeqCst) {
+            self.early_adders.fetch_sub(1, Ordering::SeqCst);
+            return self.live_counter().add(v);
+        }
+        loop {
+            let old = self.early.load();
+            if self.early.replace(old, old.wrapping_add(v as u64)) {
+                break;
+            }
+        }
+        self.early_adders.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Gives the counter its slot in `zone` and moves the early counts into the calling
+    /// CPU's slot. Adds running on other CPUs meanwhile are counted once, on one side or
+    /// the other (see the module docs for the proof and for where `init` may run).
+    ///
+    /// Fails with [`Error::ZoneFull`] (nothing changes) or [`Error::AlreadyInstalled`] when
+    /// the counter already has a slot.
+    ///
+    /// ```
+    /// # use pcpu_counter::{sim::Machine, EarlyCounter, Error};
+    /// static C: EarlyCounter = EarlyCounter::new();
+    /// let machine: &'static Machine = Box::leak(Box::new(Machine::new(1)));
+    /// machine.run_on(0, || {
+    ///     assert_eq!(C.init(machine.zone()), Ok(()));
+    ///     assert_eq!(C.init(machine.zone()), Err(Error::AlreadyInstalled));
+    /// });
+    /// ```
+    pub fn init(&self, zone: &'static Zone<'static>) -> Result<(), Error> {
+        self.init_inner(zone, true)
+    }
+
+    /// The racy `init` that the early-counter tests must catch: it takes the early word
+    /// without waiting for early adds in flight, so an add that saw the counter not yet live
+    /// may land in the word after it was taken and be lost. Test use only.
+    #[cfg(feature = "std")]
+    #[doc(hidden)]
+    pub fn init_without_waiting(&self, zone: &'static Zone<'static>) -> Result<(), Error> {
+        self.init_inner(zone, false)
+    }
+
+    fn init_inner(&self, zone: &'static Zone<'static>, wait: bool) -> Result<(), Error> {
+        #[cfg(all(feature = "std", debug_assertions))]
+        crate::sim::debug_check_binding(zone);
+        if self.counter.get().is_some() {
+            return Err(Error::AlreadyInstalled);
+        }
+        let counter = zone.alloc()?;
+        let mut offered = Some(counter);
+        self.counter
+            .call_once(|| offered.take().expect("offered once"));
+        if offered.is_some() {
+            return Err(Error::AlreadyInstalled);
+        }
+        if wait {
+            self.live.store(true, Ordering::SeqCst);
+            while self.early_adders.load(Ordering::SeqCst) != 0 {
+                core::hint::spin_loop();
+            }
+        }
+        self.moving.store(1, Ordering::SeqCst);
+        let moved = self.take_early();
+        self.live_counter().add(moved as i64);
+        self.moving.store(2, Ordering::SeqCst);
+        if !wait {
+            self.live.store(true, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+
+    /// Takes the early word, leaving 0.
+    fn take_early(&self) -> u64 {
+        loop {
+            let old = self.early.load();
+            if self.early.replace(old, 0) {
+                return old;
+            }
+        }
+    }
+
+    /// The count: the per-CPU sum once `init` ran, else the early word.
+    ///
+    /// ```
+    /// static C: pcpu_counter::EarlyCounter = pcpu_counter::EarlyCounter::new();
+    /// C.add(5);
+    /// assert_eq!(C.fetch(), 5);
+    /// ```
+    pub fn fetch(&self) -> u64 {
+        loop {
+            let before = self.moving.load(Ordering::SeqCst);
+            if before == 1 {
+                core::hint::spin_loop();
+                continue;
+            }
+            // Early adds still in flight during `init` land in the word, which `init` moves
+            // once they are done: count the word too (it reads 0 for good after the move).
+            let word = self.early.load();
+            let slots = self.counter.get().map_or(0, Counter::fetch);
+            core::sync::atomic::fence(Ordering::SeqCst);
+            if self.moving.load(Ordering::SeqCst) == before {
+                return slots.wrapping_add(word);
+            }
+        }
+    }
+
+    /// The per-CPU counter, once [`init`](EarlyCounter::init) has given it a slot and moved
+    /// the early counts.
+    ///
+    /// ```
+    /// static C: pcpu_counter::EarlyCounter = pcpu_counter::EarlyCounter::new();
+    /// assert!(C.counter().is_none());
+    /// ```
+    pub fn counter(&self) -> Option<&Counter<'static>> {
+        if self.live.load(Ordering::Acquire) {
+            self.counter.get()
+        } else {
+            None
+        }
+    }
+}
+
+impl Default for EarlyCounter {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl core::fmt::Debug for EarlyCounter {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("EarlyCounter")
+            .field("live", &self.live.load(Ordering::Relaxed))
+            .field("value", &self.fetch())
+            .finish()
+    }
+}
+
+/// FreeBSD's `COUNTER_U64_DEFINE_EARLY(name)`: declares `static name: EarlyCounter`.
+///
+/// FreeBSD allocates it from a `SYSINIT`; here the kernel calls
+/// [`EarlyCounter::init`] once its zone is up.
+///
+/// ```
+/// pcpu_counter::counter_u64_define_early!(pub static RX_EARLY);
+/// RX_EARLY.inc();
+/// assert_eq!(RX_EARLY.fetch(), 1);
+/// ```
+#[macro_export]
+macro_rules! counter_u64_define_early {
+    ($vis:vis static $name:ident) => {
+        $vis static $name: $crate::EarlyCounter = $crate::EarlyCounter::new();
+    };
+}

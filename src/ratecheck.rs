@@ -1,0 +1,214 @@
+//! `counter_ratecheck`: an MP-safe events-per-second limit on a per-CPU counter.
+//!
+//! FreeBSD's contract (`sys/kern/subr_counter.c`): every call counts one event on the
+//! current CPU. It returns 0 while the events of the current second are within `limit`, and
+//! -1 once they are over it. The first call of a new second resets the count and returns
+//! the count of the second before if that was over the limit (else 0). Exactly one CPU wins
+//! the reset; a CPU that finds another one resetting skips its event and returns at once.
+
+use core::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+
+use crate::Counter;
+
+/// The time source of a rate check: a tick count that wraps, and the ticks per second.
+///
+/// A kernel passes its tick counter (FreeBSD's `ticks` and `hz`) or a monotonic clock.
+///
+/// ```
+/// use core::sync::atomic::{AtomicU32, Ordering};
+/// use pcpu_counter::Clock;
+///
+/// static TICKS: AtomicU32 = AtomicU32::new(0);
+/// fn ticks() -> u32 { TICKS.load(Ordering::Relaxed) }
+/// let clock = Clock { now: ticks, hz: 100 };
+/// TICKS.store(250, Ordering::Relaxed);
+/// assert_eq!((clock.now)(), 250);
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    /// The current tick count; it may wrap.
+    pub now: fn() -> u32,
+    /// Ticks per second (non-zero).
+    pub hz: u32,
+}
+
+#[cfg(feature = "std")]
+impl Clock {
+    /// Milliseconds of `std::time::Instant` since the first use, 1000 per second.
+    ///
+    /// ```
+    /// let clock = pcpu_counter::Clock::monotonic();
+    /// assert_eq!(clock.hz, 1000);
+    /// assert!((clock.now)() <= (clock.now)());
+    /// ```
+    pub fn monotonic() -> Clock {
+        fn now() -> u32 {
+            static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+            // Truncation is the wrap the tick arithmetic expects.
+            START
+                .get_or_init(std::time::Instant::now)
+                .elapsed()
+                .as_millis() as u32
+        }
+        Clock { now, hz: 1000 }
+    }
+}
+
+/// The shared state of a rate check, laid out as FreeBSD's `struct counter_rate` after its
+/// counter: `cr_lock`, `cr_ticks`, `cr_over`. 32-bit atomics only, so it works on i386
+/// without CX8.
+#[repr(C)]
+#[derive(Debug, Default)]
+pub(crate) struct RateState {
+    /// 1 while one CPU resets the second (`cr_lock`).
+    pub(crate) lock: AtomicI32,
+    /// Tick of the last reset (`cr_ticks`).
+    pub(crate) ticks: AtomicU32,
+    /// -1 once the current second went over the limit, else 0 (`cr_over`).
+    pub(crate) over: AtomicI32,
+}
+
+impl RateState {
+    pub(crate) const fn new() -> Self {
+        RateState {
+            lock: AtomicI32::new(0),
+            ticks: AtomicU32::new(0),
+            over: AtomicI32::new(0),
+        }
+    }
+
+    /// One event at tick `now` with `hz` ticks per second; see the module docs.
+    pub(crate) fn check(&self, rate: &Counter<'_>, now: u32, hz: u32, limit: i64) -> i64 {
+        let mut val = i64::from(self.over.load(Ordering::Relaxed));
+        if now.wrapping_sub(self.ticks.load(Ordering::Relaxed)) >= hz {
+            // A new second. Try the cheap read first, then take the reset lock.
+            let won = self.lock.load(Ordering::Relaxed) == 0
+                && self
+                    .lock
+                    .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok();
+            if !won {
+                // Another CPU is resetting: counting now could race with its zero; skip.
+                return val;
+            }
+            // Another CPU may have reset this second between our two reads.
+            if now.wrapping_sub(self.ticks.load(Ordering::Relaxed)) >= hz {
+                let last = rate.fetch_and_zero() as i64;
+                self.over.store(0, Ordering::Relaxed);
+                self.ticks.store(now, Ordering::Relaxed);
+                val = if last <= limit { 0 } else { last };
+            }
+            self.lock.store(0, Ordering::Release);
+        }
+        rate.inc();
+        if self.over.load(Ordering::Relaxed) != 0 {
+            return -1;
+        }
+        if rate.fetch() as i64 > limit {
+            self.over.store(-1, Ordering::Relaxed);
+            val = -1;
+        }
+        val
+    }
+}
+
+/// FreeBSD's `struct counter_rate`: a per-CPU counter of this second's events, the reset
+/// state, and the clock that says when a second has passed.
+///
+/// ```
+/// use pcpu_counter::{sim::Machine, Clock, CounterRate};
+/// use core::sync::atomic::{AtomicU32, Ordering};
+///
+/// static TICKS: AtomicU32 = AtomicU32::new(1000);
+/// let clock = Clock { now: || TICKS.load(Ordering::Relaxed), hz: 100 };
+/// let machine = Machine::new(2);
+/// let rate = CounterRate::new(machine.alloc().unwrap(), clock);
+/// machine.run_on(0, || {
+///     assert_eq!(rate.check(2), 0); // 1st event this second
+///     assert_eq!(rate.check(2), 0); // 2nd
+///     assert_eq!(rate.check(2), -1); // 3rd: over the limit
+///     TICKS.store(1100, Ordering::Relaxed); // one second later
+///     assert_eq!(rate.check(2), 3); // the last second's count, over the limit
+///     assert_eq!(rate.check(2), 0);
+/// });
+/// ```
+#[derive(Debug)]
+pub struct CounterRate<'z> {
+    rate: Counter<'z>,
+    state: RateState,
+    clock: Clock,
+}
+
+impl<'z> CounterRate<'z> {
+    /// A rate check counting into `rate` (which should read 0) and timed by `clock`.
+    ///
+    /// ```
+    /// # let machine = pcpu_counter::sim::Machine::new(1);
+    /// let rate = pcpu_counter::CounterRate::new(
+    ///     machine.alloc().unwrap(),
+    ///     pcpu_counter::Clock::monotonic(),
+    /// );
+    /// assert_eq!(rate.counter().fetch(), 0);
+    /// ```
+    pub fn new(rate: Counter<'z>, clock: Clock) -> Self {
+        CounterRate {
+            rate,
+            state: RateState::new(),
+            clock,
+        }
+    }
+
+    /// Counts one event now and checks it against `limit` events per second (FreeBSD's
+    /// `counter_ratecheck(cr, limit)`): 0 under the limit, -1 over it, and at the first
+    /// call of a new second the previous second's count if it was over the limit.
+    ///
+    /// Call it on a CPU (the counter's per-CPU register set), like any add.
+    ///
+    /// ```
+    /// # let machine = pcpu_counter::sim::Machine::new(1);
+    /// # let rate = pcpu_counter::CounterRate::new(machine.alloc().unwrap(), pcpu_counter::Clock::monotonic());
+    /// // With a limit this high, no second of this doctest goes over it.
+    /// machine.run_on(0, || assert_eq!(rate.check(1_000_000), 0));
+    /// ```
+    pub fn check(&self, limit: i64) -> i64 {
+        self.check_at((self.clock.now)(), limit)
+    }
+
+    /// [`check`](CounterRate::check) at tick `now` instead of the clock's.
+    ///
+    /// ```
+    /// # let machine = pcpu_counter::sim::Machine::new(1);
+    /// # let rate = pcpu_counter::CounterRate::new(machine.alloc().unwrap(), pcpu_counter::Clock::monotonic());
+    /// machine.run_on(0, || {
+    ///     assert_eq!(rate.check_at(5000, 1), 0);
+    ///     assert_eq!(rate.check_at(5001, 1), -1);
+    ///     assert_eq!(rate.check_at(6000, 1), 2); // hz is 1000
+    /// });
+    /// ```
+    pub fn check_at(&self, now: u32, limit: i64) -> i64 {
+        self.state.check(&self.rate, now, self.clock.hz, limit)
+    }
+
+    /// The counter of this second's events.
+    ///
+    /// ```
+    /// # let machine = pcpu_counter::sim::Machine::new(1);
+    /// # let rate = pcpu_counter::CounterRate::new(machine.alloc().unwrap(), pcpu_counter::Clock::monotonic());
+    /// machine.run_on(0, || rate.check_at(7000, 10));
+    /// assert_eq!(rate.counter().fetch(), 1);
+    /// ```
+    pub fn counter(&self) -> &Counter<'z> {
+        &self.rate
+    }
+}
+
+/// FreeBSD's `counter_ratecheck(cr, limit)`: [`CounterRate::check`].
+///
+/// ```
+/// # let machine = pcpu_counter::sim::Machine::new(1);
+/// # let rate = pcpu_counter::CounterRate::new(machine.alloc().unwrap(), pcpu_counter::Clock::monotonic());
+/// machine.run_on(0, || assert_eq!(pcpu_counter::counter_ratecheck(&rate, 1_000_000), 0));
+/// ```
+pub fn counter_ratecheck(cr: &CounterRate<'_>, limit: i64) -> i64 {
+    cr.check(limit)
+}

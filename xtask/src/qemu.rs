@@ -1,5 +1,344 @@
-//! `cargo xtask qemu` (being written).
+//! `cargo xtask qemu [x86_64|aarch64|i386|all]`: builds the QEMU test kernels (`kernel/`, boot
+//! code under `arch/<arch>/boot/`), boots each under `qemu-system-*` with a timeout, prints its
+//! serial output and fails on any `FAIL` line, a missing verdict, a wrong exit status or a hang.
+//!
+//! The runs:
+//!
+//! | run | QEMU | kernel |
+//! |---|---|---|
+//! | `x86_64` | `qemu-system-x86_64 -smp 4`, MTTCG | `x86_64-unknown-none` |
+//! | `aarch64-llsc` | `qemu-system-aarch64 -M virt -cpu cortex-a57 -smp 4` | `aarch64-unknown-none` (ldxr/stxr) |
+//! | `aarch64-lse` | `qemu-system-aarch64 -M virt -cpu max -smp 4` | `aarch64-unknown-none` with `+lse` (stadd) |
+//! | `i386-cx8` | `qemu-system-i386` (default CPU, CX8) | `arch/i386/i586-unknown-none.json` |
+//! | `i386-486` | `qemu-system-i386 -cpu 486` (no CX8) | the same kernel: CX8 is detected at run time |
+//!
+//! Every run uses one instruction per translation block (`-singlestep` on QEMU 7.x,
+//! `one-insn-per-tb=on` from 8.1): TCG only takes interrupts between blocks, so without it a
+//! timer interrupt could never land between the load and the store of a broken (non-atomic)
+//! add, and the timer check could not catch one. The cost is about 1 s per boot.
 
-pub fn run(_args: &[String]) -> Result<(), String> {
-    Err("not written yet".into())
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use crate::toolchain::{self, Std};
+
+/// A hung kernel is killed after this long and counts as a failure.
+const BOOT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Bare-metal link flags shared by every kernel (GNU ld, no libc, 4 KiB segment alignment).
+const LINK_FLAGS: &str =
+    "-C linker-flavor=ld -C link-arg=-nostdlib -C link-arg=-zmax-page-size=0x1000";
+
+/// One kernel build.
+struct Build {
+    /// Folder under `target/qemu/`.
+    name: &'static str,
+    /// A triple, or the i386 JSON spec.
+    target: String,
+    /// Target rustflags beyond [`LINK_FLAGS`].
+    rustflags: &'static str,
+}
+
+/// One boot of a built kernel.
+struct Boot {
+    name: &'static str,
+    /// The QEMU binary and the apt package that has it.
+    qemu: &'static str,
+    package: &'static str,
+    args: &'static [&'static str],
+    /// The exit status that means every check passed.
+    pass_status: i32,
+    /// CPUs the kernel must report started (`PASS cpus on N CPUs`).
+    cpus: usize,
+}
+
+fn x86_64_build() -> Build {
+    Build {
+        name: "x86_64",
+        target: "x86_64-unknown-none".into(),
+        rustflags: "-C relocation-model=static",
+    }
+}
+
+fn aarch64_build(lse: bool) -> Build {
+    Build {
+        name: if lse { "aarch64-lse" } else { "aarch64-llsc" },
+        target: "aarch64-unknown-none".into(),
+        // The MMU stays off, so memory is Device-nGnRnE: no unaligned accesses.
+        rustflags: if lse {
+            "-C target-feature=+strict-align,+lse"
+        } else {
+            "-C target-feature=+strict-align,-lse"
+        },
+    }
+}
+
+fn i386_build() -> Build {
+    Build {
+        name: "i386",
+        target: toolchain::i386_bare_metal_spec().display().to_string(),
+        rustflags: "",
+    }
+}
+
+/// `isa-debug-exit` turns the kernel's 0x10 (pass) into `(0x10 << 1) | 1`.
+const X86_PASS: i32 = 33;
+const X86_ARGS: &[&str] = &[
+    "-display",
+    "none",
+    "-no-reboot",
+    "-device",
+    "isa-debug-exit,iobase=0xf4,iosize=0x04",
+    "-serial",
+    "stdio",
+];
+
+fn x86_64_boot() -> Boot {
+    Boot {
+        name: "x86_64",
+        qemu: "qemu-system-x86_64",
+        package: "qemu-system-x86",
+        args: &["-smp", "4"],
+        pass_status: X86_PASS,
+        cpus: 4,
+    }
+}
+
+fn aarch64_boot(lse: bool) -> Boot {
+    Boot {
+        name: if lse { "aarch64-lse" } else { "aarch64-llsc" },
+        qemu: "qemu-system-aarch64",
+        package: "qemu-system-arm",
+        args: if lse {
+            &["-M", "virt", "-cpu", "max", "-smp", "4"]
+        } else {
+            &["-M", "virt", "-cpu", "cortex-a57", "-smp", "4"]
+        },
+        pass_status: 0,
+        cpus: 4,
+    }
+}
+
+fn i386_boot(cx8: bool) -> Boot {
+    Boot {
+        name: if cx8 { "i386-cx8" } else { "i386-486" },
+        qemu: "qemu-system-i386",
+        package: "qemu-system-x86",
+        args: if cx8 {
+            &["-smp", "1"]
+        } else {
+            &["-cpu", "486", "-smp", "1"]
+        },
+        pass_status: X86_PASS,
+        cpus: 1,
+    }
+}
+
+/// The extra QEMU arguments of each machine kind.
+fn machine_args(boot: &Boot) -> &'static [&'static str] {
+    match boot.qemu {
+        "qemu-system-aarch64" => &["-nographic", "-semihosting"],
+        _ => X86_ARGS,
+    }
+}
+
+pub fn run(args: &[String]) -> Result<(), String> {
+    let which = match args {
+        [] => "all",
+        [one] => one.as_str(),
+        _ => return Err("usage: cargo xtask qemu [x86_64|aarch64|i386|all]".into()),
+    };
+    let plan: Vec<(Build, Vec<Boot>)> = match which {
+        "x86_64" | "aarch64" | "i386" => plan_for(which),
+        "all" => ["x86_64", "aarch64", "i386"]
+            .into_iter()
+            .flat_map(plan_for)
+            .collect(),
+        other => {
+            return Err(format!(
+                "unknown kernel `{other}`: use x86_64, aarch64, i386 or all"
+            ))
+        }
+    };
+    // Every tool first, so that a missing one is reported before minutes of building.
+    for (build, boots) in &plan {
+        toolchain::cargo_for(&build.target)?;
+        for boot in boots {
+            toolchain::require_tool(boot.qemu, boot.package)?;
+        }
+    }
+    let mut failed = Vec::new();
+    let mut passed = Vec::new();
+    for (build, boots) in &plan {
+        let kernel = build_kernel(build)?;
+        for boot in boots {
+            match boot_kernel(boot, &kernel) {
+                Ok(seconds) => passed.push(format!("{} ({seconds:.1} s)", boot.name)),
+                Err(why) => {
+                    eprintln!("[{}] FAILED: {why}", boot.name);
+                    failed.push(boot.name);
+                }
+            }
+        }
+    }
+    println!("qemu: passed {}", passed.join(", "));
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("failed: {}", failed.join(", ")))
+    }
+}
+
+fn plan_for(arch: &str) -> Vec<(Build, Vec<Boot>)> {
+    match arch {
+        "x86_64" => vec![(x86_64_build(), vec![x86_64_boot()])],
+        "aarch64" => vec![
+            (aarch64_build(false), vec![aarch64_boot(false)]),
+            (aarch64_build(true), vec![aarch64_boot(true)]),
+        ],
+        _ => vec![(i386_build(), vec![i386_boot(true), i386_boot(false)])],
+    }
+}
+
+/// Builds one kernel and returns the path of its ELF.
+fn build_kernel(build: &Build) -> Result<PathBuf, String> {
+    let root = toolchain::repo_root();
+    let toolchain = toolchain::cargo_for(&build.target)?;
+    let target_dir = root.join("target/qemu").join(build.name);
+    let mut cmd = toolchain.cargo("build", Std::Core);
+    cmd.arg("--release")
+        .arg("--manifest-path")
+        .arg(root.join("kernel/Cargo.toml"))
+        .env("CARGO_TARGET_DIR", &target_dir)
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env(
+            toolchain.target_env("RUSTFLAGS"),
+            format!("{LINK_FLAGS} {}", build.rustflags),
+        );
+    println!(
+        "[{}] building kernel for {} with {}",
+        build.name,
+        toolchain.target_name(),
+        toolchain.description
+    );
+    let status = cmd
+        .status()
+        .map_err(|e| format!("cannot run cargo for the {} kernel: {e}", build.name))?;
+    if !status.success() {
+        return Err(format!(
+            "building the {} kernel failed ({status})",
+            build.name
+        ));
+    }
+    Ok(target_dir
+        .join(toolchain.target_name())
+        .join("release/kernel"))
+}
+
+/// QEMU 8.1 renamed `-singlestep` to `-accel tcg,one-insn-per-tb=on`.
+fn one_insn_per_tb(qemu: &str) -> Vec<String> {
+    let version = Command::new(qemu)
+        .arg("--version")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    let number = version
+        .split_whitespace()
+        .skip_while(|w| *w != "version")
+        .nth(1)
+        .unwrap_or("0.0");
+    let mut parts = number.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    if (major, minor) >= (8, 1) {
+        vec![
+            "-accel".into(),
+            "tcg,thread=multi,one-insn-per-tb=on".into(),
+        ]
+    } else {
+        vec![
+            "-accel".into(),
+            "tcg,thread=multi".into(),
+            "-singlestep".into(),
+        ]
+    }
+}
+
+/// Boots `kernel` once: prints its serial lines, then judges the run. Returns the seconds it
+/// took.
+fn boot_kernel(boot: &Boot, kernel: &Path) -> Result<f64, String> {
+    let mut cmd = Command::new(boot.qemu);
+    cmd.args(one_insn_per_tb(boot.qemu))
+        .args(boot.args)
+        .args(machine_args(boot))
+        .arg("-kernel")
+        .arg(kernel)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    println!("[{}] {:?}", boot.name, cmd);
+    let started = Instant::now();
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", boot.qemu))?;
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let (lines_tx, lines_rx) = mpsc::channel();
+    let name = boot.name;
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let line = line.trim_end_matches('\r').to_string();
+            println!("[{name}] {line}");
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let status = loop {
+        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
+            break Some(status);
+        }
+        if started.elapsed() > BOOT_TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let seconds = started.elapsed().as_secs_f64();
+    let _ = reader.join();
+    let lines: Vec<String> = lines_rx.try_iter().collect();
+    let Some(status) = status else {
+        return Err(format!("hung: killed after {} s", BOOT_TIMEOUT.as_secs()));
+    };
+    judge(boot, status.code(), &lines)?;
+    Ok(seconds)
+}
+
+/// A run passes only with the pass status, a `DONE ... 0 failed` line, no `FAIL` line and
+/// the expected number of CPUs started.
+fn judge(boot: &Boot, code: Option<i32>, lines: &[String]) -> Result<(), String> {
+    if let Some(fail) = lines.iter().find(|l| l.contains("FAIL")) {
+        return Err(format!("kernel reported: {fail}"));
+    }
+    let cpus = format!("PASS cpus on {} CPUs", boot.cpus);
+    if !lines.iter().any(|l| l.starts_with(&cpus)) {
+        return Err(format!("no `{cpus}` line: not every CPU started"));
+    }
+    if !lines
+        .iter()
+        .any(|l| l.starts_with("DONE ") && l.ends_with(" 0 failed"))
+    {
+        return Err("no `DONE ... 0 failed` line".into());
+    }
+    if code != Some(boot.pass_status) {
+        return Err(format!(
+            "exit status {code:?}, expected {} (pass)",
+            boot.pass_status
+        ));
+    }
+    Ok(())
 }

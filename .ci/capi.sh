@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The C ABI (issue 6): header in sync with the Rust signatures, the C test program on the
+# host simulation, and the freestanding kernel check compiling for a kernel.
+# Idempotent; needs gcc and crates.io (for cbindgen, installed once).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+CBINDGEN_VERSION=0.29.4
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR_CAPI:-$PWD/target/capi}"
+
+if ! command -v gcc >/dev/null; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends gcc libc6-dev
+fi
+if ! cbindgen --version 2>/dev/null | grep -q "$CBINDGEN_VERSION"; then
+    echo "== installing cbindgen $CBINDGEN_VERSION"
+    cargo install cbindgen --locked --version "$CBINDGEN_VERSION"
+fi
+export PATH="$HOME/.cargo/bin:$PATH"
+
+echo "== header check: include/pcpu_counter.h against src/capi/ (cbindgen)"
+generated="$(mktemp)"
+trap 'rm -f "$generated"' EXIT
+cbindgen --quiet --config cbindgen.toml --crate pcpu-counter --output "$generated"
+if ! diff -u include/pcpu_counter.h "$generated"; then
+    echo "FAIL: include/pcpu_counter.h differs from the Rust signatures in src/capi/."
+    echo "      Regenerate: cbindgen --config cbindgen.toml --crate pcpu-counter --output include/pcpu_counter.h"
+    exit 1
+fi
+
+echo "== static library (capi/)"
+cargo build --quiet --manifest-path capi/Cargo.toml
+lib="$CARGO_TARGET_DIR/debug/libpcpu_counter_capi.a"
+
+echo "== C test program (gcc -Wall -Wextra -Werror) on the host simulation"
+out="$CARGO_TARGET_DIR/capi_test"
+gcc -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Iinclude tests/c/capi_test.c tests/c/kernel_check.c \
+    "$lib" -lpthread -ldl -lm -o "$out"
+"$out"
+
+echo "== freestanding kernel check (no libc)"
+gcc -std=c11 -c -ffreestanding -nostdlib -fno-pic -mno-red-zone -mcmodel=kernel -mno-sse -O2 \
+    -Wall -Wextra -Werror -Iinclude tests/c/kernel_check.c -o "$CARGO_TARGET_DIR/kernel_check.o"
+if nm -u "$CARGO_TARGET_DIR/kernel_check.o" | grep -v ' counter_'; then
+    echo "FAIL: kernel_check.o needs symbols other than the C API's"
+    exit 1
+fi
+echo "capi: all checks passed"

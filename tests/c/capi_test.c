@@ -1,0 +1,249 @@
+/*
+ * The C API on the host simulation: multi-CPU exact sums through libpcpu_counter_capi.a.
+ *
+ *   gcc -Wall -Werror -Iinclude tests/c/capi_test.c tests/c/kernel_check.c \
+ *       target/capi/debug/libpcpu_counter_capi.a -lpthread -ldl -lm -o capi_test
+ *
+ * Each check prints one line; the exit status is 0 only if every check passed.
+ */
+#define PCPU_COUNTER_SIM 1
+#include "pcpu_counter.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NCPUS 8u
+#define NTHREADS 16u
+#define ROUNDS 200u
+#define ADDS 500u
+
+int pcpu_c_kernel_check(unsigned cpu, unsigned ncpus);
+
+static int failures;
+
+#define CHECK_EQ(what, got, want)                                                         \
+	do {                                                                              \
+		unsigned long long g_ = (unsigned long long)(got);                        \
+		unsigned long long w_ = (unsigned long long)(want);                       \
+		if (g_ != w_) {                                                           \
+			printf("FAIL %s:%d %s: got %llu, want %llu\n", __FILE__, __LINE__, \
+			       (what), g_, w_);                                           \
+			failures++;                                                       \
+		}                                                                         \
+	} while (0)
+
+static void must(int rc, const char *what)
+{
+	if (rc != PCPU_OK) {
+		printf("FAIL %s: %s (%d)\n", what, pcpu_strerror(rc), rc);
+		exit(1);
+	}
+}
+
+static void run_threads(void *(*body)(void *), unsigned n)
+{
+	pthread_t threads[NTHREADS];
+	static unsigned ids[NTHREADS];
+	for (unsigned i = 0; i < n; i++) {
+		ids[i] = i;
+		if (pthread_create(&threads[i], NULL, body, &ids[i]) != 0) {
+			printf("FAIL pthread_create\n");
+			exit(1);
+		}
+	}
+	for (unsigned i = 0; i < n; i++)
+		pthread_join(threads[i], NULL);
+}
+
+/* 1. Plain adds from 16 threads migrating over 8 CPUs; thread t adds t + 1. */
+static counter_u64_t sum;
+
+static void *add_migrating(void *arg)
+{
+	unsigned t = *(unsigned *)arg;
+	for (unsigned r = 0; r < ROUNDS; r++) {
+		must(pcpu_sim_bind((t + r) % NCPUS), "bind");
+		for (unsigned i = 0; i < ADDS; i++)
+			counter_u64_add(sum, (int64_t)t + 1);
+		pcpu_sim_unbind();
+	}
+	return NULL;
+}
+
+static void check_sum(void)
+{
+	sum = counter_u64_alloc(M_WAITOK);
+	CHECK_EQ("alloc", sum != NULL, 1);
+	CHECK_EQ("new counter", counter_u64_fetch(sum), 0);
+	run_threads(add_migrating, NTHREADS);
+	CHECK_EQ("sum", counter_u64_fetch(sum),
+		 (uint64_t)ROUNDS * ADDS * NTHREADS * (NTHREADS + 1) / 2);
+	counter_u64_zero(sum);
+	CHECK_EQ("zeroed", counter_u64_fetch(sum), 0);
+	must(pcpu_sim_bind(3), "bind");
+	counter_u64_add(sum, -5);
+	pcpu_sim_unbind();
+	CHECK_EQ("negative", (int64_t)counter_u64_fetch(sum), -5);
+	counter_u64_free(sum);
+	counter_u64_free(NULL);
+	printf("ok   sum: %u threads on %u CPUs\n", NTHREADS, NCPUS);
+}
+
+/* 2. Protected adds and arrays: element t % 4 gets t + 1 per add. */
+static counter_u64_t lanes[4];
+
+static void *add_protected(void *arg)
+{
+	unsigned t = *(unsigned *)arg;
+	for (unsigned r = 0; r < ROUNDS; r++) {
+		must(pcpu_sim_bind((t * 3 + r) % NCPUS), "bind");
+		pcpu_protect_t state = counter_enter();
+		for (unsigned i = 0; i < ADDS; i++)
+			counter_u64_add_protected(lanes[t % 4], (int64_t)t + 1);
+		counter_exit(state);
+		pcpu_sim_unbind();
+	}
+	return NULL;
+}
+
+static void check_arrays(void)
+{
+	size_t used = pcpu_zone_in_use(), handles = pcpu_handles_in_use();
+	must(COUNTER_ARRAY_ALLOC(lanes, 4, M_NOWAIT), "array alloc");
+	CHECK_EQ("array slots", pcpu_zone_in_use(), used + 4);
+	run_threads(add_protected, NTHREADS);
+	uint64_t got[4], want[4] = {0, 0, 0, 0};
+	for (unsigned t = 0; t < NTHREADS; t++)
+		want[t % 4] += (uint64_t)ROUNDS * ADDS * (t + 1);
+	COUNTER_ARRAY_COPY(lanes, got, 4);
+	for (unsigned i = 0; i < 4; i++)
+		CHECK_EQ("lane", got[i], want[i]);
+	COUNTER_ARRAY_ZERO(lanes, 4);
+	COUNTER_ARRAY_COPY(lanes, got, 4);
+	for (unsigned i = 0; i < 4; i++)
+		CHECK_EQ("zeroed lane", got[i], 0);
+
+	/* A run that does not fit fails whole and leaves nothing allocated. */
+	size_t free_slots = pcpu_zone_capacity() - pcpu_zone_in_use();
+	static counter_u64_t big[8192];
+	CHECK_EQ("too big", counter_u64_array_alloc(big, free_slots + 1, M_NOWAIT), (unsigned long long)(long long)PCPU_EFULL);
+	CHECK_EQ("slots after failure", pcpu_zone_in_use(), used + 4);
+	CHECK_EQ("handles after failure", pcpu_handles_in_use(), handles + 4);
+	CHECK_EQ("bad flags", counter_u64_array_alloc(big, 2, 0), (unsigned long long)(long long)PCPU_EINVAL);
+	CHECK_EQ("bad flags alloc", counter_u64_alloc(M_NOWAIT | M_WAITOK) == NULL, 1);
+
+	COUNTER_ARRAY_FREE(lanes, 4);
+	CHECK_EQ("slots after free", pcpu_zone_in_use(), used);
+	CHECK_EQ("handles after free", pcpu_handles_in_use(), handles);
+	printf("ok   arrays and protected adds\n");
+}
+
+/* 3. counter_ratecheck with a tick hook the test drives. */
+static uint32_t now_ticks = 1000;
+static uint32_t ticks(void) { return __atomic_load_n(&now_ticks, __ATOMIC_RELAXED); }
+static struct counter_rate rate;
+static int64_t results[NTHREADS][ROUNDS];
+
+static void *check_rate(void *arg)
+{
+	unsigned t = *(unsigned *)arg;
+	must(pcpu_sim_bind(t % NCPUS), "bind");
+	results[t][0] = counter_ratecheck(&rate, 10);
+	pcpu_sim_unbind();
+	return NULL;
+}
+
+static void check_ratecheck(void)
+{
+	pcpu_set_ticks(ticks, 100);
+	rate.cr_rate = counter_u64_alloc(M_WAITOK);
+	must(pcpu_sim_bind(0), "bind");
+	for (int i = 0; i < 10; i++)
+		CHECK_EQ("under limit", counter_ratecheck(&rate, 10), 0);
+	for (int i = 0; i < 5; i++)
+		CHECK_EQ("over limit", (unsigned long long)counter_ratecheck(&rate, 10),
+			 (unsigned long long)-1LL);
+	now_ticks += 99; /* still the same second */
+	CHECK_EQ("same second", (unsigned long long)counter_ratecheck(&rate, 10),
+		 (unsigned long long)-1LL);
+	now_ticks += 1; /* next second: the last one's 16 events come back once */
+	CHECK_EQ("new second", counter_ratecheck(&rate, 10), 16);
+	CHECK_EQ("after reset", counter_ratecheck(&rate, 10), 0);
+	pcpu_sim_unbind();
+
+	/* 16 CPUs at the start of a second: exactly one wins the reset. */
+	for (unsigned i = 0; i < 20; i++) {
+		must(pcpu_sim_bind(1), "bind");
+		counter_ratecheck(&rate, 10);
+		pcpu_sim_unbind();
+	}
+	now_ticks += 100;
+	run_threads(check_rate, NTHREADS);
+	unsigned winners = 0;
+	for (unsigned t = 0; t < NTHREADS; t++)
+		if (results[t][0] > 0) {
+			winners++;
+			CHECK_EQ("reported count", results[t][0], 22);
+		}
+	CHECK_EQ("reset winners", winners, 1);
+	counter_u64_free(rate.cr_rate);
+	printf("ok   counter_ratecheck\n");
+}
+
+/* 4. The freestanding kernel check, one thread per simulated CPU. */
+static int kernel_rc[NCPUS];
+
+static void *kernel_cpu(void *arg)
+{
+	unsigned cpu = *(unsigned *)arg;
+	must(pcpu_sim_bind(cpu), "bind");
+	kernel_rc[cpu] = pcpu_c_kernel_check(cpu, NCPUS);
+	pcpu_sim_unbind();
+	return NULL;
+}
+
+static void check_kernel(void)
+{
+	run_threads(kernel_cpu, NCPUS);
+	for (unsigned cpu = 0; cpu < NCPUS; cpu++)
+		CHECK_EQ("pcpu_c_kernel_check", kernel_rc[cpu], 0);
+	printf("ok   pcpu_c_kernel_check on %u CPUs\n", NCPUS);
+}
+
+/* 5. Setup errors are codes, not crashes. */
+static void check_errors(void)
+{
+	size_t base = 0;
+	CHECK_EQ("cpu base", pcpu_zone_cpu_base(NCPUS, &base), (unsigned long long)(long long)PCPU_ECPU);
+	CHECK_EQ("cpu base null", pcpu_zone_cpu_base(0, NULL), (unsigned long long)(long long)PCPU_EINVAL);
+	must(pcpu_zone_cpu_base(1, &base), "cpu base");
+	CHECK_EQ("bind out of range", pcpu_sim_bind(NCPUS), (unsigned long long)(long long)PCPU_ECPU);
+	must(pcpu_sim_bind(0), "bind");
+	CHECK_EQ("bind twice", pcpu_sim_bind(1), (unsigned long long)(long long)PCPU_EBOUND);
+	pcpu_sim_unbind();
+	struct pcpu_zone_layout bad = {.base = 0x1004, .stride = 64, .offset = 0, .len = 64, .ncpus = 2};
+	uint64_t bitmap[1];
+	CHECK_EQ("misaligned zone", pcpu_zone_init(&bad, bitmap, 1), (unsigned long long)(long long)PCPU_EMISALIGNED);
+	CHECK_EQ("strerror", strcmp(pcpu_strerror(PCPU_EFULL), "zone full"), 0);
+	printf("ok   error codes\n");
+}
+
+int main(void)
+{
+	must(pcpu_sim_machine_new(NCPUS, 4096), "machine");
+	CHECK_EQ("ncpus", pcpu_zone_ncpus(), NCPUS);
+	check_sum();
+	check_arrays();
+	check_ratecheck();
+	check_kernel();
+	check_errors();
+	if (failures) {
+		printf("%d check(s) failed\n", failures);
+		return 1;
+	}
+	printf("all C API checks passed\n");
+	return 0;
+}

@@ -1,5 +1,203 @@
-//! `cargo xtask bench` (being written).
+//! `cargo xtask bench [--quick] [--from FILE]`: runs the benchmarks against the peers
+//! (benches/peers) and writes docs/BENCHMARKS.md and docs/throughput.svg.
+//!
+//! It builds the bench in release with the cargo that runs it, runs the binary (a full run
+//! takes about two minutes on the 2-core machines here), disassembles the single-thread loops
+//! with `objdump` where it is installed, and renders the report from the result lines.
+//! `--from FILE` renders an earlier run's result lines instead of running.
 
-pub fn run(_args: &[String]) -> Result<(), String> {
-    Err("not written yet".into())
+mod plot;
+mod report;
+mod results;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use results::Results;
+
+/// What the report says about the machine.
+pub struct Machine {
+    pub cpu: String,
+    pub cores: usize,
+    pub kernel: String,
+    pub rustc: String,
+    pub date: String,
+    pub load_before: String,
+    pub load_after: String,
+}
+
+/// The single-thread loops shown in the report.
+const LOOPS: [&str; 3] = ["pcpu_one", "plain_one", "atomic_one"];
+
+pub fn run(args: &[String]) -> Result<(), String> {
+    let mut quick = false;
+    let mut from = None;
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--quick" => quick = true,
+            "--from" => from = Some(it.next().ok_or("--from needs a file")?.clone()),
+            other => {
+                return Err(format!(
+                    "unknown argument {other:?} (try --quick, --from FILE)"
+                ))
+            }
+        }
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .ok_or("no project root")?
+        .to_path_buf();
+    let load_before = load_average();
+    let exe = build(&root)?;
+    let results_file = match from {
+        Some(file) => PathBuf::from(file),
+        None => {
+            let file = target_dir(&root).join("bench-results.tsv");
+            let mut cmd = Command::new(&exe);
+            cmd.args(["--bench", "--out"]).arg(&file).current_dir(&root);
+            if quick {
+                cmd.arg("--quick");
+            }
+            eprintln!("xtask bench: running {}", exe.display());
+            let status = cmd
+                .status()
+                .map_err(|e| format!("run {}: {e}", exe.display()))?;
+            if !status.success() {
+                return Err(format!("the benchmark failed ({status})"));
+            }
+            file
+        }
+    };
+    let text = std::fs::read_to_string(&results_file)
+        .map_err(|e| format!("read {}: {e}", results_file.display()))?;
+    let results = Results::parse(&text)?;
+    let machine = Machine {
+        cpu: cpu_model(),
+        cores: std::thread::available_parallelism().map_or(0, |n| n.get()),
+        kernel: read_trimmed("/proc/sys/kernel/osrelease"),
+        rustc: output("rustc", &["-V"]),
+        date: output("date", &["-u", "+%Y-%m-%d %H:%M"]),
+        load_before,
+        load_after: load_average(),
+    };
+
+    let docs = root.join("docs");
+    std::fs::create_dir_all(&docs).map_err(|e| format!("create docs/: {e}"))?;
+    let series: Vec<plot::Series> = results
+        .names("throughput")
+        .into_iter()
+        .map(|name| {
+            let points = results
+                .params("throughput")
+                .iter()
+                .map(|w| {
+                    let rate = results.get("throughput", &name, w, None)?;
+                    let w: f64 = w.parse().map_err(|_| format!("writer count {w:?}"))?;
+                    Ok((w, rate))
+                })
+                .collect::<Result<_, String>>()?;
+            Ok(plot::Series { name, points })
+        })
+        .collect::<Result<_, String>>()?;
+    plot::throughput(&docs.join("throughput.svg"), &series, machine.cores)?;
+    let markdown = report::markdown(&results, &machine, "throughput.svg", &disassemble(&exe))?;
+    std::fs::write(docs.join("BENCHMARKS.md"), markdown)
+        .map_err(|e| format!("write docs/BENCHMARKS.md: {e}"))?;
+    eprintln!("xtask bench: wrote docs/BENCHMARKS.md and docs/throughput.svg");
+    Ok(())
+}
+
+/// Where cargo puts the build: `CARGO_TARGET_DIR` or `<root>/target`.
+fn target_dir(root: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from)
+}
+
+/// Builds the bench in release and returns its executable (from cargo's JSON messages).
+fn build(root: &Path) -> Result<PathBuf, String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args(["bench", "--features", "std", "--bench", "peers", "--no-run"])
+        .arg("--message-format=json-render-diagnostics")
+        .current_dir(root)
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("run cargo: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("building the bench failed ({})", out.status));
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    stdout
+        .lines()
+        .filter(|l| l.contains("\"compiler-artifact\"") && l.contains("\"name\":\"peers\""))
+        .find_map(|l| {
+            let start = l.find("\"executable\":\"")? + "\"executable\":\"".len();
+            let len = l[start..].find('"')?;
+            Some(PathBuf::from(&l[start..start + len]))
+        })
+        .ok_or_else(|| "cargo built no `peers` bench executable".into())
+}
+
+/// The single-thread loops' machine code, from `objdump -d` (or why it is missing).
+fn disassemble(exe: &Path) -> String {
+    let out = Command::new("objdump")
+        .args(["-d", "--no-show-raw-insn", "-C"])
+        .arg(exe)
+        .output();
+    let text = match out {
+        Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).into_owned(),
+        _ => return "objdump is not installed here: no disassembly.\n".into(),
+    };
+    let mut shown = String::new();
+    for name in LOOPS {
+        let header = format!("<peers::single::{name}>:");
+        let Some(start) = text.lines().position(|l| l.ends_with(&header)) else {
+            shown.push_str(&format!("{name}: not found\n"));
+            continue;
+        };
+        for line in text.lines().skip(start) {
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            if !line.ends_with("int3") {
+                shown.push_str(line);
+                shown.push('\n');
+            }
+        }
+        shown.push('\n');
+    }
+    shown
+}
+
+fn cpu_model() -> String {
+    read_trimmed("/proc/cpuinfo")
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map_or_else(|| "unknown".into(), |(_, model)| model.trim().into())
+}
+
+fn load_average() -> String {
+    let text = read_trimmed("/proc/loadavg");
+    text.split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn read_trimmed(path: &str) -> String {
+    std::fs::read_to_string(path).map_or_else(|_| "unknown".into(), |s| s.trim().into())
+}
+
+fn output(program: &str, args: &[&str]) -> String {
+    Command::new(program)
+        .args(args)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map_or_else(
+            || "unknown".into(),
+            |o| String::from_utf8_lossy(&o.stdout).trim().into(),
+        )
 }

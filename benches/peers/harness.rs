@@ -1,0 +1,69 @@
+//! What every section shares: the results sink, the median of rounds, and `eight!`.
+
+/// Evaluates `$e` eight times: the unrolled body of every measured loop, so that each
+/// variant's loop overhead is the same whatever the compiler unrolls by itself.
+macro_rules! eight {
+    ($e:expr) => {{
+        $e;
+        $e;
+        $e;
+        $e;
+        $e;
+        $e;
+        $e;
+        $e;
+    }};
+}
+pub(crate) use eight;
+
+use std::fmt::Display;
+use std::fs::File;
+use std::io::Write;
+use std::time::Instant;
+
+/// Where results go: stdout, and the `--out` file when one was given.
+pub struct Sink {
+    file: Option<File>,
+}
+
+impl Sink {
+    pub fn new(path: Option<&str>) -> Self {
+        let file = path.map(|p| File::create(p).unwrap_or_else(|e| panic!("create {p}: {e}")));
+        Sink { file }
+    }
+
+    /// One result line: `section, name, parameter, value, unit`, tab-separated.
+    pub fn record(
+        &mut self,
+        section: &str,
+        name: &str,
+        param: impl Display,
+        value: impl Display,
+        unit: &str,
+    ) {
+        let line = format!("{section}\t{name}\t{param}\t{value}\t{unit}");
+        println!("{line}");
+        if let Some(file) = &mut self.file {
+            writeln!(file, "{line}").expect("write results");
+        }
+    }
+}
+
+/// The median of `values` (the upper middle one for an even count).
+pub fn median(values: &mut [f64]) -> f64 {
+    assert!(!values.is_empty(), "median of no rounds");
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// Nanoseconds per operation of `ops` operations done by `f`, median of `rounds` rounds.
+pub fn ns_per_op(rounds: usize, ops: u64, mut f: impl FnMut()) -> f64 {
+    let mut samples: Vec<f64> = (0..rounds)
+        .map(|_| {
+            let start = Instant::now();
+            f();
+            start.elapsed().as_nanos() as f64 / ops as f64
+        })
+        .collect();
+    median(&mut samples)
+}

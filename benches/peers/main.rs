@@ -1,0 +1,42 @@
+//! The benchmarks against the peers (`cargo xtask bench` runs them and writes the report).
+//!
+//! A small harness of its own rather than criterion: the multi-writer rounds need threads
+//! bound to simulated CPUs, a fixed-duration run with a stop flag (so that oversubscribed
+//! writers all run for the whole window) and an exactness check after every round.
+//!
+//! Usage: `cargo bench --features std --bench peers -- [--out FILE] [--quick]`; without
+//! `--bench` (as under `cargo test --benches`) it runs the quick rounds. Every result
+//! is one tab-separated line `section, name, parameter, value, unit` on stdout and in FILE.
+
+mod harness;
+mod memory;
+mod reads;
+mod single;
+mod throughput;
+
+use harness::Sink;
+
+fn main() {
+    let mut out = None;
+    let mut quick = false;
+    let mut bench = false;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--out" => out = Some(args.next().expect("--out needs a file name")),
+            "--quick" => quick = true,
+            // `cargo bench` passes `--bench`; `cargo test --benches` does not, and then the
+            // run is a quick smoke test (still asserting every count).
+            "--bench" => bench = true,
+            other => panic!("unknown argument {other:?}"),
+        }
+    }
+    let quick = quick || !bench;
+    let mut sink = Sink::new(out.as_deref());
+    sink.record("meta", "arch", "-", pcpu_counter::arch::NAME, "");
+    sink.record("meta", "quick", "-", quick, "");
+    throughput::run(&mut sink, quick);
+    single::run(&mut sink, quick);
+    reads::run(&mut sink, quick);
+    memory::run(&mut sink);
+}

@@ -1,0 +1,182 @@
+//! One thread, no contention: the cost of one add against the hardware's limits.
+//!
+//! Every loop body is 8 adds (`eight!`, or 8 counters in turn) and runs `black_box(n)` times,
+//! so every variant pays the same loop overhead and the compiler cannot count the
+//! iterations. This crate's add is an `asm!` block with a memory clobber, the atomic peer a
+//! real `lock inc`, and the plain add a volatile load and store, so no loop can be folded or
+//! merged: `cargo xtask bench` disassembles these functions into the report to show it.
+
+use std::arch::asm;
+use std::hint::black_box;
+use std::ptr;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use pcpu_counter::sim::Machine;
+use pcpu_counter::{counter_enter, counter_exit, Counter};
+
+use crate::harness::{eight, ns_per_op, Sink};
+
+/// This crate's add on one counter, 8n times.
+#[inline(never)]
+pub fn pcpu_one(counter: &Counter<'_>, n: u64) {
+    for _ in 0..n {
+        eight!(counter.add(1));
+    }
+}
+
+/// This crate's add on 8 counters in turn, n rounds (8n adds).
+#[inline(never)]
+pub fn pcpu_eight(counters: &[Counter<'_>; 8], n: u64) {
+    for _ in 0..n {
+        for counter in counters {
+            counter.add(1);
+        }
+    }
+}
+
+/// `counter_enter`, 8 protected adds to 8 counters, `counter_exit`; n times.
+#[inline(never)]
+pub fn pcpu_protected(counters: &[Counter<'_>; 8], n: u64) {
+    for _ in 0..n {
+        let guard = counter_enter();
+        for counter in counters {
+            counter.add_protected(&guard, 1);
+        }
+        counter_exit(guard);
+    }
+}
+
+/// An uncontended `AtomicU64::fetch_add`, 8n times.
+#[inline(never)]
+pub fn atomic_one(atomic: &AtomicU64, n: u64) {
+    for _ in 0..n {
+        eight!(atomic.fetch_add(1, Relaxed));
+    }
+}
+
+/// Uncontended `fetch_add` on 8 atomics in turn, n rounds.
+#[inline(never)]
+pub fn atomic_eight(atomics: &[AtomicU64; 8], n: u64) {
+    for _ in 0..n {
+        for atomic in atomics {
+            atomic.fetch_add(1, Relaxed);
+        }
+    }
+}
+
+/// A plain, non-atomic add through a pointer (volatile load and store), 8n times.
+///
+/// # Safety
+/// `slot` is valid for reads and writes and nothing else touches it meanwhile.
+#[inline(never)]
+pub unsafe fn plain_one(slot: *mut u64, n: u64) {
+    for _ in 0..n {
+        // SAFETY: the caller's contract.
+        eight!(unsafe { ptr::write_volatile(slot, ptr::read_volatile(slot) + 1) });
+    }
+}
+
+/// The plain add on 8 slots in turn, n rounds.
+///
+/// # Safety
+/// As [`plain_one`], for the 8 slots from `slots`.
+#[inline(never)]
+pub unsafe fn plain_eight(slots: *mut u64, n: u64) {
+    for _ in 0..n {
+        for i in 0..8 {
+            // SAFETY: the caller's contract; `i < 8`.
+            unsafe {
+                let slot = slots.add(i);
+                ptr::write_volatile(slot, ptr::read_volatile(slot) + 1);
+            }
+        }
+    }
+}
+
+/// Diagnostic: this crate's instruction, `add gs:[off], 1`, written here with the offset
+/// held in a register (the crate's `asm!` has a memory clobber, so the compiler reloads the
+/// handle's offset from memory before every add).
+///
+/// # Safety
+/// The thread's GS base points at a zone block and `off` is a live slot of it.
+#[inline(never)]
+pub unsafe fn gs_asm_one(off: usize, n: u64) {
+    for _ in 0..n {
+        // SAFETY: the caller's contract.
+        eight!(unsafe { asm!("add qword ptr gs:[{off}], 1", off = in(reg) off, options(nostack)) });
+    }
+}
+
+/// Diagnostic: the same instruction without the GS segment, `add qword ptr [p], 1`.
+///
+/// # Safety
+/// `slot` is valid for reads and writes and nothing else touches it meanwhile.
+#[inline(never)]
+pub unsafe fn plain_asm_one(slot: *mut u64, n: u64) {
+    for _ in 0..n {
+        // SAFETY: the caller's contract.
+        eight!(unsafe { asm!("add qword ptr [{p}], 1", p = in(reg) slot, options(nostack)) });
+    }
+}
+
+pub fn run(sink: &mut Sink, quick: bool) {
+    let (rounds, n) = if quick { (3, 1 << 17) } else { (11, 1 << 21) };
+    let n: u64 = black_box(n);
+    let adds = rounds as u64 * 8 * n;
+    let machine = Machine::new(1);
+    let _bound = machine.bind(0).expect("bind");
+    let one = machine.alloc().expect("alloc");
+    let eight: [Counter<'_>; 8] = std::array::from_fn(|_| machine.alloc().expect("alloc"));
+    let atomic = AtomicU64::new(0);
+    let atomics: [AtomicU64; 8] = Default::default();
+    let mut plain = [0u64; 8];
+    let mut slot = 0u64;
+
+    let ns = ns_per_op(rounds, 8 * n, || pcpu_one(&one, n));
+    assert_eq!(one.fetch(), adds, "pcpu-counter lost adds");
+    sink.record("single", "pcpu-counter add", 1, ns, "ns/add");
+    let ns = ns_per_op(rounds, 8 * n, || pcpu_eight(&eight, n));
+    for counter in &eight {
+        assert_eq!(counter.fetch(), adds / 8, "pcpu-counter lost adds");
+    }
+    sink.record("single", "pcpu-counter add", 8, ns, "ns/add");
+
+    let ns = ns_per_op(rounds, 8 * n, || atomic_one(&atomic, n));
+    assert_eq!(atomic.load(Relaxed), adds);
+    sink.record("single", "AtomicU64::fetch_add", 1, ns, "ns/add");
+    let ns = ns_per_op(rounds, 8 * n, || atomic_eight(&atomics, n));
+    sink.record("single", "AtomicU64::fetch_add", 8, ns, "ns/add");
+
+    // SAFETY: `slot` is a local that nothing else touches.
+    let ns = ns_per_op(rounds, 8 * n, || unsafe { plain_one(&mut slot, n) });
+    assert_eq!(slot, adds);
+    sink.record("single", "plain add (volatile)", 1, ns, "ns/add");
+    // SAFETY: as above; the array has 8 slots.
+    let ns = ns_per_op(rounds, 8 * n, || unsafe {
+        plain_eight(plain.as_mut_ptr(), n)
+    });
+    assert_eq!(plain, [adds / 8; 8]);
+    sink.record("single", "plain add (volatile)", 8, ns, "ns/add");
+
+    let ns = ns_per_op(rounds, n, || pcpu_protected(&eight, n));
+    for counter in &eight {
+        assert_eq!(counter.fetch(), 2 * adds / 8, "protected adds lost");
+    }
+    let name = "counter_enter + 8 add_protected + counter_exit";
+    sink.record("single", name, 8, ns, "ns/sequence");
+
+    // SAFETY: the thread is bound, so GS points at CPU 0's block, where `one` is live.
+    let ns = ns_per_op(rounds, 8 * n, || unsafe { gs_asm_one(one.offset(), n) });
+    assert_eq!(one.fetch(), 2 * adds, "gs adds lost");
+    sink.record(
+        "diag",
+        "add gs:[off], offset in a register",
+        1,
+        ns,
+        "ns/add",
+    );
+    // SAFETY: `slot` is a local that nothing else touches.
+    let ns = ns_per_op(rounds, 8 * n, || unsafe { plain_asm_one(&mut slot, n) });
+    assert_eq!(slot, 2 * adds);
+    sink.record("diag", "add [p], no segment", 1, ns, "ns/add");
+}

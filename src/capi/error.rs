@@ -88,6 +88,7 @@ pub extern "C" fn pcpu_strerror(err: c_int) -> *const c_char {
         PCPU_ENOTINSTALLED => c"no zone installed",
         PCPU_EBOUND => c"thread already bound to a simulated CPU",
         PCPU_EINVAL => c"invalid argument",
+        PCPU_EOTHER => c"an error this header has no code for",
         _ => c"unknown error",
     };
     text.as_ptr()

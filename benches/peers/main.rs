@@ -8,6 +8,7 @@
 //! `--bench` (as under `cargo test --benches`) it runs the quick rounds. Every result
 //! is one tab-separated line `section, name, parameter, value, unit` on stdout and in FILE.
 
+mod handoff;
 mod harness;
 mod memory;
 mod reads;
@@ -36,6 +37,7 @@ fn main() {
     sink.record("meta", "arch", "-", pcpu_counter::arch::NAME, "");
     sink.record("meta", "quick", "-", quick, "");
     throughput::run(&mut sink, quick);
+    handoff::run(&mut sink, quick);
     single::run(&mut sink, quick);
     reads::run(&mut sink, quick);
     memory::run(&mut sink);

@@ -1,10 +1,11 @@
-//! `cargo xtask bench [--quick] [--from FILE]`: runs the benchmarks against the peers
-//! (benches/peers) and writes docs/BENCHMARKS.md and docs/throughput.svg.
+//! `cargo xtask bench [--quick] [--from FILE] [--docs DIR]`: runs the benchmarks against the
+//! peers (benches/peers) and writes docs/BENCHMARKS.md and docs/throughput.svg (or into DIR).
 //!
 //! It builds the bench in release with the cargo that runs it, runs the binary (a full run
 //! takes about two minutes on the 2-core machines here), disassembles the single-thread loops
 //! with `objdump` where it is installed, and renders the report from the result lines.
-//! `--from FILE` renders an earlier run's result lines instead of running.
+//! `--from FILE` renders an earlier run's result lines instead of running; `--quick` runs
+//! short rounds (a smoke test: CI renders it into a scratch folder with `--docs`).
 
 mod plot;
 mod report;
@@ -32,14 +33,16 @@ const LOOPS: [&str; 3] = ["pcpu_one", "plain_one", "atomic_one"];
 pub fn run(args: &[String]) -> Result<(), String> {
     let mut quick = false;
     let mut from = None;
+    let mut docs = None;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "--quick" => quick = true,
             "--from" => from = Some(it.next().ok_or("--from needs a file")?.clone()),
+            "--docs" => docs = Some(PathBuf::from(it.next().ok_or("--docs needs a folder")?)),
             other => {
                 return Err(format!(
-                    "unknown argument {other:?} (try --quick, --from FILE)"
+                    "unknown argument {other:?} (try --quick, --from FILE, --docs DIR)"
                 ))
             }
         }
@@ -48,6 +51,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         .parent()
         .ok_or("no project root")?
         .to_path_buf();
+    let docs = docs.unwrap_or_else(|| root.join("docs"));
     let load_before = load_average();
     let exe = build(&root)?;
     let results_file = match from {
@@ -82,8 +86,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         load_after: load_average(),
     };
 
-    let docs = root.join("docs");
-    std::fs::create_dir_all(&docs).map_err(|e| format!("create docs/: {e}"))?;
+    std::fs::create_dir_all(&docs).map_err(|e| format!("create {}: {e}", docs.display()))?;
     let series: Vec<plot::Series> = results
         .names("throughput")
         .into_iter()
@@ -103,8 +106,11 @@ pub fn run(args: &[String]) -> Result<(), String> {
     plot::throughput(&docs.join("throughput.svg"), &series, machine.cores)?;
     let markdown = report::markdown(&results, &machine, "throughput.svg", &disassemble(&exe))?;
     std::fs::write(docs.join("BENCHMARKS.md"), markdown)
-        .map_err(|e| format!("write docs/BENCHMARKS.md: {e}"))?;
-    eprintln!("xtask bench: wrote docs/BENCHMARKS.md and docs/throughput.svg");
+        .map_err(|e| format!("write BENCHMARKS.md: {e}"))?;
+    eprintln!(
+        "xtask bench: wrote BENCHMARKS.md and throughput.svg in {}",
+        docs.display()
+    );
     Ok(())
 }
 

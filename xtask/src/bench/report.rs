@@ -102,12 +102,15 @@ pub fn markdown(
     let (p1, p2, p16) = (tp(PCPU, "1")?, tp(PCPU, "2")?, tp(PCPU, "16")?);
     let (a2, a16) = (tp(ATOMIC, "2")?, tp(ATOMIC, "16")?);
     let s2 = tp(STRIPES, "2")?;
+    let handoff = r.get("diag", "line handoff between 2 threads", "2", None)?;
     let why_atomic = |w: &str, a: f64| {
         format!(
-            "at {w} writers the shared atomic still made {} M adds/s (1 writer: {} M/s): with \
-             {cores} cores at most {cores} writers run at once, so the shared line moves \
-             between {cores} cores only, and inside a time slice a core keeps it for many adds. \
-             The large ratios of FreeBSD's review came from many CPUs contending at once.",
+            "at {w} writers the shared atomic still made {} M adds/s (1 writer: {} M/s). With \
+             {cores} cores at most {cores} writers run at once, so the shared line only moves \
+             between {cores} cores, and a core that holds it does many adds before the other \
+             takes it (a handoff of the line between two threads took {handoff:.0} ns here); \
+             oversubscribed writers are time-sliced, which does not add contention. The large \
+             ratios of FreeBSD's review came from many CPUs contending at once.",
             m(a),
             m(tp(ATOMIC, "1").unwrap_or(f64::NAN)),
         )
@@ -186,12 +189,20 @@ pub fn markdown(
             x(pc8 / pl8)
         ),
         met: pc1 / pl1 <= 1.3 && pc8 / pl8 <= 1.3,
-        why: Some(format!(
-            "the diagnostic rows isolate the cost: `add gs:[off]` with the offset in a register \
-             {:.2} ns, the same `add [p]` without a segment {:.2} ns.",
-            r.get("diag", "add gs:[off], offset in a register", "1", None)?,
-            r.get("diag", "add [p], no segment", "1", None)?
-        )),
+        why: Some({
+            let gs = r.get("diag", "add gs:[off], offset in a register", "1", None)?;
+            let flat = r.get("diag", "add [p], no segment", "1", None)?;
+            format!(
+                "the diagnostic rows split the gap on 1 counter: this crate's add {pc1:.2} ns; \
+                 the same `add gs:[off]` with the offset kept in a register {gs:.2} ns (the \
+                 difference is the reload of the handle's offset that the `asm!` memory clobber \
+                 forces before every add); `add [p]` without the segment prefix {flat:.2} ns \
+                 (the difference is the GS segment's address generation); the compiler's own \
+                 `inc` loop {pl1:.2} ns. Sub-nanosecond figures also move with other load on \
+                 the machine (load average {} before the run)",
+                machine.load_before
+            )
+        }),
     });
     let mem = |name: &str| r.get("memory", name, "64", Some("bytes computed"));
     let (mp, ms) = (mem(PCPU)?, mem(STRIPES)?);
@@ -389,7 +400,10 @@ pub fn markdown(
         o,
         "Nanoseconds per call. `zero` is `fetch_and_zero` (lossless: it records the sum as the \
          baseline). Each CPU's slot is in its own block (8 KiB apart in these zones), so a fetch \
-         touches one cache line per CPU; the stripes' sum reads adjacent 128-byte lines.\n"
+         touches one cache line per CPU, and lines 8 KiB apart all fall in the same L1 set: past \
+         the L1's associativity (8 ways on most x86 cores) they no longer fit in L1, which is \
+         the likely cause of the step between 8 and 16 CPUs. The stripes' sum reads adjacent \
+         128-byte lines. Reads are the rare operation; the add path does not depend on this.\n"
     )
     .unwrap();
     writeln!(

@@ -7,8 +7,8 @@
 //! | run | QEMU | kernel |
 //! |---|---|---|
 //! | `x86_64` | `qemu-system-x86_64 -smp 4`, MTTCG | `x86_64-unknown-none` |
-//! | `aarch64-llsc` | `qemu-system-aarch64 -M virt -cpu cortex-a57 -smp 4` | `aarch64-unknown-none` (ldxr/stxr) |
-//! | `aarch64-lse` | `qemu-system-aarch64 -M virt -cpu max -smp 4` | `aarch64-unknown-none` with `+lse` (stadd) |
+//! | `aarch64-llsc` | `qemu-system-aarch64 -M virt -cpu cortex-a57 -smp 4` | `aarch64-unknown-none-softfloat` (ldxr/stxr) |
+//! | `aarch64-lse` | `qemu-system-aarch64 -M virt -cpu max -smp 4` | the same target with `+lse` (stadd) |
 //! | `i386-cx8` | `qemu-system-i386` (default CPU, CX8) | `arch/i386/i586-unknown-none.json` |
 //! | `i386-486` | `qemu-system-i386 -cpu 486` (no CX8) | the same kernel: CX8 is detected at run time |
 //!
@@ -40,6 +40,8 @@ struct Build {
     target: String,
     /// Target rustflags beyond [`LINK_FLAGS`].
     rustflags: &'static str,
+    /// The linker and its apt package, where `toolchain` does not set one for the target.
+    linker: Option<(&'static str, &'static str)>,
 }
 
 /// One boot of a built kernel.
@@ -60,19 +62,18 @@ fn x86_64_build() -> Build {
         name: "x86_64",
         target: "x86_64-unknown-none".into(),
         rustflags: "-C relocation-model=static",
+        linker: None,
     }
 }
 
 fn aarch64_build(lse: bool) -> Build {
     Build {
         name: if lse { "aarch64-lse" } else { "aarch64-llsc" },
-        target: "aarch64-unknown-none".into(),
-        // The MMU stays off, so memory is Device-nGnRnE: no unaligned accesses.
-        rustflags: if lse {
-            "-C target-feature=+strict-align,+lse"
-        } else {
-            "-C target-feature=+strict-align,-lse"
-        },
+        // No FP/SIMD, as in most kernels: the IRQ entry saves only general registers. The
+        // target has `+strict-align`, which the MMU-off (Device memory) kernel needs.
+        target: "aarch64-unknown-none-softfloat".into(),
+        rustflags: if lse { "-C target-feature=+lse" } else { "" },
+        linker: Some(("aarch64-linux-gnu-ld", "binutils-aarch64-linux-gnu")),
     }
 }
 
@@ -81,6 +82,7 @@ fn i386_build() -> Build {
         name: "i386",
         target: toolchain::i386_bare_metal_spec().display().to_string(),
         rustflags: "",
+        linker: None,
     }
 }
 
@@ -206,7 +208,12 @@ fn plan_for(arch: &str) -> Vec<(Build, Vec<Boot>)> {
 /// Builds one kernel and returns the path of its ELF.
 fn build_kernel(build: &Build) -> Result<PathBuf, String> {
     let root = toolchain::repo_root();
-    let toolchain = toolchain::cargo_for(&build.target)?;
+    let mut toolchain = toolchain::cargo_for(&build.target)?;
+    if let Some((linker, package)) = build.linker {
+        let path = toolchain::require_tool(linker, package)?;
+        let key = toolchain.target_env("LINKER");
+        toolchain.set_env(&key, &path.to_string_lossy());
+    }
     let target_dir = root.join("target/qemu").join(build.name);
     let mut cmd = toolchain.cargo("build", Std::Core);
     cmd.arg("--release")

@@ -191,7 +191,7 @@ pub fn run(sink: &mut Sink, quick: bool) {
     let (rounds, window) = if quick {
         (3, Duration::from_millis(30))
     } else {
-        (7, Duration::from_millis(150))
+        (9, Duration::from_millis(200))
     };
     sink.record("meta", "throughput rounds", "-", rounds, "");
     sink.record("meta", "throughput window", "-", window.as_millis(), "ms");

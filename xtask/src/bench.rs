@@ -105,8 +105,15 @@ pub fn run(args: &[String]) -> Result<(), String> {
         .collect::<Result<_, String>>()?;
     plot::throughput(&docs.join("throughput.svg"), &series, machine.cores)?;
     let markdown = report::markdown(&results, &machine, "throughput.svg", &disassemble(&exe))?;
-    std::fs::write(docs.join("BENCHMARKS.md"), markdown)
+    std::fs::write(docs.join("BENCHMARKS.md"), &markdown)
         .map_err(|e| format!("write BENCHMARKS.md: {e}"))?;
+    // The headline: the targets table.
+    if let Some(start) = markdown.find("## Targets") {
+        let end = markdown[start..]
+            .find("\n## Throughput")
+            .map_or(markdown.len(), |e| start + e);
+        eprintln!("{}", &markdown[start..end]);
+    }
     eprintln!(
         "xtask bench: wrote BENCHMARKS.md and throughput.svg in {}",
         docs.display()

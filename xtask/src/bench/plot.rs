@@ -33,9 +33,11 @@ pub fn throughput(path: &Path, series: &[Series], cores: usize) -> Result<(), St
     let xs: Vec<f64> = series[0].points.iter().map(|p| p.0).collect();
     let (x_lo, x_hi) = (xs[0], xs[xs.len() - 1]);
 
-    let root = SVGBackend::new(path, (900, 600)).into_drawing_area();
+    let root = SVGBackend::new(path, (1000, 600)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
-    let mut chart = ChartBuilder::on(&root)
+    // The legend goes to the right of the chart, where it cannot hide a line.
+    let (plot_area, legend_area) = root.split_horizontally(760);
+    let mut chart = ChartBuilder::on(&plot_area)
         .caption(
             format!("Adds per second, all writers together ({cores} cores; log-log)"),
             ("sans-serif", 24),
@@ -68,9 +70,7 @@ pub fn throughput(path: &Path, series: &[Series], cores: usize) -> Result<(), St
             [(cores, lo / 1.5), (cores, hi * 1.5)],
             ShapeStyle::from(&BLACK.mix(0.3)).stroke_width(1),
         ))
-        .map_err(|e| err(&e))?
-        .label("host cores")
-        .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], BLACK.mix(0.3)));
+        .map_err(|e| err(&e))?;
     for (i, s) in series.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
         let width = if i == 0 { 3 } else { 2 };
@@ -79,21 +79,29 @@ pub fn throughput(path: &Path, series: &[Series], cores: usize) -> Result<(), St
                 s.points.iter().copied(),
                 color.stroke_width(width),
             ))
-            .map_err(|e| err(&e))?
-            .label(s.name.as_str())
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], color.stroke_width(3)));
+            .map_err(|e| err(&e))?;
         chart
             .draw_series(s.points.iter().map(|&p| Circle::new(p, 4, color.filled())))
             .map_err(|e| err(&e))?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 15))
-        .draw()
-        .map_err(|e| err(&e))?;
+    let entries = series
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.name.as_str(), COLORS[i % COLORS.len()].stroke_width(3)))
+        .chain([("host core count", BLACK.mix(0.3).stroke_width(1))]);
+    for (i, (name, style)) in entries.enumerate() {
+        let y = 80 + 28 * i as i32;
+        legend_area
+            .draw(&PathElement::new([(10, y), (40, y)], style))
+            .map_err(|e| err(&e))?;
+        legend_area
+            .draw(&Text::new(
+                name.to_string(),
+                (48, y - 8),
+                ("sans-serif", 15).into_font(),
+            ))
+            .map_err(|e| err(&e))?;
+    }
     root.present().map_err(|e| err(&e))?;
     Ok(())
 }

@@ -230,13 +230,10 @@ pub fn run(sink: &mut Sink, quick: bool) {
         }
     }
     for (w, &writers) in WRITERS.iter().enumerate() {
-        sink.record(
-            "lost",
-            Peer::Racy.name(),
-            writers,
-            median(&mut losses[w]),
-            "fraction",
-        );
+        let worst = losses[w].iter().copied().fold(0.0, f64::max);
+        let racy = Peer::Racy.name();
+        sink.record("lost", racy, writers, median(&mut losses[w]), "fraction");
+        sink.record("lost max", racy, writers, worst, "fraction");
     }
     sink.record(
         "exact",

@@ -44,4 +44,11 @@ if nm -u "$CARGO_TARGET_DIR/kernel_check.o" | grep -v ' counter_'; then
     echo "FAIL: kernel_check.o needs symbols other than the C API's"
     exit 1
 fi
+echo "== the C ABI without std, for a kernel (x86_64-unknown-none, build-std)"
+if [ -x /usr/bin/cargo ] && [ -d "$(/usr/bin/rustc --print sysroot)/lib/rustlib/src/rust/library" ]; then
+    PATH="/usr/bin:$PATH" RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$CARGO_TARGET_DIR/cross" \
+        /usr/bin/cargo check --quiet --lib --target x86_64-unknown-none -Zbuild-std=core --features capi
+else
+    echo "skipped: Debian's cargo with the library source is not installed"
+fi
 echo "capi: all checks passed"

@@ -107,6 +107,33 @@ pub unsafe fn gs_asm_one(off: usize, n: u64) {
     }
 }
 
+/// Diagnostic: `add gs:[off], 1` on 8 offsets held in registers, n rounds.
+///
+/// # Safety
+/// As [`gs_asm_one`], for every offset in `offs`.
+#[inline(never)]
+pub unsafe fn gs_asm_eight(offs: [usize; 8], n: u64) {
+    let [a, b, c, d, e, f, g, h] = offs;
+    for _ in 0..n {
+        // SAFETY: the caller's contract.
+        unsafe {
+            asm!(
+                "add qword ptr gs:[{a}], 1",
+                "add qword ptr gs:[{b}], 1",
+                "add qword ptr gs:[{c}], 1",
+                "add qword ptr gs:[{d}], 1",
+                "add qword ptr gs:[{e}], 1",
+                "add qword ptr gs:[{f}], 1",
+                "add qword ptr gs:[{g}], 1",
+                "add qword ptr gs:[{h}], 1",
+                a = in(reg) a, b = in(reg) b, c = in(reg) c, d = in(reg) d,
+                e = in(reg) e, f = in(reg) f, g = in(reg) g, h = in(reg) h,
+                options(nostack),
+            )
+        };
+    }
+}
+
 /// Diagnostic: the same instruction without the GS segment, `add qword ptr [p], 1`.
 ///
 /// # Safety
@@ -180,4 +207,17 @@ pub fn run(sink: &mut Sink, quick: bool) {
     let ns = ns_per_op(rounds, 8 * n, || unsafe { plain_asm_one(&mut slot, n) });
     assert_eq!(slot, 2 * adds);
     sink.record("diag", "add [p], no segment", 1, ns, "ns/add");
+    let offs = std::array::from_fn(|i| eight[i].offset());
+    // SAFETY: as above, for the 8 live counters in `eight`.
+    let ns = ns_per_op(rounds, 8 * n, || unsafe { gs_asm_eight(offs, n) });
+    for counter in &eight {
+        assert_eq!(counter.fetch(), 3 * adds / 8, "gs adds lost");
+    }
+    sink.record(
+        "diag",
+        "add gs:[off], offsets in registers",
+        8,
+        ns,
+        "ns/add",
+    );
 }

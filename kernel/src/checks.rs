@@ -117,9 +117,16 @@ pub fn setup(zone: &'static Zone<'static>) {
 pub fn run_bsp(wanted: usize, started: usize) -> bool {
     NCPUS.store(started, Ordering::Release);
     GO.store(true, Ordering::Release);
-    report("cpus", &[("started", wanted as u64, started as u64)], started);
+    report(
+        "cpus",
+        &[("started", wanted as u64, started as u64)],
+        started,
+    );
     run(0);
-    let (checks, failed) = (CHECKS.load(Ordering::Relaxed), FAILED.load(Ordering::Relaxed));
+    let (checks, failed) = (
+        CHECKS.load(Ordering::Relaxed),
+        FAILED.load(Ordering::Relaxed),
+    );
     println!("DONE {checks} checks, {failed} failed");
     failed == 0
 }
@@ -152,19 +159,21 @@ fn reports(n: usize) -> impl Iterator<Item = u64> {
     (0..n).map(|cpu| *REPORT[cpu].lock())
 }
 
-/// Prints one check's line: `PASS` if every `(what, expected, got)` matches, else `FAIL`
-/// with the first mismatch.
+/// Prints one check's line: `PASS` if every `(what, expected, got)` matches, else one
+/// `FAIL` line per mismatch.
 fn report(name: &str, values: &[(&str, u64, u64)], ncpus: usize) {
     CHECKS.fetch_add(1, Ordering::Relaxed);
-    match values.iter().find(|(_, expected, got)| expected != got) {
-        None => {
-            let (what, _, got) = values[0];
-            println!("PASS {name} on {ncpus} CPUs: {what} = {got} exact ({} values checked)", values.len());
-        }
-        Some((what, expected, got)) => {
-            FAILED.fetch_add(1, Ordering::Relaxed);
-            println!("FAIL {name} {what} expected {expected} got {got}");
-        }
+    let mut failed = false;
+    for (what, expected, got) in values.iter().filter(|(_, e, g)| e != g) {
+        println!("FAIL {name} {what} expected {expected} got {got}");
+        failed = true;
+    }
+    if failed {
+        FAILED.fetch_add(1, Ordering::Relaxed);
+    } else {
+        let (what, _, got) = values[0];
+        let checked = values.len();
+        println!("PASS {name} on {ncpus} CPUs: {what} = {got} exact ({checked} values checked)");
     }
 }
 
@@ -267,7 +276,11 @@ fn check_sums(c: &Counters, n: usize) {
     let mut values = [
         ("sums[0]", nn * SUM_ADDS, c.sums[0].fetch()),
         ("sums[1]", SUM_ADDS * (nn * (nn + 1) / 2), c.sums[1].fetch()),
-        ("sums[2]", (3 * nn * SUM_ADDS).wrapping_neg(), c.sums[2].fetch()),
+        (
+            "sums[2]",
+            (3 * nn * SUM_ADDS).wrapping_neg(),
+            c.sums[2].fetch(),
+        ),
         (
             "sums[3]",
             nn * (SUM_ADDS * ((1 << 33) + 1) + low_bytes),
@@ -281,7 +294,11 @@ fn check_sums(c: &Counters, n: usize) {
     // Each CPU's own slot holds exactly its own adds: its per-CPU register was its block.
     const SLOT: [&str; MAX_CPUS] = ["slot cpu0", "slot cpu1", "slot cpu2", "slot cpu3"];
     for (cpu, name) in SLOT.iter().enumerate() {
-        let own = if cpu < n { (cpu as u64 + 1) * SUM_ADDS } else { 0 };
+        let own = if cpu < n {
+            (cpu as u64 + 1) * SUM_ADDS
+        } else {
+            0
+        };
         values[4 + cpu] = (name, own, c.sums[1].cpu_slot(cpu).unwrap_or(u64::MAX));
     }
     report("sums", &values, n);
@@ -291,11 +308,17 @@ fn check_race(c: &Counters, n: usize) {
     let nn = n as u64;
     let total = RACE_ADDS * (nn * (nn + 1) / 2);
     let deltas = reports(n).fold(0u64, u64::wrapping_add);
-    let slots = (0..n).fold(0u64, |acc, cpu| acc.wrapping_add(c.race.cpu_slot(cpu).unwrap_or(0)));
+    let slots = (0..n).fold(0u64, |acc, cpu| {
+        acc.wrapping_add(c.race.cpu_slot(cpu).unwrap_or(0))
+    });
     report(
         "fetch_and_zero",
         &[
-            ("deltas + final fetch", total, deltas.wrapping_add(c.race.fetch())),
+            (
+                "deltas + final fetch",
+                total,
+                deltas.wrapping_add(c.race.fetch()),
+            ),
             ("raw slots (never written by zero)", total, slots),
         ],
         n,
@@ -304,12 +327,18 @@ fn check_race(c: &Counters, n: usize) {
 
 fn check_zero(c: &Counters, n: usize) {
     let nn = n as u64;
-    let slots = (0..n).fold(0u64, |acc, cpu| acc.wrapping_add(c.zeroed.cpu_slot(cpu).unwrap_or(0)));
+    let slots = (0..n).fold(0u64, |acc, cpu| {
+        acc.wrapping_add(c.zeroed.cpu_slot(cpu).unwrap_or(0))
+    });
     let before = ZERO_ADDS * (nn * (nn + 1) / 2);
     report(
         "zero",
         &[
-            ("fetch after later adds", 7 * nn * ZERO_ADDS, c.zeroed.fetch()),
+            (
+                "fetch after later adds",
+                7 * nn * ZERO_ADDS,
+                c.zeroed.fetch(),
+            ),
             ("fetch right after zero", 0, *REPORT[0].lock()),
             ("raw slots", before + 7 * nn * ZERO_ADDS, slots),
         ],
@@ -390,9 +419,14 @@ fn timer_phase(c: &Counters) -> u64 {
 }
 
 fn check_timer(c: &Counters, n: usize) {
-    let ticks: u64 = (0..n).map(|cpu| TICKS[cpu].load(Ordering::Relaxed) as u64).sum();
+    let ticks: u64 = (0..n)
+        .map(|cpu| TICKS[cpu].load(Ordering::Relaxed) as u64)
+        .sum();
     let adds: u64 = reports(n).sum();
-    let min_ticks = (0..n).map(|cpu| TICKS[cpu].load(Ordering::Relaxed)).min().unwrap_or(0);
+    let min_ticks = (0..n)
+        .map(|cpu| TICKS[cpu].load(Ordering::Relaxed))
+        .min()
+        .unwrap_or(0);
     let enough = min_ticks >= TIMER_MIN_TICKS;
     let slots_ok = (0..n).all(|cpu| {
         let own = *REPORT[cpu].lock() + HANDLER_ADD * TICKS[cpu].load(Ordering::Relaxed) as u64;
@@ -401,7 +435,11 @@ fn check_timer(c: &Counters, n: usize) {
     report(
         "timer",
         &[
-            ("adds + 1000 x handler runs", adds + HANDLER_ADD * ticks, c.timer.fetch()),
+            (
+                "adds + 1000 x handler runs",
+                adds + HANDLER_ADD * ticks,
+                c.timer.fetch(),
+            ),
             ("every CPU's slot", 1, slots_ok as u64),
             ("every CPU took enough ticks", 1, enough as u64),
         ],

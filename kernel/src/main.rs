@@ -115,6 +115,9 @@ fn fail_setup(what: &str, e: pcpu_counter::Error) -> ! {
 
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
-    console::print_unlocked(format_args!("\nFAIL panic on CPU {}: {info}\n", boot::cpu_id()));
+    console::print_unlocked(format_args!(
+        "\nFAIL panic on CPU {}: {info}\n",
+        boot::cpu_id()
+    ));
     boot::exit(false)
 }

@@ -116,7 +116,14 @@ pub fn timer_start() {
 /// Masks IRQs and stops this CPU's timer.
 pub fn timer_stop() {
     // SAFETY: masks IRQs and disables this CPU's own timer.
-    unsafe { asm!("msr daifset, #2", "msr cntv_ctl_el0, xzr", "isb", options(nomem, nostack)) }
+    unsafe {
+        asm!(
+            "msr daifset, #2",
+            "msr cntv_ctl_el0, xzr",
+            "isb",
+            options(nomem, nostack)
+        )
+    }
 }
 
 /// The zone on static memory.

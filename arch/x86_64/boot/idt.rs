@@ -64,8 +64,7 @@ pub fn load() {
             *gate = Gate::new(stubs + 16 * vector);
         }
         gates[lapic::TIMER_VECTOR as usize] = Gate::new(addr_of!(x86_timer_stub) as usize);
-        gates[lapic::SPURIOUS_VECTOR as usize] =
-            Gate::new(addr_of!(x86_spurious_stub) as usize);
+        gates[lapic::SPURIOUS_VECTOR as usize] = Gate::new(addr_of!(x86_spurious_stub) as usize);
         Table(gates)
     });
     #[repr(C, packed)]

@@ -184,7 +184,10 @@ pub unsafe fn set_cpu_base(cpu: usize, base: usize) {
     unsafe { (base as *mut usize).write_volatile(cpu) };
     // SAFETY: CPL 0 on the CPU that owns the block; nothing here used GS before.
     if !unsafe { pcpu_counter::arch::set_cpu_base(base) } {
-        crate::fail_setup("set_cpu_base", pcpu_counter::Error::Misaligned { addr: base });
+        crate::fail_setup(
+            "set_cpu_base",
+            pcpu_counter::Error::Misaligned { addr: base },
+        );
     }
 }
 
@@ -199,7 +202,10 @@ pub fn start_secondaries(wanted: usize) -> usize {
     for cpu in 1..wanted {
         // SAFETY: only this CPU touches the stacks until the AP it hands one to is up.
         let stack = unsafe { addr_of_mut!(AP_STACKS[cpu]) };
-        AP_STACK_TOP.store(stack as usize + core::mem::size_of::<Stack>(), Ordering::Relaxed);
+        AP_STACK_TOP.store(
+            stack as usize + core::mem::size_of::<Stack>(),
+            Ordering::Relaxed,
+        );
         AP_CPU.store(cpu, Ordering::Relaxed);
         AP_UP.store(false, Ordering::SeqCst);
         lapic::send_init(cpu as u32);

@@ -27,6 +27,10 @@ if ! diff -u include/pcpu_counter.h "$generated"; then
     exit 1
 fi
 
+echo "== Rust side of the C ABI: tests/capi.rs and the capi doctests"
+cargo test --quiet --features capi --test capi
+cargo test --quiet --features capi --doc capi::
+
 echo "== static library (capi/)"
 cargo build --quiet --manifest-path capi/Cargo.toml
 lib="$CARGO_TARGET_DIR/debug/libpcpu_counter_capi.a"

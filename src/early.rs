@@ -21,7 +21,9 @@
 //! boot CPU only.) `init` itself must run on a CPU of the zone whose per-CPU register is
 //! set, because it adds the early counts to that CPU's slot; it is checked in debug builds
 //! under the host simulation. `init` must not run in an interrupt handler that may have
-//! interrupted an early add on the same CPU, which it would wait for forever.
+//! interrupted an early add on the same CPU, which it would wait for forever; likewise `fetch`
+//! waits while `init` moves the early word (a few instructions), so an interrupt handler must
+//! not `fetch` an early counter whose `init` it may have interrupted.
 
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 

@@ -38,14 +38,13 @@ fn round(steps: u64) -> f64 {
     ns
 }
 
+/// Records the fastest round (the hardware's cost, from a round in which both threads ran
+/// at once: under other load they are often time-sliced on one core) and the median.
 pub fn run(sink: &mut Sink, quick: bool) {
-    let (rounds, steps) = if quick { (3, 20_000) } else { (9, 200_000) };
+    let (rounds, steps) = if quick { (3, 20_000) } else { (31, 20_000) };
     let mut samples: Vec<f64> = (0..rounds).map(|_| round(steps)).collect();
-    sink.record(
-        "diag",
-        "line handoff between 2 threads",
-        2,
-        median(&mut samples),
-        "ns",
-    );
+    let fastest = samples.iter().copied().fold(f64::MAX, f64::min);
+    let name = "line handoff between 2 threads";
+    sink.record("diag", name, 2, fastest, "ns fastest");
+    sink.record("diag", name, 2, median(&mut samples), "ns median");
 }

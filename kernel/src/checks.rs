@@ -32,7 +32,7 @@ const ALLOC_ROUNDS: u64 = 300;
 const ALLOC_HELD: usize = 4;
 /// The timer phase runs until a CPU has made this many adds and taken this many ticks...
 const TIMER_MIN_ADDS: u64 = 20_000;
-const TIMER_MIN_TICKS: usize = 100;
+const TIMER_MIN_TICKS: usize = 300;
 /// ... or gives up after this many adds (a timer that never fires is a failure, not a hang).
 const TIMER_MAX_ADDS: u64 = 200_000_000;
 /// What the timer handler adds each time it runs.

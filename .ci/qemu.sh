@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# CI part "qemu": boots the QEMU test kernels (x86_64 and aarch64 on 4 vCPUs, aarch64 with
+# LL/SC and LSE, i386 with and without CX8) with `cargo xtask qemu all`. Installs what is
+# missing first; idempotent. About 4 minutes on 2 cores (three core builds), a few seconds
+# per boot.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
+command -v qemu-system-aarch64 >/dev/null || need+=(qemu-system-arm)
+command -v aarch64-linux-gnu-ld >/dev/null || need+=(binutils-aarch64-linux-gnu)
+command -v i686-linux-gnu-ld >/dev/null || need+=(binutils-i686-linux-gnu)
+command -v ld >/dev/null || need+=(binutils)
+# Debian's rustc/cargo with the library source: the kernels build core with -Zbuild-std.
+[ -x /usr/bin/cargo ] && [ -f /usr/lib/rustlib/src/rust/library/core/src/lib.rs ] \
+    || need+=(rustc-web cargo-web rust-web-src)
+if [ ${#need[@]} -gt 0 ]; then
+    apt-get update -q
+    # `qemu-utils-` removes a newer qemu-utils that conflicts with Debian 12's qemu-system.
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+        "${need[@]}" qemu-utils-
+fi
+
+cargo xtask qemu all

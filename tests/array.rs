@@ -2,6 +2,7 @@
 //! lossless fetch-and-zero (with a racy two-step variant the same check catches).
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Barrier;
 
 use pcpu_counter::sim::Machine;
 use pcpu_counter::{counter_array_alloc, install, CounterArray, Error, Wait, Zone};
@@ -133,22 +134,27 @@ fn fragmented_zone_needs_a_contiguous_run() {
     drop(one);
 }
 
-/// Adders on every CPU while a reader takes deltas with `take`; the deltas plus the final
+/// `adders` CPUs add while a reader takes deltas with `take`; the deltas plus the final
 /// values must equal exactly what was added.
-fn deltas_add_up(take: &(dyn Fn(&CounterArray<'_, 3>, &mut [u64; 3]) + Sync)) -> bool {
-    let machine = Machine::new(4);
+fn deltas_add_up(
+    adders: usize,
+    take: &(dyn Fn(&CounterArray<'_, 3>, &mut [u64; 3]) + Sync),
+) -> bool {
+    let machine = Machine::new(adders + 1);
     let array: CounterArray<'_, 3> = CounterArray::new(machine.zone()).unwrap();
     let stop = AtomicBool::new(false);
+    let start = Barrier::new(adders + 1);
     let mut taken = [0u64; 3];
     std::thread::scope(|s| {
-        let adders: Vec<_> = (1..4)
+        let adders: Vec<_> = (1..=adders)
             .map(|cpu| {
-                let (machine, array, stop) = (&machine, &array, &stop);
+                let (machine, array, stop, start) = (&machine, &array, &stop, &start);
                 s.spawn(move || {
                     let mut added = [0u64; 3];
                     machine.run_on(cpu, || {
+                        start.wait();
                         let mut k = 0usize;
-                        while !stop.load(Ordering::Relaxed) || k < 100_000 {
+                        while !stop.load(Ordering::Relaxed) {
                             array.add(k % 3, 1);
                             added[k % 3] += 1;
                             k += 1;
@@ -158,12 +164,17 @@ fn deltas_add_up(take: &(dyn Fn(&CounterArray<'_, 3>, &mut [u64; 3]) + Sync)) ->
                 })
             })
             .collect();
-        for _ in 0..2_000 {
+        start.wait();
+        // Take deltas while the adders run: at least 2000 times, and until 300 000 adds
+        // went through the deltas, so that the takes overlap the adds.
+        let mut takes = 0;
+        while takes < 2_000 || taken.iter().sum::<u64>() < 300_000 {
             let mut out = [0; 3];
             take(&array, &mut out);
             for i in 0..3 {
                 taken[i] += out[i];
             }
+            takes += 1;
         }
         stop.store(true, Ordering::Relaxed);
         let mut added = [0u64; 3];
@@ -181,19 +192,22 @@ fn deltas_add_up(take: &(dyn Fn(&CounterArray<'_, 3>, &mut [u64; 3]) + Sync)) ->
 
 #[test]
 fn fetch_and_zero_all_is_lossless_under_concurrent_adds() {
-    assert!(deltas_add_up(&|a, out| a.fetch_and_zero_all(out)));
+    assert!(deltas_add_up(3, &|a, out| a.fetch_and_zero_all(out)));
+    assert!(deltas_add_up(1, &|a, out| a.fetch_and_zero_all(out)));
 }
 
 #[test]
 fn the_same_check_catches_a_two_step_fetch_then_zero() {
     // Racy: an add between the fetch and the zero is dropped by the zero.
+    // The spin only widens the window the one-step version closes.
     let racy = |a: &CounterArray<'_, 3>, out: &mut [u64; 3]| {
         a.fetch_all(out);
+        (0..200).for_each(|_| std::hint::spin_loop());
         a.zero_all();
     };
     assert!(
-        (0..10).any(|_| !deltas_add_up(&racy)),
-        "the racy variant never lost an add in 10 runs"
+        (0..20).any(|_| !deltas_add_up(1, &racy)),
+        "the racy variant never lost an add in 20 runs"
     );
 }
 

@@ -73,6 +73,38 @@ static void *add_migrating(void *arg)
 	return NULL;
 }
 
+/* The same harness on a racy shared counter (load, add, store: no RMW): it must lose. */
+static uint64_t racy;
+
+static void *add_racy(void *arg)
+{
+	unsigned t = *(unsigned *)arg;
+	for (unsigned r = 0; r < ROUNDS; r++) {
+		must(pcpu_sim_bind((t + r) % NCPUS), "bind");
+		for (unsigned i = 0; i < ADDS; i++)
+			__atomic_store_n(&racy, __atomic_load_n(&racy, __ATOMIC_RELAXED) + t + 1,
+					 __ATOMIC_RELAXED);
+		pcpu_sim_unbind();
+	}
+	return NULL;
+}
+
+static void check_harness_catches_a_racy_counter(void)
+{
+	uint64_t want = (uint64_t)ROUNDS * ADDS * NTHREADS * (NTHREADS + 1) / 2;
+	for (int attempt = 0; attempt < 10; attempt++) {
+		racy = 0;
+		run_threads(add_racy, NTHREADS);
+		if (racy != want) {
+			printf("ok   harness: a racy shared counter lost %llu of %llu\n",
+			       (unsigned long long)(want - racy), (unsigned long long)want);
+			return;
+		}
+	}
+	printf("FAIL harness: a racy shared counter never lost an update in 10 runs\n");
+	failures++;
+}
+
 static void check_sum(void)
 {
 	sum = counter_u64_alloc(M_WAITOK);
@@ -235,6 +267,7 @@ int main(void)
 {
 	must(pcpu_sim_machine_new(NCPUS, 4096), "machine");
 	CHECK_EQ("ncpus", pcpu_zone_ncpus(), NCPUS);
+	check_harness_catches_a_racy_counter();
 	check_sum();
 	check_arrays();
 	check_ratecheck();

@@ -303,7 +303,8 @@ impl<const N: usize> core::fmt::Debug for CounterArray<'_, N> {
 ///
 /// `Wait::NoWait` returns `None` at once when no run of `N` free slots exists; `Wait::WaitOk`
 /// waits for one, as [`counter_u64_alloc`](crate::counter_u64_alloc) does. `None` also when
-/// no global zone is installed. `COUNTER_ARRAY_FREE` is dropping the array,
+/// no global zone is installed, and when `N` is more than the zone's capacity (a run that
+/// could never fit, which `WaitOk` would wait for for ever). `COUNTER_ARRAY_FREE` is dropping the array,
 /// `COUNTER_ARRAY_ZERO` is [`CounterArray::zero_all`], `COUNTER_ARRAY_COPY` is
 /// [`CounterArray::fetch_all`].
 ///
@@ -313,6 +314,9 @@ impl<const N: usize> core::fmt::Debug for CounterArray<'_, N> {
 /// ```
 pub fn counter_array_alloc<const N: usize>(wait: Wait) -> Option<CounterArray<'static, N>> {
     let zone = global::global_zone().ok()?;
+    if N > zone.capacity() {
+        return None;
+    }
     loop {
         match (CounterArray::new(zone), wait) {
             (Ok(array), _) => return Some(array),

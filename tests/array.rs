@@ -241,6 +241,10 @@ fn freebsd_array_alloc_on_the_global_zone() {
         "only 28 left"
     );
     assert_eq!(zone.in_use(), 100);
+    assert!(
+        counter_array_alloc::<129>(Wait::WaitOk).is_none(),
+        "can never fit"
+    );
     let b = counter_array_alloc::<28>(Wait::WaitOk).unwrap();
     assert_eq!((a.fetch(99), b.fetch(27)), (0, 0));
     drop((a, b));

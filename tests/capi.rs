@@ -96,6 +96,13 @@ fn array_handles_are_adjacent_slots() {
         unsafe { counter_u64_array_alloc(a.as_mut_ptr(), 4, 0) },
         PCPU_EINVAL
     );
+    let mut huge = vec![null_mut(); PCPU_CAPI_HANDLES + 1];
+    let n = huge.len();
+    assert_eq!(
+        unsafe { counter_u64_array_alloc(huge.as_mut_ptr(), n, M_WAITOK) },
+        PCPU_EFULL,
+        "more than the handle table holds fails at once, even waiting"
+    );
     assert!(
         counter_u64_alloc(M_ZERO).is_null(),
         "M_ZERO alone is neither wait flag"

@@ -238,7 +238,8 @@ pub unsafe extern "C" fn counter_u64_add_protected(c: counter_u64_t, v: i64) {
 /// set to NULL).
 ///
 /// Returns 0, `PCPU_EINVAL` (NULL `a`, `n == 0`, bad `wait`), `PCPU_ENOTINSTALLED`, or
-/// `PCPU_EFULL` (`M_NOWAIT` only: no run of `n` free slots or not enough handles).
+/// `PCPU_EFULL` (with `M_NOWAIT`: no run of `n` free slots or not enough handles now; with
+/// either flag: `n` is more than the zone or the handle table can ever hold).
 ///
 /// # Safety
 /// `a` is NULL or valid for writing `n` handles.
@@ -263,6 +264,10 @@ pub unsafe extern "C" fn counter_u64_array_alloc(
     let Some(zone) = current_zone() else {
         return PCPU_ENOTINSTALLED;
     };
+    if n > zone.capacity() || n > super::PCPU_CAPI_HANDLES {
+        // Could never fit: fail even under `M_WAITOK`, which would wait for ever.
+        return PCPU_EFULL;
+    }
     let result = retry(wait, || {
         let off = zone.alloc_run(n).map_err(code)?;
         // SAFETY: `a` is valid for `n` writes per the contract.

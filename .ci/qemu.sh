@@ -12,6 +12,7 @@ command -v qemu-system-aarch64 >/dev/null || need+=(qemu-system-arm)
 command -v aarch64-linux-gnu-ld >/dev/null || need+=(binutils-aarch64-linux-gnu)
 command -v i686-linux-gnu-ld >/dev/null || need+=(binutils-i686-linux-gnu)
 command -v ld >/dev/null || need+=(binutils)
+command -v gcc >/dev/null || need+=(gcc)   # tests/c/kernel_check.c in the x86_64 kernel
 # Debian's rustc/cargo with the library source: the kernels build core with -Zbuild-std.
 [ -x /usr/bin/cargo ] && [ -f /usr/lib/rustlib/src/rust/library/core/src/lib.rs ] \
     || need+=(rustc-web cargo-web rust-web-src)

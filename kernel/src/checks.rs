@@ -267,6 +267,22 @@ fn run(cpu: usize) {
     if checker {
         check_timer(c, n);
     }
+
+    // The C API, counted from every CPU (`tests/c/kernel_check.c`).
+    #[cfg(target_arch = "x86_64")]
+    {
+        extern "C" {
+            fn pcpu_c_kernel_check(cpu: u32, ncpus: u32) -> i32;
+        }
+        BARRIER.wait();
+        // SAFETY: the global zone is installed and this CPU's GS base is set; every CPU
+        // calls it once, at the same time, as the C file requires.
+        let rc = unsafe { pcpu_c_kernel_check(cpu as u32, n as u32) };
+        BARRIER.wait();
+        if checker {
+            report("c_api", &[("pcpu_c_kernel_check", 0, rc as u64)], n);
+        }
+    }
     BARRIER.wait();
 }
 

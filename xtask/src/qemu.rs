@@ -168,6 +168,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
     // Every tool first, so that a missing one is reported before minutes of building.
     for (build, boots) in &plan {
         toolchain::cargo_for(&build.target)?;
+        if build.name == "x86_64" {
+            // kernel/build.rs compiles tests/c/kernel_check.c into the x86_64 kernel.
+            toolchain::require_tool("gcc", "gcc")?;
+        }
         for boot in boots {
             toolchain::require_tool(boot.qemu, boot.package)?;
         }

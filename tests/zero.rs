@@ -2,7 +2,7 @@
 
 use pcpu_counter::sim::Machine;
 use pcpu_counter::{counter_u64_fetch, counter_u64_zero};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 #[test]
 fn zero_resets_without_touching_slots() {
@@ -23,40 +23,61 @@ fn zero_resets_without_touching_slots() {
 }
 
 /// Writers add while a reader repeatedly takes `fetch_and_zero`; every delta is a count that
-/// really happened, and the deltas plus the final fetch equal every add, exactly.
+/// really happened, and the deltas plus the final fetch equal every add, exactly. Writers keep
+/// going until the reader has taken many non-empty deltas while they ran (bounded), so the
+/// race really happens even on a loaded machine.
 #[test]
 fn fetch_and_zero_racing_with_adds_loses_nothing() {
     const WRITERS: usize = 6;
-    const ADDS: u64 = 30_000;
+    const MIN_ADDS: u64 = 30_000;
+    const MAX_ADDS: u64 = 20_000_000;
+    const MIN_RACES: u64 = 200;
     let machine = Machine::new(WRITERS + 1);
     let c = machine.alloc().unwrap();
     let done = AtomicBool::new(false);
-    let (deltas, zeroes) = std::thread::scope(|s| {
+    let races = AtomicU64::new(0);
+    let (adds, deltas) = std::thread::scope(|s| {
         let writers: Vec<_> = (0..WRITERS)
             .map(|cpu| {
-                let (machine, c) = (&machine, &c);
-                s.spawn(move || machine.run_on(cpu, || (0..ADDS).for_each(|_| c.add(1))))
+                let (machine, c, races) = (&machine, &c, &races);
+                s.spawn(move || {
+                    machine.run_on(cpu, || {
+                        let mut adds = 0u64;
+                        while adds < MIN_ADDS
+                            || (races.load(Ordering::Relaxed) < MIN_RACES && adds < MAX_ADDS)
+                        {
+                            (0..1000).for_each(|_| c.add(1));
+                            adds += 1000;
+                        }
+                        adds
+                    })
+                })
             })
             .collect();
         let reader = s.spawn(|| {
-            let (mut sum, mut n) = (0u64, 0u64);
+            let mut sum = 0u64;
             while !done.load(Ordering::Relaxed) {
                 let delta = c.fetch_and_zero();
                 assert!(
-                    delta <= WRITERS as u64 * ADDS,
+                    delta <= WRITERS as u64 * MAX_ADDS,
                     "impossible delta {delta}: a zero went backwards"
                 );
+                if delta > 0 {
+                    races.fetch_add(1, Ordering::Relaxed);
+                }
                 sum += delta;
-                n += 1;
             }
-            (sum, n)
+            sum
         });
-        writers.into_iter().for_each(|w| w.join().unwrap());
+        let adds: u64 = writers.into_iter().map(|w| w.join().unwrap()).sum();
         done.store(true, Ordering::Relaxed);
-        reader.join().unwrap()
+        (adds, reader.join().unwrap())
     });
-    assert!(zeroes > 1, "the reader never raced with the writers");
-    assert_eq!(deltas + c.fetch(), WRITERS as u64 * ADDS);
+    assert!(
+        races.load(Ordering::Relaxed) >= MIN_RACES,
+        "the reader never raced with the writers"
+    );
+    assert_eq!(deltas + c.fetch(), adds);
 }
 
 /// Two exporters zeroing the same counter at once still split the adds exactly between them.
@@ -114,11 +135,10 @@ fn zero_racing_with_adds_counts_each_add_once() {
 /// a store-to-zero on its slot would be lost or resurrected.
 #[test]
 fn a_remote_store_zero_would_lose_adds() {
-    use std::sync::atomic::AtomicU64;
     let slot = AtomicU64::new(0);
     let done = AtomicBool::new(false);
     let mut lost = false;
-    for _ in 0..20 {
+    for _ in 0..200 {
         slot.store(0, Ordering::Relaxed);
         let zeroed_at = std::thread::scope(|s| {
             let writer = s.spawn(|| {
@@ -145,6 +165,6 @@ fn a_remote_store_zero_would_lose_adds() {
     }
     assert!(
         lost,
-        "a remote store-zero never lost or doubled an add in 20 runs"
+        "a remote store-zero never lost or doubled an add in 200 runs"
     );
 }

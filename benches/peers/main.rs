@@ -36,6 +36,11 @@ fn main() {
     }
     let quick = quick || !bench;
     let mut sink = Sink::new(out.as_deref());
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    sink.record("meta", "started", "-", started, "unix seconds");
+    sink.record("meta", "load before", "-", load_average(), "");
     sink.record("meta", "arch", "-", pcpu_counter::arch::NAME, "");
     sink.record("meta", "quick", "-", quick, "");
     throughput::run(&mut sink, quick);
@@ -43,4 +48,13 @@ fn main() {
     single::run(&mut sink, quick);
     reads::run(&mut sink, quick);
     memory::run(&mut sink);
+    sink.record("meta", "load after", "-", load_average(), "");
+}
+
+/// The 1, 5 and 15 minute load averages (Linux), to show what else was running.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg").map_or_else(
+        |_| "unknown".into(),
+        |s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
+    )
 }

@@ -52,7 +52,6 @@ pub fn run(args: &[String]) -> Result<(), String> {
         .ok_or("no project root")?
         .to_path_buf();
     let docs = docs.unwrap_or_else(|| root.join("docs"));
-    let load_before = load_average();
     let exe = build(&root)?;
     let results_file = match from {
         Some(file) => PathBuf::from(file),
@@ -76,14 +75,18 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let text = std::fs::read_to_string(&results_file)
         .map_err(|e| format!("read {}: {e}", results_file.display()))?;
     let results = Results::parse(&text)?;
+    let meta = |name: &str| results.text("meta", name, "-", None);
     let machine = Machine {
         cpu: cpu_model(),
         cores: std::thread::available_parallelism().map_or(0, |n| n.get()),
         kernel: read_trimmed("/proc/sys/kernel/osrelease"),
         rustc: output("rustc", &["-V"]),
-        date: output("date", &["-u", "+%Y-%m-%d %H:%M"]),
-        load_before,
-        load_after: load_average(),
+        date: meta("started").map_or_else(
+            || "unknown".into(),
+            |t| output("date", &["-u", "-d", &format!("@{t}"), "+%Y-%m-%d %H:%M"]),
+        ),
+        load_before: meta("load before").unwrap_or("unknown").into(),
+        load_after: meta("load after").unwrap_or("unknown").into(),
     };
 
     std::fs::create_dir_all(&docs).map_err(|e| format!("create {}: {e}", docs.display()))?;
@@ -189,14 +192,6 @@ fn cpu_model() -> String {
         .find(|l| l.starts_with("model name"))
         .and_then(|l| l.split_once(':'))
         .map_or_else(|| "unknown".into(), |(_, model)| model.trim().into())
-}
-
-fn load_average() -> String {
-    let text = read_trimmed("/proc/loadavg");
-    text.split_whitespace()
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 fn read_trimmed(path: &str) -> String {

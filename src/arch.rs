@@ -6,11 +6,31 @@
 //! tearing), `store_slot` (clear a slot no CPU uses) and, for the host simulation,
 //! `host_bind`/`host_unbind` (point this thread's per-CPU register at a block). The public
 //! part is [`set_cpu_base`], which a kernel calls once on each CPU, and [`NAME`].
+//!
+//! | arch | add | per-CPU register |
+//! |---|---|---|
+//! | x86_64 | one `add qword ptr gs:[off], v` | GS base |
+//! | x86 (i386) | `cmpxchg8b fs:[off]` loop with CX8; plain add under protection without | FS segment base (`set_cpu_base_in`) |
+//! | aarch64 | `ldxr/add/stxr/cbnz` loop, or one `stadd` with `lse` | `TPIDR_EL1` |
+//! | others | plain add under local protection | none (`Platform::current_cpu`) |
 
 cfg_if::cfg_if! {
     if #[cfg(target_arch = "x86_64")] {
         #[path = "../arch/x86_64/mod.rs"]
         mod imp;
+    } else if #[cfg(target_arch = "x86")] {
+        #[path = "../arch/i386/mod.rs"]
+        mod imp;
+        pub use imp::{gdt_data_descriptor, has_cx8, load_fs, set_cpu_base_in};
+        #[cfg(feature = "std")]
+        #[doc(hidden)]
+        pub use imp::{add_counting_retries, force_no_cx8};
+    } else if #[cfg(target_arch = "aarch64")] {
+        #[path = "../arch/aarch64/mod.rs"]
+        mod imp;
+        #[cfg(feature = "std")]
+        #[doc(hidden)]
+        pub use imp::add_counting_retries;
     } else {
         #[path = "../arch/portable/mod.rs"]
         mod imp;

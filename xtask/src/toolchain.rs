@@ -25,6 +25,11 @@
 //! GNU `ld` / `aarch64-linux-gnu-ld` / `i686-linux-gnu-ld` for the bare-metal ones (rust-lld is
 //! not installed on these machines). rustc infers the `ld` flavor from a linker named `ld` or
 //! `*-ld`; a kernel may still pass `-C linker-flavor=ld` in its rustflags.
+//!
+//! `i686-unknown-linux-gnu` binaries also get `CARGO_TARGET_I686_UNKNOWN_LINUX_GNU_RUSTFLAGS`
+//! naming the cross libc's loader and libraries (`/usr/i686-linux-gnu/lib`), so that they run
+//! natively on an x86_64 host without a 32-bit libc installed, as well as under `qemu-i386`.
+//! A caller that sets that variable itself must keep these flags.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -212,8 +217,22 @@ pub fn cargo_for(target: &str) -> Result<Toolchain, String> {
         let key = toolchain.target_env("LINKER");
         toolchain.set_env(&key, &path.to_string_lossy());
     }
+    if toolchain.target_name() == "i686-unknown-linux-gnu" {
+        // Native runs: this x86_64 host has no /lib/ld-linux.so.2, so the binaries name the
+        // cross libc's loader and libraries (qemu-i386 -L finds them the same way).
+        require_path(Path::new(I686_LOADER), "libc6-dev-i386-cross")?;
+        let key = toolchain.target_env("RUSTFLAGS");
+        let flags = format!(
+            "-C link-arg=-Wl,--dynamic-linker={I686_LOADER} -C link-arg=-Wl,-rpath,{I686_LIBS}"
+        );
+        toolchain.set_env(&key, &flags);
+    }
     Ok(toolchain)
 }
+
+/// The cross libc's loader and library folder for i686 binaries run natively.
+const I686_LOADER: &str = "/usr/i686-linux-gnu/lib/ld-linux.so.2";
+const I686_LIBS: &str = "/usr/i686-linux-gnu/lib";
 
 /// The linker (and its Debian package) for the targets this project builds.
 fn linker_for(target_name: &str) -> Option<(&'static str, &'static str)> {

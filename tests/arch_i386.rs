@@ -1,0 +1,302 @@
+//! i386 specifics: the CX8 gate, both add paths (CX8 `cmpxchg8b` loop and the no-CX8 plain
+//! add under protection), interrupts inside the `cmpxchg8b` loop, the FS descriptor helper,
+//! and the disassembly of `Counter::add`.
+//!
+//! `cargo xtask cross` runs this whole suite twice on i686: as is (CX8) and with
+//! `PCPU_COUNTER_FORCE_NO_CX8=1` (every add takes the no-CX8 path).
+#![cfg(target_arch = "x86")]
+
+use pcpu_counter::arch;
+use pcpu_counter::sim::{interrupt_storm, Machine};
+use pcpu_counter::Counter;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// The tests that switch the path (`force_no_cx8`) must not overlap with other adds here.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Whether this run forces the no-CX8 path from the environment.
+fn forced() -> bool {
+    std::env::var_os("PCPU_COUNTER_FORCE_NO_CX8").is_some()
+}
+
+#[test]
+fn the_path_is_the_one_the_environment_asks_for() {
+    let _s = serial();
+    // Every CPU this runs on (x86_64 hosts in 32-bit mode, qemu-i386) has CX8.
+    assert_eq!(arch::has_cx8(), !forced());
+    let guard = pcpu_counter::counter_enter();
+    assert_eq!(guard.holds_protection(), forced());
+    drop(guard);
+    println!(
+        "i386 add path: {}",
+        if arch::has_cx8() {
+            "CX8 (cmpxchg8b loop)"
+        } else {
+            "no CX8 (plain add under protection)"
+        }
+    );
+}
+
+/// Adds that carry across the 32-bit halves, and negative ones, from 4 CPUs at once.
+fn carries_and_negatives(machine: &Machine, c: &Counter<'_>) {
+    std::thread::scope(|s| {
+        for cpu in 0..machine.ncpus() {
+            s.spawn(move || {
+                machine.run_on(cpu, || {
+                    for _ in 0..1000 {
+                        c.add(0xFFFF_FFFF); // carries into the high half every other add
+                        c.add(-3);
+                        c.inc();
+                    }
+                })
+            });
+        }
+    });
+}
+
+#[test]
+fn both_paths_add_exactly_across_the_32_bit_halves() {
+    let _s = serial();
+    let mut paths = Vec::new();
+    for force in [false, true] {
+        arch::force_no_cx8(force);
+        paths.push(arch::has_cx8());
+        let machine = Machine::new(4);
+        let c = machine.alloc().unwrap();
+        carries_and_negatives(&machine, &c);
+        let per_cpu = 1000 * (0xFFFF_FFFFu64 - 2);
+        for cpu in 0..4 {
+            assert_eq!(c.cpu_slot(cpu), Ok(per_cpu), "cpu {cpu}, force {force}");
+        }
+        assert_eq!(c.fetch(), 4 * per_cpu, "force {force}");
+        // A slot above 2^32 reads whole: no torn read of the two halves.
+        assert!(per_cpu > 1 << 32);
+    }
+    arch::force_no_cx8(false);
+    assert_eq!(arch::has_cx8(), !forced());
+    assert_eq!(paths, vec![!forced(), false], "both paths ran");
+}
+
+#[test]
+fn counter_enter_holds_protection_exactly_without_cx8() {
+    let _s = serial();
+    for force in [false, true] {
+        arch::force_no_cx8(force);
+        let machine = Machine::new(2);
+        let c = machine.alloc().unwrap();
+        machine.run_on(1, || {
+            let guard = pcpu_counter::counter_enter();
+            assert_eq!(guard.holds_protection(), !arch::has_cx8());
+            c.add_protected(&guard, 5);
+            c.add_protected(&guard, -2);
+        });
+        assert_eq!((c.fetch(), c.cpu_slot(1)), (3, Ok(3)));
+    }
+    arch::force_no_cx8(false);
+}
+
+/// Interrupts land between the `cmpxchg8b` loop's load and its `cmpxchg8b` (the retries
+/// count them) and the sum stays exact. Needs a host where signals arrive between any two
+/// instructions: natively, or qemu-i386 with `-one-insn-per-tb`/`-singlestep`.
+#[test]
+fn interrupts_inside_the_cmpxchg8b_loop_are_retried_exactly() {
+    let _s = serial();
+    const WANTED_RETRIES: u64 = 3;
+    const MAX_ADDS: u64 = 200_000_000;
+    let machine = Machine::new(1);
+    let c = machine.alloc().unwrap();
+    let handled = AtomicU64::new(0);
+    let handler = |_cpu: usize| {
+        c.add(1 << 32); // the handler's adds land in the high half
+        handled.fetch_add(1, Ordering::Relaxed);
+    };
+    let (adds, retries) = machine.with_interrupt_handler(&handler, || {
+        machine.run_on(0, || {
+            let ((adds, retries), storm) = interrupt_storm(|| {
+                let (mut adds, mut retries) = (0u64, 0u64);
+                while retries < WANTED_RETRIES && adds < MAX_ADDS {
+                    // SAFETY: bound to CPU 0 of the counter's machine; the CPU has CX8.
+                    retries += u64::from(unsafe { arch::add_counting_retries(c.offset(), 1) });
+                    adds += 1;
+                }
+                (adds, retries)
+            });
+            assert!(storm.taken > 0);
+            (adds, retries)
+        })
+    });
+    let handled = handled.into_inner();
+    assert!(
+        retries >= WANTED_RETRIES,
+        "only {retries} interrupts fell inside the loop in {adds} adds ({handled} handled)"
+    );
+    assert!(retries <= handled, "a retry without an interrupt");
+    assert_eq!(c.fetch(), adds + (handled << 32));
+    println!("{retries} retries in {adds} adds, {handled} interrupts handled");
+}
+
+#[test]
+fn gdt_data_descriptor_encodes_a_flat_data_segment() {
+    // The classic flat 4 GiB ring-0 data descriptor.
+    assert_eq!(arch::gdt_data_descriptor(0), 0x00CF_9300_0000_FFFF);
+    assert_eq!(
+        arch::gdt_data_descriptor(0x1234_5678),
+        0x12CF_9334_5678_FFFF
+    );
+    assert_eq!(
+        arch::gdt_data_descriptor(0xFFFF_F000),
+        0xFFCF_93FF_F000_FFFF
+    );
+}
+
+#[test]
+fn set_cpu_base_in_rejects_bad_selectors_without_writing() {
+    let mut entry = 0u64;
+    // SAFETY: every call here is rejected before it writes or loads anything.
+    unsafe {
+        assert!(!arch::set_cpu_base_in(&mut entry, 0, 0x1000)); // null selector
+        assert!(!arch::set_cpu_base_in(&mut entry, 3, 0x1000)); // null with RPL 3
+        assert!(!arch::set_cpu_base_in(&mut entry, 0x0F, 0x1000)); // names the LDT
+        assert!(!arch::set_cpu_base(0x1000)); // i386 needs the kernel's descriptor
+    }
+    assert_eq!(entry, 0);
+}
+
+/// The probe: nothing but a counter add, kept out of line so it can be found and read.
+#[inline(never)]
+#[unsafe(no_mangle)]
+pub fn pcpu_probe_i386_counter_add(counter: &Counter<'_>, v: i64) {
+    counter.add(v)
+}
+
+/// The probe's instructions, one per line, in Intel syntax.
+fn disassemble(symbol: &str) -> Vec<String> {
+    let exe = std::env::current_exe().unwrap();
+    let objdump = ["i686-linux-gnu-objdump", "objdump"]
+        .into_iter()
+        .find(|o| {
+            std::process::Command::new(o)
+                .arg("--version")
+                .output()
+                .is_ok()
+        })
+        .expect("objdump (binutils-i686-linux-gnu or binutils) is needed for this check");
+    let out = std::process::Command::new(objdump)
+        .args(["-d", "--no-show-raw-insn", "-M", "intel"])
+        .arg(format!("--disassemble={symbol}"))
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with(' ') && l.contains(":\t"))
+        .map(|l| l.split_once(":\t").unwrap().1.trim().to_string())
+        .collect()
+}
+
+/// What the add path must be: one non-locked `cmpxchg8b` on `fs:` inside a backward loop,
+/// the no-CX8 `add`/`adc` pair on `fs:`, no `lock` anywhere, no indirect call.
+fn check_add_path(insns: &[String]) -> Result<(), String> {
+    let cmpxchg: Vec<&String> = insns.iter().filter(|i| i.contains("cmpxchg8b")).collect();
+    match cmpxchg.as_slice() {
+        [one] if one.starts_with("cmpxchg8b") && one.contains("fs:[") => {}
+        _ => {
+            return Err(format!(
+                "expected one unlocked `cmpxchg8b fs:[..]`: {insns:#?}"
+            ))
+        }
+    }
+    if let Some(lock) = insns.iter().find(|i| i.starts_with("lock")) {
+        return Err(format!("lock prefix on the add path: {lock}"));
+    }
+    let at = insns.iter().position(|i| i.contains("cmpxchg8b")).unwrap();
+    if !insns.get(at + 1).is_some_and(|i| i.starts_with("jne")) {
+        return Err(format!("no retry branch right after cmpxchg8b: {insns:#?}"));
+    }
+    let fs_loads = insns
+        .iter()
+        .filter(|i| i.starts_with("mov") && i.contains(",DWORD PTR fs:["))
+        .count();
+    if fs_loads != 2 {
+        return Err(format!(
+            "expected the two fs-relative loads before the loop: {insns:#?}"
+        ));
+    }
+    let plain = ["add    DWORD PTR fs:[", "adc    DWORD PTR fs:["];
+    for p in plain {
+        if insns.iter().filter(|i| i.starts_with(p)).count() != 1 {
+            return Err(format!("expected one `{p}..]` (no-CX8 path): {insns:#?}"));
+        }
+    }
+    for call in insns.iter().filter(|i| i.starts_with("call")) {
+        if call.contains('[')
+            || call
+                .split_whitespace()
+                .nth(1)
+                .is_some_and(|t| t.starts_with('e'))
+        {
+            return Err(format!("indirect call on the add path: {call}"));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn counter_add_is_an_unlocked_fs_relative_cmpxchg8b_loop() {
+    let _s = serial();
+    let machine = Machine::new(2);
+    let c = machine.alloc().unwrap();
+    let probe = std::hint::black_box(pcpu_probe_i386_counter_add as fn(&Counter<'_>, i64));
+    machine.run_on(1, || probe(&c, 5));
+    assert_eq!((c.fetch(), c.cpu_slot(1)), (5, Ok(5)));
+    let insns = disassemble("pcpu_probe_i386_counter_add");
+    assert!(!insns.is_empty(), "probe not found in the binary");
+    check_add_path(&insns).unwrap();
+    println!("pcpu_probe_i386_counter_add:\n  {}", insns.join("\n  "));
+}
+
+#[test]
+fn the_check_rejects_broken_add_paths() {
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    let good = [
+        "mov    eax,DWORD PTR fs:[edi]",
+        "mov    edx,DWORD PTR fs:[edi+0x4]",
+        "mov    ebx,eax",
+        "cmpxchg8b QWORD PTR fs:[edi]",
+        "jne    80 <x+0x10>",
+        "add    DWORD PTR fs:[ecx],eax",
+        "adc    DWORD PTR fs:[ecx+0x4],edx",
+        "call   1234 <pcpu_counter::platform::acquire>",
+        "ret",
+    ];
+    assert!(check_add_path(&s(&good)).is_ok());
+    let with = |i: usize, insn: &str| {
+        let mut v = s(&good);
+        v[i] = insn.to_string();
+        v
+    };
+    let bad = [
+        with(3, "lock cmpxchg8b QWORD PTR fs:[edi]"),
+        with(3, "cmpxchg8b QWORD PTR [edi]"),
+        with(4, "nop"),
+        with(0, "mov    eax,DWORD PTR [edi]"),
+        with(5, "add    DWORD PTR [ecx],eax"),
+        with(6, "lock adc DWORD PTR fs:[ecx+0x4],edx"),
+        with(7, "call   DWORD PTR [ebx+0x10]"),
+        with(7, "call   eax"),
+    ];
+    for b in &bad {
+        assert!(check_add_path(b).is_err(), "accepted {b:?}");
+    }
+}

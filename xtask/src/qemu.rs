@@ -9,8 +9,8 @@
 //! | `x86_64` | `qemu-system-x86_64 -smp 4`, MTTCG | `x86_64-unknown-none` |
 //! | `aarch64-llsc` | `qemu-system-aarch64 -M virt -cpu cortex-a57 -smp 4` | `aarch64-unknown-none-softfloat` (ldxr/stxr) |
 //! | `aarch64-lse` | `qemu-system-aarch64 -M virt -cpu max -smp 4` | the same target with `+lse` (stadd) |
-//! | `i386-cx8` | `qemu-system-i386` (default CPU, CX8) | `arch/i386/i586-unknown-none.json` |
-//! | `i386-486` | `qemu-system-i386 -cpu 486` (no CX8) | the same kernel: CX8 is detected at run time |
+//! | `i386-cx8` | `qemu-system-i386 -smp 4` (default CPU: CX8, local APIC) | `arch/i386/i586-unknown-none.json` |
+//! | `i386-486` | `qemu-system-i386 -cpu 486` (no CX8, no APIC: one CPU) | the same kernel: CX8 is detected at run time |
 //!
 //! Every run uses one instruction per translation block (`-singlestep` on QEMU 7.x,
 //! `one-insn-per-tb=on` from 8.1): TCG only takes interrupts between blocks, so without it a
@@ -129,13 +129,15 @@ fn i386_boot(cx8: bool) -> Boot {
         name: if cx8 { "i386-cx8" } else { "i386-486" },
         qemu: "qemu-system-i386",
         package: "qemu-system-x86",
+        // With CX8 the kernel brings up every CPU through the local APIC; a 486 has no APIC
+        // (and, as FreeBSD assumes of i386 without CX8, the kernel is a uniprocessor there).
         args: if cx8 {
-            &["-smp", "1"]
+            &["-smp", "4"]
         } else {
             &["-cpu", "486", "-smp", "1"]
         },
         pass_status: X86_PASS,
-        cpus: 1,
+        cpus: if cx8 { 4 } else { 1 },
     }
 }
 

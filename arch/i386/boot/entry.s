@@ -1,6 +1,7 @@
-/* i386 test kernel entry (multiboot1: 32-bit protected mode, paging off), the kernel's GDT,
- * and the interrupt entries (32 exception stubs 16 bytes apart, the PIT's IRQ 0, the PIC's
- * spurious IRQ 7). */
+/* i386 test kernel entry (multiboot1: 32-bit protected mode, paging off), the real-mode
+ * trampoline the application processors start in (copied to 0x8000), the kernel's GDT
+ * pointer, and the interrupt entries (32 exception stubs 16 bytes apart, the timer, the
+ * spurious vectors). */
 .section .multiboot, "a"
 .balign 4
     .long 0x1BADB002
@@ -31,6 +32,41 @@ _start:
     call i386_bsp_entry
 2:  hlt
     jmp 2b
+
+/* Application processors start here in real mode at 0x8000 (SIPI vector 0x08): load the
+ * kernel's GDT (its pointer copied along), enter protected mode, jump to the kernel. */
+.code16
+.global i386_tramp_start
+.global i386_tramp_end
+i386_tramp_start:
+    cli
+    xorw %ax, %ax
+    movw %ax, %ds
+    lgdtl tramp_gdt_ptr - i386_tramp_start + 0x8000
+    movl %cr0, %eax
+    orl $1, %eax
+    movl %eax, %cr0
+    ljmpl $0x08, $ap_start32
+.balign 4
+tramp_gdt_ptr:
+    .word 55
+    .long I386_GDT
+i386_tramp_end:
+.code32
+
+ap_start32:
+    movw $0x10, %ax
+    movw %ax, %ds
+    movw %ax, %es
+    movw %ax, %ss
+    movw %ax, %fs
+    movw %ax, %gs
+    movl I386_AP_STACK_TOP, %esp
+    xorl %ebp, %ebp
+    pushl I386_AP_CPU
+    call i386_ap_entry
+4:  hlt
+    jmp 4b
 
 .balign 16
 .global i386_fault_stubs
@@ -72,7 +108,7 @@ i386_spurious_stub:
 .section .rodata
 .balign 8
 i386_gdt_ptr:
-    .word 31
+    .word 55
     .long I386_GDT
 
 .section .bss

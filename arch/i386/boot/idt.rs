@@ -1,9 +1,9 @@
-//! The i386 interrupt descriptor table: every exception prints and fails the run, IRQ 0 (the
-//! PIT) calls the checks' handler.
+//! The i386 interrupt descriptor table: every exception prints and fails the run, the timer
+//! (the PIT's IRQ 0, or the LAPIC timer) calls the checks' handler.
 
 use core::ptr::addr_of;
 
-use super::pic;
+use super::{lapic, pic};
 
 /// An 8-byte 32-bit interrupt gate to `handler` (ring 0, interrupts off on entry).
 const fn gate(handler: u32) -> u64 {
@@ -32,6 +32,8 @@ pub fn load() {
         }
         gates[pic::IRQ_BASE as usize] = gate(addr_of!(i386_timer_stub) as u32);
         gates[pic::SPURIOUS_VECTOR as usize] = gate(addr_of!(i386_spurious_stub) as u32);
+        gates[lapic::TIMER_VECTOR as usize] = gate(addr_of!(i386_timer_stub) as u32);
+        gates[lapic::SPURIOUS_VECTOR as usize] = gate(addr_of!(i386_spurious_stub) as u32);
         Table(gates)
     });
     #[repr(C, packed)]
@@ -56,9 +58,9 @@ extern "C" fn i386_fault(vector: u32, word1: u32, word2: u32) -> ! {
     super::exit(false)
 }
 
-/// IRQ 0.
+/// The timer.
 #[no_mangle]
 extern "C" fn i386_timer_irq() {
     crate::checks::timer_tick(super::cpu_id());
-    pic::eoi();
+    super::timer_eoi();
 }

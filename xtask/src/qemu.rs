@@ -181,7 +181,15 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let mut failed = Vec::new();
     let mut passed = Vec::new();
     for (build, boots) in &plan {
-        let kernel = build_kernel(build)?;
+        // A kernel that does not build fails its runs; the other kernels still run.
+        let kernel = match build_kernel(build) {
+            Ok(kernel) => kernel,
+            Err(why) => {
+                eprintln!("[{}] FAILED: {why}", build.name);
+                failed.extend(boots.iter().map(|boot| boot.name));
+                continue;
+            }
+        };
         for boot in boots {
             match boot_kernel(boot, &kernel) {
                 Ok(seconds) => passed.push(format!("{} ({seconds:.1} s)", boot.name)),
@@ -192,7 +200,14 @@ pub fn run(args: &[String]) -> Result<(), String> {
             }
         }
     }
-    println!("qemu: passed {}", passed.join(", "));
+    println!(
+        "qemu: passed {}",
+        if passed.is_empty() {
+            "nothing".to_string()
+        } else {
+            passed.join(", ")
+        }
+    );
     if failed.is_empty() {
         Ok(())
     } else {

@@ -222,14 +222,17 @@ pub fn start_secondaries(wanted: usize) -> usize {
         I386_AP_STACK_TOP.store(top, Ordering::Relaxed);
         I386_AP_CPU.store(cpu, Ordering::Relaxed);
         AP_UP.store(false, Ordering::SeqCst);
+        // INIT, SIPI, and a second SIPI if the first went unanswered for a while (the MP
+        // protocol's resend); after that the CPU is waited for without a bound: a CPU that
+        // never starts hangs the kernel, which the harness's timeout turns into a failure
+        // (no figure here depends on how fast the host runs the vCPUs).
         lapic::send_init(cpu as u32);
-        let up = (0..2).any(|_| {
+        lapic::send_sipi(cpu as u32, 0x08);
+        if !(0..50_000_000u32).any(|_| AP_UP.load(Ordering::Acquire)) {
             lapic::send_sipi(cpu as u32, 0x08);
-            (0..50_000_000u32).any(|_| AP_UP.load(Ordering::Acquire))
-        });
-        if !up {
-            crate::console::println!("i386: CPU {cpu} did not start");
-            return cpu;
+            while !AP_UP.load(Ordering::Acquire) {
+                core::hint::spin_loop();
+            }
         }
     }
     wanted

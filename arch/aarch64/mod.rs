@@ -1,0 +1,207 @@
+//! aarch64: the slot address from the per-CPU base plus the offset, then an LL/SC
+//! `ldxr; add; stxr; cbnz` loop, or one LSE `stadd` where the target enables `lse`.
+//!
+//! In a kernel each CPU's `TPIDR_EL1` holds that CPU's block of the zone ([`set_cpu_base`]).
+//! Reading the register and then adding are separate instructions, so a migration may fall
+//! in between; the add is then a real atomic on the old CPU's slot, which stays correct (the
+//! slot is counted by every fetch, and the old CPU's own adds to it are atomic too). An
+//! interrupt inside the LL/SC loop clears the exclusive monitor (or its handler's own
+//! `stxr` does), so the `stxr` fails and the loop retries.
+//!
+//! At EL0 (host tests, feature `std`) `TPIDR_EL1` cannot be read: the base is a thread-local
+//! that binding a simulated CPU sets, and the same LL/SC (or LSE) code runs on it.
+
+use core::arch::asm;
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use crate::Zone;
+
+/// The arch this build's primitives are for.
+#[cfg(not(target_feature = "lse"))]
+pub const NAME: &str = "aarch64 (ldxr/stxr loop)";
+/// The arch this build's primitives are for.
+#[cfg(target_feature = "lse")]
+pub const NAME: &str = "aarch64 (LSE stadd)";
+
+/// The current CPU's per-CPU base: `TPIDR_EL1`.
+#[cfg(not(feature = "std"))]
+#[inline(always)]
+fn cpu_base() -> usize {
+    let base: usize;
+    // SAFETY: reading TPIDR_EL1 has no side effects (the crate runs at EL1 without `std`).
+    unsafe { asm!("mrs {}, tpidr_el1", out(reg) base, options(nomem, nostack, preserves_flags)) };
+    base
+}
+
+/// The current CPU's per-CPU base under simulation: the bound CPU's block.
+#[cfg(feature = "std")]
+#[inline(always)]
+fn cpu_base() -> usize {
+    host::BASE.with(core::cell::Cell::get)
+}
+
+/// Adds `v` to the current CPU's slot at offset `off` from its per-CPU base.
+///
+/// # Safety
+/// This CPU's per-CPU base must be its block of the zone that owns `off`, and `off` a live
+/// slot.
+#[inline(always)]
+pub(crate) unsafe fn add(_zone: &Zone<'_>, off: usize, v: i64) {
+    let slot = cpu_base().wrapping_add(off) as *mut u64;
+    // SAFETY: `slot` is a live, aligned slot of the zone (caller's contract); the add is an
+    // atomic read-modify-write on it.
+    unsafe { atomic_add(slot, v as u64) }
+}
+
+/// One `stadd` (LSE).
+///
+/// # Safety
+/// `slot` is a live, aligned slot.
+#[cfg(target_feature = "lse")]
+#[inline(always)]
+unsafe fn atomic_add(slot: *mut u64, v: u64) {
+    // SAFETY: per the caller; `stadd` is a single atomic add.
+    unsafe { asm!("stadd {v}, [{slot}]", v = in(reg) v, slot = in(reg) slot, options(nostack)) }
+}
+
+/// The LL/SC loop: retry until the store-exclusive succeeds.
+///
+/// # Safety
+/// `slot` is a live, aligned slot.
+#[cfg(not(target_feature = "lse"))]
+#[inline(always)]
+unsafe fn atomic_add(slot: *mut u64, v: u64) {
+    // SAFETY: per the caller; `stxr` stores only if nothing touched the slot (or took an
+    // exception) since the `ldxr`, so a failed attempt leaves the slot unchanged.
+    unsafe {
+        asm!(
+            "2:",
+            "ldxr {t}, [{slot}]",
+            "add {t}, {t}, {v}",
+            "stxr {s:w}, {t}, [{slot}]",
+            "cbnz {s:w}, 2b",
+            slot = in(reg) slot,
+            v = in(reg) v,
+            t = out(reg) _,
+            s = out(reg) _,
+            options(nostack),
+        )
+    }
+}
+
+/// The add needs no protection, so the protected add is the same code.
+///
+/// # Safety
+/// As [`add`].
+#[inline(always)]
+pub(crate) unsafe fn add_protected(zone: &Zone<'_>, off: usize, v: i64) {
+    // SAFETY: same contract as `add`.
+    unsafe { add(zone, off, v) }
+}
+
+/// `counter_enter` is free on aarch64, as on FreeBSD's arm64.
+#[inline(always)]
+pub(crate) const fn needs_protection() -> bool {
+    false
+}
+
+/// Reads a slot of any CPU: an aligned 64-bit load is single-copy atomic on aarch64.
+///
+/// # Safety
+/// `slot` is an aligned slot inside a live zone.
+#[inline]
+pub(crate) unsafe fn load_slot(slot: *mut u64) -> u64 {
+    // SAFETY: aligned and live per the caller.
+    unsafe { AtomicU64::from_ptr(slot) }.load(Ordering::Relaxed)
+}
+
+/// Writes a slot that no CPU adds to (a slot being allocated).
+///
+/// # Safety
+/// As [`load_slot`], and no CPU may add to the slot now.
+#[inline]
+pub(crate) unsafe fn store_slot(slot: *mut u64, value: u64) {
+    // SAFETY: aligned, live and unused per the caller.
+    unsafe { AtomicU64::from_ptr(slot) }.store(value, Ordering::Relaxed)
+}
+
+/// Points this CPU's `TPIDR_EL1` at `base` (its [`Zone::cpu_base`]). Call it once on each
+/// CPU, at EL1, before that CPU adds to a counter. A kernel that already keeps its own per-CPU
+/// block in `TPIDR_EL1` hosts the zone inside that block instead (see
+/// [`ZoneLayout`](crate::ZoneLayout)) and need not call this. Always returns `true`.
+///
+/// # Safety
+/// Must run at EL1 on the CPU whose block `base` is; nothing else on that CPU may rely on the
+/// previous `TPIDR_EL1`.
+pub unsafe fn set_cpu_base(base: usize) -> bool {
+    // SAFETY: per the caller's contract (EL1, this CPU's block, nobody else's register).
+    unsafe { asm!("msr tpidr_el1, {}", in(reg) base, options(nostack, preserves_flags)) };
+    true
+}
+
+#[cfg(feature = "std")]
+pub use host::add_counting_retries;
+#[cfg(feature = "std")]
+pub(crate) use host::{host_bind, host_unbind};
+
+#[cfg(feature = "std")]
+mod host {
+    //! Host simulation: the per-CPU base in a thread-local.
+
+    use core::arch::asm;
+    use core::cell::Cell;
+
+    std::thread_local! {
+        /// The bound CPU's block, or 0. Read from signal handlers: a const-initialised `Cell`.
+        pub(super) static BASE: Cell<usize> = const { Cell::new(0) };
+    }
+
+    /// Sets this thread's per-CPU base to `base`.
+    ///
+    /// # Safety
+    /// `base` is a block of a live zone.
+    pub(crate) unsafe fn host_bind(base: usize) {
+        BASE.with(|b| b.set(base));
+    }
+
+    /// Clears this thread's per-CPU base, so that a stray add faults instead of counting.
+    ///
+    /// # Safety
+    /// As [`host_bind`].
+    pub(crate) unsafe fn host_unbind() {
+        BASE.with(|b| b.set(0));
+    }
+
+    /// Host tests only: the LL/SC loop (as [`Counter::add`](crate::Counter::add) runs it
+    /// without `lse`) with a count of failed `stxr`s, i.e. of interrupts (or other writers)
+    /// that fell between the `ldxr` and the `stxr`. Returns the retries.
+    ///
+    /// # Safety
+    /// The thread is bound to a simulated CPU of the zone owning slot offset `off`.
+    #[doc(hidden)]
+    pub unsafe fn add_counting_retries(off: usize, v: i64) -> u32 {
+        let slot = BASE.with(Cell::get).wrapping_add(off) as *mut u64;
+        let retries: u32;
+        // SAFETY: as the LL/SC `atomic_add`, with a retry count in a register.
+        unsafe {
+            asm!(
+                "mov {r:w}, #0",
+                "b 3f",
+                "2:",
+                "add {r:w}, {r:w}, #1",
+                "3:",
+                "ldxr {t}, [{slot}]",
+                "add {t}, {t}, {v}",
+                "stxr {s:w}, {t}, [{slot}]",
+                "cbnz {s:w}, 2b",
+                slot = in(reg) slot,
+                v = in(reg) v,
+                t = out(reg) _,
+                s = out(reg) _,
+                r = out(reg) retries,
+                options(nostack),
+            )
+        };
+        retries
+    }
+}

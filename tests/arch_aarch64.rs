@@ -1,0 +1,231 @@
+//! aarch64 specifics: interrupts inside the LL/SC loop are retried exactly, the same storm
+//! catches a racy load/add/store, and `Counter::add` disassembles to the `ldxr/stxr` loop (or
+//! one `stadd` with `lse`).
+//!
+//! Under qemu-aarch64 signals arrive only between translation blocks, never inside a loop
+//! body: `cargo xtask cross` runs the interrupt tests here with `qemu-aarch64 -singlestep`
+//! (one instruction per block), where they land between any two instructions, as on hardware.
+#![cfg(target_arch = "aarch64")]
+
+use pcpu_counter::sim::{interrupt_storm, Machine};
+use pcpu_counter::Counter;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+const MAX_ADDS: u64 = 20_000_000;
+
+/// Under a storm on CPU 0, calls `add(&handled)` until it returns true or `MAX_ADDS` calls;
+/// the handler adds 2^32 to `c` through `Counter::add`. Returns (adds, handled).
+fn storm(
+    machine: &Machine,
+    c: &Counter<'_>,
+    mut add: impl FnMut(&AtomicU64) -> bool,
+) -> (u64, u64) {
+    let handled = AtomicU64::new(0);
+    let handler = |_cpu: usize| {
+        c.add(1 << 32);
+        handled.fetch_add(1, Ordering::Relaxed);
+    };
+    let adds = machine.with_interrupt_handler(&handler, || {
+        machine.run_on(0, || {
+            let (adds, storm) = interrupt_storm(|| {
+                let mut adds = 0u64;
+                while adds < MAX_ADDS {
+                    adds += 1;
+                    if add(&handled) {
+                        break;
+                    }
+                }
+                adds
+            });
+            assert!(storm.taken > 0, "no interrupt taken");
+            adds
+        })
+    });
+    (adds, handled.into_inner())
+}
+
+#[test]
+fn interrupts_inside_the_llsc_loop_are_retried_exactly() {
+    const WANTED_RETRIES: u64 = 3;
+    let machine = Machine::new(1);
+    let c = machine.alloc().unwrap();
+    let mut retries = 0u64;
+    let (adds, handled) = storm(&machine, &c, |_| {
+        // SAFETY: `storm` runs this bound to CPU 0 of the counter's machine.
+        retries += u64::from(unsafe { pcpu_counter::arch::add_counting_retries(c.offset(), 1) });
+        retries >= WANTED_RETRIES
+    });
+    assert!(
+        retries >= WANTED_RETRIES,
+        "only {retries} interrupts fell inside the loop in {adds} adds ({handled} handled)"
+    );
+    assert!(retries <= handled, "a retry without an interrupt");
+    assert_eq!(c.fetch(), adds + (handled << 32));
+    println!("{retries} retries in {adds} adds, {handled} interrupts handled");
+}
+
+#[test]
+fn the_storm_catches_a_racy_load_add_store() {
+    let machine = Machine::new(1);
+    let c = machine.alloc().unwrap();
+    let slot = (machine.zone().cpu_base(0).unwrap() + c.offset()) as *mut u64;
+    let mut adds_done = 0u64;
+    let (adds, handled) = storm(&machine, &c, |handled| {
+        // SAFETY: `slot` is CPU 0's slot of `c`, held by this thread; the split load/add/store
+        // (no exclusive pair) is the deliberate bug.
+        unsafe {
+            core::arch::asm!(
+                "ldr {t}, [{p}]",
+                "add {t}, {t}, #1",
+                "str {t}, [{p}]",
+                p = in(reg) slot,
+                t = out(reg) _,
+                options(nostack),
+            )
+        };
+        adds_done += 1;
+        // Stop once the count shows a loss (checked now and then, and only when no interrupt
+        // ran during the check).
+        adds_done % 1024 == 0 && {
+            let before = handled.load(Ordering::Relaxed);
+            let sum = c.fetch();
+            before == handled.load(Ordering::Relaxed) && sum != adds_done + (before << 32)
+        }
+    });
+    let lost = (adds + (handled << 32)).wrapping_sub(c.fetch());
+    assert!(
+        lost > 0,
+        "a racy add lost nothing in {adds} adds ({handled} interrupts): the storm proves nothing"
+    );
+    println!("racy add lost {lost:#x} in {adds} adds, {handled} interrupts");
+}
+
+/// The probe: nothing but a counter add, kept out of line so it can be found and read.
+#[inline(never)]
+#[unsafe(no_mangle)]
+pub fn pcpu_probe_aarch64_counter_add(counter: &Counter<'_>, v: i64) {
+    counter.add(v)
+}
+
+/// The probe's instructions, one per line.
+fn disassemble(symbol: &str) -> Vec<String> {
+    let exe = std::env::current_exe().unwrap();
+    let out = std::process::Command::new("aarch64-linux-gnu-objdump")
+        .args(["-d", "--no-show-raw-insn"])
+        .arg(format!("--disassemble={symbol}"))
+        .arg(&exe)
+        .output()
+        .expect("aarch64-linux-gnu-objdump (binutils-aarch64-linux-gnu) is needed");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with(' ') && l.contains(":\t"))
+        .map(|l| l.split_once(":\t").unwrap().1.trim().to_string())
+        .collect()
+}
+
+fn count(insns: &[String], mnemonic: &str) -> usize {
+    insns
+        .iter()
+        .filter(|i| i.split_whitespace().next() == Some(mnemonic))
+        .count()
+}
+
+/// What the add path must be: one `ldxr`/`add`/`stxr`/`cbnz` loop (or, with `lse`, one
+/// `stadd` and no exclusive pair), no acquire/release variants, no indirect call.
+fn check_add_path(insns: &[String], lse: bool) -> Result<(), String> {
+    let (ldxr, stxr, stadd) = (
+        count(insns, "ldxr"),
+        count(insns, "stxr"),
+        count(insns, "stadd"),
+    );
+    if lse {
+        if (stadd, ldxr, stxr) != (1, 0, 0) {
+            return Err(format!("expected one stadd and no ldxr/stxr: {insns:#?}"));
+        }
+    } else {
+        if (ldxr, stxr, stadd) != (1, 1, 0) {
+            return Err(format!("expected one ldxr/stxr pair: {insns:#?}"));
+        }
+        let l = insns.iter().position(|i| i.starts_with("ldxr")).unwrap();
+        let s = insns.iter().position(|i| i.starts_with("stxr")).unwrap();
+        let body = &insns[l..=s + 1];
+        if s < l || count(body, "add") != 1 || !body.last().unwrap().starts_with("cbnz") {
+            return Err(format!("not a ldxr; add; stxr; cbnz loop: {insns:#?}"));
+        }
+    }
+    for barrier in ["ldaxr", "stlxr", "staddl", "stlr", "dmb"] {
+        if count(insns, barrier) != 0 {
+            return Err(format!("`{barrier}` on the add path: {insns:#?}"));
+        }
+    }
+    if let Some(call) = insns
+        .iter()
+        .find(|i| i.starts_with("blr") || i.starts_with("br"))
+    {
+        return Err(format!("indirect call on the add path: {call}"));
+    }
+    Ok(())
+}
+
+#[test]
+fn counter_add_is_the_llsc_loop_or_one_stadd() {
+    let machine = Machine::new(2);
+    let c = machine.alloc().unwrap();
+    let probe = std::hint::black_box(pcpu_probe_aarch64_counter_add as fn(&Counter<'_>, i64));
+    machine.run_on(1, || probe(&c, 5));
+    assert_eq!((c.fetch(), c.cpu_slot(1)), (5, Ok(5)));
+    let insns = disassemble("pcpu_probe_aarch64_counter_add");
+    assert!(!insns.is_empty(), "probe not found in the binary");
+    let lse = cfg!(target_feature = "lse");
+    check_add_path(&insns, lse).unwrap();
+    println!(
+        "{} ({}):\n  {}",
+        "pcpu_probe_aarch64_counter_add",
+        pcpu_counter::arch::NAME,
+        insns.join("\n  ")
+    );
+}
+
+#[test]
+fn the_check_rejects_broken_add_paths() {
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    let llsc = s(&[
+        "ldr\tx8, [x0, #8]",
+        "bl\t1234 <std::thread::local::LocalKey<T>::with>",
+        "add\tx9, x0, x8",
+        "ldxr\tx10, [x9]",
+        "add\tx10, x10, x1",
+        "stxr\tw11, x10, [x9]",
+        "cbnz\tw11, 10 <x+0x10>",
+        "ret",
+    ]);
+    assert!(check_add_path(&llsc, false).is_ok());
+    assert!(check_add_path(&s(&["stadd\tx1, [x9]", "ret"]), true).is_ok());
+    let with = |i: usize, insn: &str| {
+        let mut v = llsc.clone();
+        v[i] = insn.to_string();
+        v
+    };
+    let bad = [
+        with(3, "ldr\tx10, [x9]"),
+        with(5, "str\tx10, [x9]"),
+        with(6, "nop"),
+        with(3, "ldaxr\tx10, [x9]"),
+        with(1, "blr\tx8"),
+        with(0, "dmb\tish"),
+    ];
+    for b in &bad {
+        assert!(check_add_path(b, false).is_err(), "accepted {b:?}");
+    }
+    assert!(
+        check_add_path(&llsc, true).is_err(),
+        "LL/SC accepted as lse"
+    );
+    assert!(check_add_path(&s(&["stadd\tx1, [x9]", "ret"]), false).is_err());
+}

@@ -55,6 +55,9 @@ struct Boot {
     pass_status: i32,
     /// CPUs the kernel must report started (`PASS cpus on N CPUs`).
     cpus: usize,
+    /// Text a serial line must contain: proof that the intended path ran (the primitive the
+    /// kernel was built with, or the CPU feature it detected).
+    expect: &'static str,
 }
 
 fn x86_64_build() -> Build {
@@ -106,6 +109,7 @@ fn x86_64_boot() -> Boot {
         args: &["-smp", "4"],
         pass_status: X86_PASS,
         cpus: 4,
+        expect: "x86_64 (gs-relative add)",
     }
 }
 
@@ -121,6 +125,11 @@ fn aarch64_boot(lse: bool) -> Boot {
         },
         pass_status: 0,
         cpus: 4,
+        expect: if lse {
+            "aarch64 (LSE stadd)"
+        } else {
+            "aarch64 (ldxr/stxr loop)"
+        },
     }
 }
 
@@ -138,6 +147,11 @@ fn i386_boot(cx8: bool) -> Boot {
         },
         pass_status: X86_PASS,
         cpus: if cx8 { 4 } else { 1 },
+        expect: if cx8 {
+            "i386: CPU has CX8"
+        } else {
+            "i386: CPU has no CX8"
+        },
     }
 }
 
@@ -346,11 +360,17 @@ fn boot_kernel(boot: &Boot, kernel: &Path) -> Result<f64, String> {
     Ok(seconds)
 }
 
-/// A run passes only with the pass status, a `DONE ... 0 failed` line, no `FAIL` line and
-/// the expected number of CPUs started.
+/// A run passes only with the pass status, a `DONE ... 0 failed` line, no `FAIL` line, the
+/// expected number of CPUs started and the line that shows the intended path ran.
 fn judge(boot: &Boot, code: Option<i32>, lines: &[String]) -> Result<(), String> {
     if let Some(fail) = lines.iter().find(|l| l.contains("FAIL")) {
         return Err(format!("kernel reported: {fail}"));
+    }
+    if !lines.iter().any(|l| l.contains(boot.expect)) {
+        return Err(format!(
+            "no line with `{}`: not the intended path",
+            boot.expect
+        ));
     }
     let cpus = format!("PASS cpus on {} CPUs", boot.cpus);
     if !lines.iter().any(|l| l.starts_with(&cpus)) {

@@ -14,7 +14,9 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use pcpu_counter::sim::Machine;
 use pcpu_counter::{counter_enter, counter_exit, Counter};
 
-use crate::harness::{eight, ns_per_op, Sink};
+use std::time::Instant;
+
+use crate::harness::{eight, median, Sink};
 
 /// This crate's add on one counter, 8n times.
 #[inline(never)]
@@ -146,78 +148,166 @@ pub unsafe fn plain_asm_one(slot: *mut u64, n: u64) {
     }
 }
 
+/// One measured loop: where it is recorded, the adds (or sequences) one call makes, and the
+/// call.
+struct Variant<'a> {
+    section: &'static str,
+    name: &'static str,
+    counters: usize,
+    unit: &'static str,
+    ops: u64,
+    call: Box<dyn FnMut() + 'a>,
+}
+
+fn variant<'a>(
+    section: &'static str,
+    name: &'static str,
+    counters: usize,
+    unit: &'static str,
+    ops: u64,
+    call: Box<dyn FnMut() + 'a>,
+) -> Variant<'a> {
+    Variant {
+        section,
+        name,
+        counters,
+        unit,
+        ops,
+        call,
+    }
+}
+
 pub fn run(sink: &mut Sink, quick: bool) {
-    // Many short rounds (2M adds each): the median skips rounds a preemption fell into.
-    let (rounds, n) = if quick { (3, 1 << 15) } else { (31, 1 << 18) };
+    // Many short rounds (262,144 adds each), every variant once per round in turn: a
+    // preemption spoils one sample, which the median skips, and a slow drift (clock, other
+    // load) hits every variant alike.
+    let (rounds, n) = if quick { (5, 1 << 12) } else { (101, 1 << 15) };
     let n: u64 = black_box(n);
-    let adds = rounds as u64 * 8 * n;
+    let calls = rounds as u64 * n;
     let machine = Machine::new(1);
     let _bound = machine.bind(0).expect("bind");
     let one = machine.alloc().expect("alloc");
     let eight: [Counter<'_>; 8] = std::array::from_fn(|_| machine.alloc().expect("alloc"));
+    let offs: [usize; 8] = std::array::from_fn(|i| eight[i].offset());
     let atomic = AtomicU64::new(0);
     let atomics: [AtomicU64; 8] = Default::default();
     let mut plain = [0u64; 8];
     let mut slot = 0u64;
+    let (plain_ptr, slot_ptr) = (plain.as_mut_ptr(), &mut slot as *mut u64);
 
-    let ns = ns_per_op(rounds, 8 * n, || pcpu_one(&one, n));
-    assert_eq!(one.fetch(), adds, "pcpu-counter lost adds");
-    sink.record("single", "pcpu-counter add", 1, ns, "ns/add");
-    let ns = ns_per_op(rounds, 8 * n, || pcpu_eight(&eight, n));
-    for counter in &eight {
-        assert_eq!(counter.fetch(), adds / 8, "pcpu-counter lost adds");
+    let (single, diag, per_add) = ("single", "diag", "ns/add");
+    let protected = "counter_enter + 8 add_protected + counter_exit";
+    // SAFETY (the `unsafe` calls below): `plain` and `slot` are locals that only these
+    // loops touch, one at a time; the thread is bound, so GS points at CPU 0's block, where
+    // `one` and `eight` are live.
+    let mut variants = [
+        variant(
+            single,
+            "pcpu-counter add",
+            1,
+            per_add,
+            8 * n,
+            Box::new(|| pcpu_one(&one, n)),
+        ),
+        variant(
+            single,
+            "pcpu-counter add",
+            8,
+            per_add,
+            8 * n,
+            Box::new(|| pcpu_eight(&eight, n)),
+        ),
+        variant(
+            single,
+            "AtomicU64::fetch_add",
+            1,
+            per_add,
+            8 * n,
+            Box::new(|| atomic_one(&atomic, n)),
+        ),
+        variant(
+            single,
+            "AtomicU64::fetch_add",
+            8,
+            per_add,
+            8 * n,
+            Box::new(|| atomic_eight(&atomics, n)),
+        ),
+        // SAFETY: see above.
+        variant(
+            single,
+            "plain add (volatile)",
+            1,
+            per_add,
+            8 * n,
+            Box::new(|| unsafe { plain_one(slot_ptr, n) }),
+        ),
+        // SAFETY: see above.
+        variant(
+            single,
+            "plain add (volatile)",
+            8,
+            per_add,
+            8 * n,
+            Box::new(|| unsafe { plain_eight(plain_ptr, n) }),
+        ),
+        variant(
+            single,
+            protected,
+            8,
+            "ns/sequence",
+            n,
+            Box::new(|| pcpu_protected(&eight, n)),
+        ),
+        // SAFETY: see above.
+        variant(
+            diag,
+            "add gs:[off], offset in a register",
+            1,
+            per_add,
+            8 * n,
+            Box::new(|| unsafe { gs_asm_one(one.offset(), n) }),
+        ),
+        // SAFETY: see above.
+        variant(
+            diag,
+            "add [p], no segment",
+            1,
+            per_add,
+            8 * n,
+            Box::new(|| unsafe { plain_asm_one(slot_ptr, n) }),
+        ),
+        // SAFETY: see above.
+        variant(
+            diag,
+            "add gs:[off], offsets in registers",
+            8,
+            per_add,
+            8 * n,
+            Box::new(|| unsafe { gs_asm_eight(offs, n) }),
+        ),
+    ];
+    let mut samples = vec![Vec::with_capacity(rounds); variants.len()];
+    for _ in 0..rounds {
+        for (v, samples) in variants.iter_mut().zip(&mut samples) {
+            let start = Instant::now();
+            (v.call)();
+            samples.push(start.elapsed().as_nanos() as f64 / v.ops as f64);
+        }
     }
-    sink.record("single", "pcpu-counter add", 8, ns, "ns/add");
-
-    let ns = ns_per_op(rounds, 8 * n, || atomic_one(&atomic, n));
-    assert_eq!(atomic.load(Relaxed), adds);
-    sink.record("single", "AtomicU64::fetch_add", 1, ns, "ns/add");
-    let ns = ns_per_op(rounds, 8 * n, || atomic_eight(&atomics, n));
-    sink.record("single", "AtomicU64::fetch_add", 8, ns, "ns/add");
-
-    // SAFETY: `slot` is a local that nothing else touches.
-    let ns = ns_per_op(rounds, 8 * n, || unsafe { plain_one(&mut slot, n) });
-    assert_eq!(slot, adds);
-    sink.record("single", "plain add (volatile)", 1, ns, "ns/add");
-    // SAFETY: as above; the array has 8 slots.
-    let ns = ns_per_op(rounds, 8 * n, || unsafe {
-        plain_eight(plain.as_mut_ptr(), n)
-    });
-    assert_eq!(plain, [adds / 8; 8]);
-    sink.record("single", "plain add (volatile)", 8, ns, "ns/add");
-
-    let ns = ns_per_op(rounds, n, || pcpu_protected(&eight, n));
-    for counter in &eight {
-        assert_eq!(counter.fetch(), 2 * adds / 8, "protected adds lost");
+    for (v, samples) in variants.iter().zip(&mut samples) {
+        sink.record(v.section, v.name, v.counters, median(samples), v.unit);
     }
-    let name = "counter_enter + 8 add_protected + counter_exit";
-    sink.record("single", name, 8, ns, "ns/sequence");
+    drop(variants);
 
-    // SAFETY: the thread is bound, so GS points at CPU 0's block, where `one` is live.
-    let ns = ns_per_op(rounds, 8 * n, || unsafe { gs_asm_one(one.offset(), n) });
-    assert_eq!(one.fetch(), 2 * adds, "gs adds lost");
-    sink.record(
-        "diag",
-        "add gs:[off], offset in a register",
-        1,
-        ns,
-        "ns/add",
-    );
-    // SAFETY: `slot` is a local that nothing else touches.
-    let ns = ns_per_op(rounds, 8 * n, || unsafe { plain_asm_one(&mut slot, n) });
-    assert_eq!(slot, 2 * adds);
-    sink.record("diag", "add [p], no segment", 1, ns, "ns/add");
-    let offs = std::array::from_fn(|i| eight[i].offset());
-    // SAFETY: as above, for the 8 live counters in `eight`.
-    let ns = ns_per_op(rounds, 8 * n, || unsafe { gs_asm_eight(offs, n) });
+    // Every add landed: `one` got pcpu_one and gs_asm_one, each of `eight` one add per call
+    // of pcpu_eight, pcpu_protected and gs_asm_eight.
+    assert_eq!(one.fetch(), 2 * 8 * calls, "pcpu-counter lost adds");
     for counter in &eight {
-        assert_eq!(counter.fetch(), 3 * adds / 8, "gs adds lost");
+        assert_eq!(counter.fetch(), 3 * calls, "pcpu-counter lost adds");
     }
-    sink.record(
-        "diag",
-        "add gs:[off], offsets in registers",
-        8,
-        ns,
-        "ns/add",
-    );
+    assert_eq!(atomic.load(Relaxed), 8 * calls);
+    assert!(atomics.iter().all(|a| a.load(Relaxed) == calls));
+    assert_eq!(slot, 2 * 8 * calls);
+    assert_eq!(plain, [calls; 8]);
 }

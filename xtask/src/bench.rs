@@ -27,6 +27,15 @@ pub struct Machine {
     pub load_after: String,
 }
 
+/// What the report says about the bench's machine code.
+pub struct Code {
+    /// The single-thread loops, disassembled.
+    pub disassembly: String,
+    /// Whether the compiler emitted one function for the protected loop and the plain
+    /// 8-counter loop (`None`: `nm` is not installed).
+    pub protected_is_plain: Option<bool>,
+}
+
 /// The single-thread loops shown in the report.
 const LOOPS: [&str; 3] = ["pcpu_one", "plain_one", "atomic_one"];
 
@@ -107,7 +116,11 @@ pub fn run(args: &[String]) -> Result<(), String> {
         })
         .collect::<Result<_, String>>()?;
     plot::throughput(&docs.join("throughput.svg"), &series, machine.cores)?;
-    let markdown = report::markdown(&results, &machine, "throughput.svg", &disassemble(&exe))?;
+    let code = Code {
+        disassembly: disassemble(&exe),
+        protected_is_plain: same_address(&exe, "pcpu_protected", "pcpu_eight"),
+    };
+    let markdown = report::markdown(&results, &machine, "throughput.svg", &code)?;
     std::fs::write(docs.join("BENCHMARKS.md"), &markdown)
         .map_err(|e| format!("write BENCHMARKS.md: {e}"))?;
     // The headline: the targets table.
@@ -184,6 +197,26 @@ fn disassemble(exe: &Path) -> String {
         shown.push('\n');
     }
     shown
+}
+
+/// Whether the bench's functions `single::a` and `single::b` are one function (one address,
+/// or no symbol left for `a`: the compiler merges functions whose code is identical), from
+/// `nm`. `None` where `nm` is missing or `b` is not found.
+fn same_address(exe: &Path, a: &str, b: &str) -> Option<bool> {
+    let out = Command::new("nm").arg("-C").arg(exe).output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let address = |name: &str| {
+        let symbol = format!("peers::single::{name}");
+        text.lines()
+            .find(|l| l.ends_with(&symbol))
+            .and_then(|l| l.split_whitespace().next().map(str::to_owned))
+    };
+    // `#[inline(never)]` keeps both out of line, so a function without a symbol of its own
+    // was merged into the other one.
+    match (address(a), address(b)?) {
+        (Some(a), b) => Some(a == b),
+        (None, _) => Some(true),
+    }
 }
 
 fn cpu_model() -> String {

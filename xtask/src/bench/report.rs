@@ -324,7 +324,7 @@ pub fn markdown(
     if p2 < 1.5 * p1 {
         writeln!(
             o,
-            "Note: pcpu-counter's own throughput rose only from {} to {} M adds/s between 1 and \
+            "Note: pcpu-counter's own throughput was {} M adds/s with 1 writer and {} with \
              2 writers, although its writers share nothing: the {cores} cores were not both free \
              for this run (other work on the machine: load average {} before, {} after), so \
              the multi-writer figures understate what {cores} idle cores give. The interleaved \

@@ -17,7 +17,19 @@ struct Target {
     goal: String,
     measured: String,
     met: bool,
+    /// How far a missed target is from its goal (empty when met).
+    short: String,
     why: Option<String>,
+}
+
+/// How far `measured` falls short of a goal of at least `goal`.
+fn short_of(measured: f64, goal: f64) -> String {
+    format!("{:.0}% short of the goal", (1.0 - measured / goal) * 100.0)
+}
+
+/// How far `measured` is over a goal of at most `goal`.
+fn over(measured: f64, goal: f64) -> String {
+    format!("{:.0}% over the goal", (measured / goal - 1.0) * 100.0)
 }
 
 fn m(adds_per_s: f64) -> String {
@@ -123,6 +135,7 @@ pub fn markdown(
         goal: ">= 6x".into(),
         measured: x(p2 / a2),
         met: p2 / a2 >= 6.0,
+        short: short_of(p2 / a2, 6.0),
         why: Some(why_atomic("2", a2)),
     });
     targets.push(Target {
@@ -134,6 +147,7 @@ pub fn markdown(
             x(p2 / tp("fast-counter", "2")?)
         ),
         met: p2 / s2 >= 2.0,
+        short: short_of(p2 / s2, 2.0),
         why: Some(format!(
             "an uncontended `lock` add on a private stripe costs {:.2} ns here against {:.2} ns \
              for this crate's add (single-thread rows below).",
@@ -146,6 +160,7 @@ pub fn markdown(
         goal: ">= 10x".into(),
         measured: x(p16 / a16),
         met: p16 / a16 >= 10.0,
+        short: short_of(p16 / a16, 10.0),
         why: Some(why_atomic("16", a16)),
     });
     targets.push(Target {
@@ -153,6 +168,7 @@ pub fn markdown(
         goal: ">= 0.9x".into(),
         measured: x(p16 / p2),
         met: p16 / p2 >= 0.9,
+        short: short_of(p16 / p2, 0.9),
         why: Some(format!(
             "16 writers share {cores} cores by time slicing; every switch between writers costs \
              a context switch (and the GS base reload), and any other load on the machine \
@@ -179,6 +195,7 @@ pub fn markdown(
         goal: ">= 2.5x faster".into(),
         measured: format!("{} ({:.2} vs {:.2} ns)", x(at1 / pc1), pc1, at1),
         met: at1 / pc1 >= 2.5,
+        short: short_of(at1 / pc1, 2.5),
         why: Some(format!(
             "an uncontended `lock inc` costs only {at1:.2} ns on this CPU."
         )),
@@ -192,6 +209,7 @@ pub fn markdown(
             x(pc8 / pl8)
         ),
         met: pc1 / pl1 <= 1.3 && pc8 / pl8 <= 1.3,
+        short: over((pc1 / pl1).max(pc8 / pl8), 1.3),
         why: Some({
             let gs = r.get("diag", "add gs:[off], offset in a register", "1", None)?;
             let gs8 = r.get("diag", "add gs:[off], offsets in registers", "8", None)?;
@@ -220,6 +238,7 @@ pub fn markdown(
         goal: "8 B per CPU".into(),
         measured: format!("{mp:.0} B = {:.1} B per CPU", mp / 64.0),
         met: mp == 8.0 * 64.0,
+        short: format!("{:.1} B per CPU more", mp / 64.0 - 8.0),
         why: None,
     });
     targets.push(Target {
@@ -227,6 +246,7 @@ pub fn markdown(
         goal: ">= 16x less".into(),
         measured: format!("{} ({ms:.0} B vs {mp:.0} B)", x(ms / mp)),
         met: ms / mp >= 16.0,
+        short: short_of(ms / mp, 16.0),
         why: None,
     });
     let exact = r.text("exact", PCPU, "-", None).unwrap_or("0");
@@ -243,6 +263,7 @@ pub fn markdown(
             worst_loss * 100.0
         ),
         met: exact.parse::<u64>().is_ok_and(|n| n > 0),
+        short: "no exactness check ran".into(),
         why: None,
     });
 
@@ -267,10 +288,11 @@ pub fn markdown(
         for t in missed {
             writeln!(
                 o,
-                "- **{}** (goal {}, measured {}): {}",
+                "- **{}** (goal {}, measured {}: {}): {}",
                 t.what,
                 t.goal,
                 t.measured,
+                t.short,
                 t.why.as_deref().unwrap_or("")
             )
             .unwrap();

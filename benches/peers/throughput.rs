@@ -29,7 +29,7 @@ const CHUNK: u64 = 1024;
 pub enum Peer {
     /// This crate: `Counter::add`, each writer on its own simulated CPU (`add gs:[off]`).
     Pcpu,
-    /// One shared `AtomicU64`, `fetch_add(1, Relaxed)` (`lock xadd`).
+    /// One shared `AtomicU64`, `fetch_add(1, Relaxed)` (a `lock inc`).
     SharedAtomic,
     /// One `std::sync::Mutex<u64>`.
     Mutex,

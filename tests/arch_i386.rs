@@ -100,37 +100,54 @@ fn counter_enter_holds_protection_exactly_without_cx8() {
     arch::force_no_cx8(false);
 }
 
-/// Interrupts land between the `cmpxchg8b` loop's load and its `cmpxchg8b` (the retries
-/// count them) and the sum stays exact. Needs a host where signals arrive between any two
-/// instructions: natively, or qemu-i386 with `-one-insn-per-tb`/`-singlestep`.
-#[test]
-fn interrupts_inside_the_cmpxchg8b_loop_are_retried_exactly() {
-    let _s = serial();
-    const WANTED_RETRIES: u64 = 3;
-    const MAX_ADDS: u64 = 200_000_000;
-    let machine = Machine::new(1);
-    let c = machine.alloc().unwrap();
+const MAX_ADDS: u64 = 200_000_000;
+
+/// Under a storm on CPU 0, calls `add(&handled)` until it returns true or `MAX_ADDS` calls;
+/// the handler adds 2^32 to `c` through `Counter::add`. Returns (adds, handled).
+fn storm(
+    machine: &Machine,
+    c: &Counter<'_>,
+    mut add: impl FnMut(&AtomicU64) -> bool,
+) -> (u64, u64) {
     let handled = AtomicU64::new(0);
     let handler = |_cpu: usize| {
         c.add(1 << 32); // the handler's adds land in the high half
         handled.fetch_add(1, Ordering::Relaxed);
     };
-    let (adds, retries) = machine.with_interrupt_handler(&handler, || {
+    let adds = machine.with_interrupt_handler(&handler, || {
         machine.run_on(0, || {
-            let ((adds, retries), storm) = interrupt_storm(|| {
-                let (mut adds, mut retries) = (0u64, 0u64);
-                while retries < WANTED_RETRIES && adds < MAX_ADDS {
-                    // SAFETY: bound to CPU 0 of the counter's machine; the CPU has CX8.
-                    retries += u64::from(unsafe { arch::add_counting_retries(c.offset(), 1) });
+            let (adds, storm) = interrupt_storm(|| {
+                let mut adds = 0u64;
+                while adds < MAX_ADDS {
                     adds += 1;
+                    if add(&handled) {
+                        break;
+                    }
                 }
-                (adds, retries)
+                adds
             });
-            assert!(storm.taken > 0);
-            (adds, retries)
+            assert!(storm.taken > 0, "no interrupt taken");
+            adds
         })
     });
-    let handled = handled.into_inner();
+    (adds, handled.into_inner())
+}
+
+/// Interrupts land between the `cmpxchg8b` loop's load and its `cmpxchg8b` (the retries
+/// count them) and the sum stays exact. Needs signals that arrive between any two
+/// instructions: natively (qemu-i386 delivers them only between translation blocks).
+#[test]
+fn interrupts_inside_the_cmpxchg8b_loop_are_retried_exactly() {
+    let _s = serial();
+    const WANTED_RETRIES: u64 = 3;
+    let machine = Machine::new(1);
+    let c = machine.alloc().unwrap();
+    let mut retries = 0u64;
+    let (adds, handled) = storm(&machine, &c, |_| {
+        // SAFETY: `storm` runs this bound to CPU 0 of the counter's machine; the CPU has CX8.
+        retries += u64::from(unsafe { arch::add_counting_retries(c.offset(), 1) });
+        retries >= WANTED_RETRIES
+    });
     assert!(
         retries >= WANTED_RETRIES,
         "only {retries} interrupts fell inside the loop in {adds} adds ({handled} handled)"
@@ -138,6 +155,49 @@ fn interrupts_inside_the_cmpxchg8b_loop_are_retried_exactly() {
     assert!(retries <= handled, "a retry without an interrupt");
     assert_eq!(c.fetch(), adds + (handled << 32));
     println!("{retries} retries in {adds} adds, {handled} interrupts handled");
+}
+
+/// The same storm catches a split fs-relative 64-bit add (loads, add/adc, stores): the
+/// interrupt tests can fail.
+#[test]
+fn the_storm_catches_a_racy_split_add() {
+    let _s = serial();
+    let machine = Machine::new(1);
+    let c = machine.alloc().unwrap();
+    let off = c.offset();
+    let mut adds_done = 0u64;
+    let (adds, handled) = storm(&machine, &c, |handled| {
+        // SAFETY: the thread holds CPU 0, so fs:[off] is its slot of `c`; the split
+        // read-modify-write is the deliberate bug.
+        unsafe {
+            core::arch::asm!(
+                "mov {lo}, fs:[{off}]",
+                "mov {hi}, fs:[{off} + 4]",
+                "add {lo}, 1",
+                "adc {hi}, 0",
+                "mov fs:[{off}], {lo}",
+                "mov fs:[{off} + 4], {hi}",
+                off = in(reg) off,
+                lo = out(reg) _,
+                hi = out(reg) _,
+                options(nostack),
+            )
+        };
+        adds_done += 1;
+        // Stop once the count shows a loss (checked now and then, and only when no interrupt
+        // ran during the check).
+        adds_done % 1024 == 0 && {
+            let before = handled.load(Ordering::Relaxed);
+            let sum = c.fetch();
+            before == handled.load(Ordering::Relaxed) && sum != adds_done + (before << 32)
+        }
+    });
+    let lost = (adds + (handled << 32)).wrapping_sub(c.fetch());
+    assert!(
+        lost > 0,
+        "a racy add lost nothing in {adds} adds ({handled} interrupts): the storm proves nothing"
+    );
+    println!("racy add lost {lost:#x} in {adds} adds, {handled} interrupts");
 }
 
 #[test]

@@ -1,27 +1,308 @@
-//! `cargo xtask cross` (being written): for now, `cargo xtask cross toolchains` prints the
-//! toolchain found for every cross target.
+//! `cargo xtask cross`: the host test suite on aarch64 and i686, and `no_std` builds for the
+//! bare-metal targets.
+//!
+//! Steps (each with the toolchain [`toolchain::cargo_for`] finds; the library is built from
+//! source where rustup lacks the target):
+//! - `aarch64-unknown-linux-gnu` under `qemu-aarch64 -L /usr/aarch64-linux-gnu`: the whole
+//!   suite (`cargo test --all-features --tests`), once without and once with
+//!   `-C target-feature=+lse` (the `stadd` path); then `tests/arch_aarch64.rs` again under
+//!   `qemu-aarch64 -singlestep`, because qemu delivers signals only between translation
+//!   blocks and only one instruction per block lets them land inside the LL/SC loop.
+//! - `i686-unknown-linux-gnu` natively, with CX8 and with `PCPU_COUNTER_FORCE_NO_CX8=1`
+//!   (every add on the no-CX8 path); then both again under `qemu-i386 -L /usr/i686-linux-gnu`,
+//!   skipping the tests that take simulated interrupts (signals): under qemu-i386 7.2 a
+//!   signal handler in a threaded program ran with another thread's TLS (the sim's binding
+//!   check fired, or the test hung), so signals are tested natively only.
+//! - `cargo build --lib --no-default-features` and `--features alloc` for
+//!   `x86_64-unknown-none`, `aarch64-unknown-none` (with and without `+lse`) and the i386
+//!   bare-metal spec ([`toolchain::I386_BARE_METAL_SPEC`]).
+//!
+//! Doctests are not run cross (rustdoc cannot run them through a runner with `-Zbuild-std`):
+//! the host's `cargo test` runs them. The disassembly checks are tests in
+//! `tests/arch_i386.rs` and `tests/arch_aarch64.rs`. Prints the test counts per step and a
+//! summary; exits non-zero if any step fails or a tool is missing.
+//!
+//! Options: `--only <substring>` runs the steps whose name contains it.
 
-use crate::toolchain::{self, Std};
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Instant;
 
-/// The targets `cargo xtask cross` builds for.
-fn targets() -> Vec<String> {
-    vec![
-        "aarch64-unknown-linux-gnu".into(),
-        "i686-unknown-linux-gnu".into(),
-        "x86_64-unknown-none".into(),
-        "aarch64-unknown-none".into(),
-        toolchain::i386_bare_metal_spec().display().to_string(),
-    ]
+use crate::toolchain::{self, Std, Toolchain};
+
+/// Tests that take simulated interrupts, skipped under qemu-i386 (see the module docs).
+const SIGNAL_TESTS: &[&str] = &["interrupt", "handler_adds", "storm"];
+/// Tests that need signals inside a loop body: under qemu-aarch64 only with `-singlestep`.
+const SINGLESTEP_TESTS: &[&str] = &["inside_the_llsc_loop", "racy_load_add_store"];
+
+/// One step's outcome.
+struct Outcome {
+    name: String,
+    ok: bool,
+    /// passed, failed, ignored, filtered out (summed over the test binaries); `None` for
+    /// builds.
+    tests: Option<(u64, u64, u64, u64)>,
+    seconds: f64,
 }
 
-pub fn run(_args: &[String]) -> Result<(), String> {
-    for target in targets() {
-        let tc = toolchain::cargo_for(&target)?;
-        println!("{target}: {}", tc.description);
-        println!("  {:?}", tc.cargo("build", Std::Core));
+pub fn run(args: &[String]) -> Result<(), String> {
+    let only = match args {
+        [] => None,
+        [flag, filter] if flag == "--only" => Some(filter.as_str()),
+        _ => return Err("usage: cargo xtask cross [--only <step name substring>]".into()),
+    };
+    let started = Instant::now();
+    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| toolchain::repo_root().join("target/cross"));
+    let mut steps: Vec<(String, Box<dyn Fn() -> Result<Command, String>>)> = Vec::new();
+
+    // aarch64 Linux under qemu-aarch64.
+    let a64 = "aarch64-unknown-linux-gnu";
+    for lse in [false, true] {
+        let dir = target_dir.join(if lse { "lse" } else { "base" });
+        let tag = if lse { " +lse" } else { "" };
+        let d = dir.clone();
+        steps.push((
+            format!("test {a64}{tag} (qemu-aarch64)"),
+            Box::new(move || {
+                let mut tc = toolchain::cargo_for(a64)?;
+                tc.set_runner(Some(&toolchain::qemu_user_runner(a64)?));
+                lse_flags(&mut tc, lse);
+                Ok(test_command(&tc, &d, SINGLESTEP_TESTS, &[]))
+            }),
+        ));
+        steps.push((
+            format!("test {a64}{tag} arch_aarch64 (qemu-aarch64 -singlestep)"),
+            Box::new(move || {
+                let mut tc = toolchain::cargo_for(a64)?;
+                let runner = toolchain::qemu_user_runner(a64)?;
+                let runner = runner.replacen(" -L", " -singlestep -L", 1);
+                tc.set_runner(Some(&runner));
+                lse_flags(&mut tc, lse);
+                Ok(test_command(&tc, &dir, &[], &["--test", "arch_aarch64"]))
+            }),
+        ));
     }
-    for t in ["aarch64-unknown-linux-gnu", "i686-unknown-linux-gnu"] {
-        println!("{t} runner: {}", toolchain::qemu_user_runner(t)?);
+
+    // i686 Linux natively and under qemu-i386, with CX8 and forced without.
+    let i686 = "i686-unknown-linux-gnu";
+    for qemu in [false, true] {
+        for no_cx8 in [false, true] {
+            let dir = target_dir.join("base");
+            let name = format!(
+                "test {i686} {} ({})",
+                if no_cx8 { "no-CX8 path" } else { "CX8 path" },
+                if qemu { "qemu-i386" } else { "native" }
+            );
+            steps.push((
+                name,
+                Box::new(move || {
+                    let mut tc = toolchain::cargo_for(i686)?;
+                    if qemu {
+                        tc.set_runner(Some(&toolchain::qemu_user_runner(i686)?));
+                    }
+                    let skip = if qemu { SIGNAL_TESTS } else { &[] };
+                    let mut cmd = test_command(&tc, &dir, skip, &[]);
+                    if no_cx8 {
+                        cmd.env("PCPU_COUNTER_FORCE_NO_CX8", "1");
+                    } else {
+                        cmd.env_remove("PCPU_COUNTER_FORCE_NO_CX8");
+                    }
+                    Ok(cmd)
+                }),
+            ));
+        }
     }
-    Ok(())
+
+    // no_std builds for the bare-metal targets.
+    let i386_spec = toolchain::i386_bare_metal_spec().display().to_string();
+    let bare: Vec<(String, String, bool)> = vec![
+        (
+            "x86_64-unknown-none".into(),
+            "x86_64-unknown-none".into(),
+            false,
+        ),
+        (
+            "aarch64-unknown-none".into(),
+            "aarch64-unknown-none".into(),
+            false,
+        ),
+        (
+            "aarch64-unknown-none +lse".into(),
+            "aarch64-unknown-none".into(),
+            true,
+        ),
+        (
+            "i586-unknown-none (arch/i386 spec)".into(),
+            i386_spec,
+            false,
+        ),
+    ];
+    for (label, target, lse) in bare {
+        for alloc in [false, true] {
+            let dir = target_dir.join(if lse { "lse" } else { "base" });
+            let target = target.clone();
+            steps.push((
+                format!(
+                    "build {label} {}",
+                    if alloc { "no_std + alloc" } else { "no_std" }
+                ),
+                Box::new(move || {
+                    let mut tc = toolchain::cargo_for(&target)?;
+                    lse_flags(&mut tc, lse);
+                    let std = if alloc { Std::Alloc } else { Std::Core };
+                    let mut cmd = tc.cargo("build", std);
+                    cmd.args(["--lib", "--no-default-features"]);
+                    if alloc {
+                        cmd.args(["--features", "alloc"]);
+                    }
+                    cmd.env("CARGO_TARGET_DIR", &dir);
+                    Ok(cmd)
+                }),
+            ));
+        }
+    }
+
+    let mut outcomes = Vec::new();
+    for (name, make) in &steps {
+        if only.is_some_and(|o| !name.contains(o)) {
+            continue;
+        }
+        println!("==> {name}");
+        let step_started = Instant::now();
+        let outcome = match make() {
+            Err(missing) => {
+                println!("    cannot run: {missing}");
+                Outcome {
+                    name: name.clone(),
+                    ok: false,
+                    tests: None,
+                    seconds: 0.0,
+                }
+            }
+            Ok(cmd) => run_step(name, cmd, step_started),
+        };
+        outcomes.push(outcome);
+    }
+
+    println!("\n==> cargo xtask cross: summary");
+    for o in &outcomes {
+        let tests = match o.tests {
+            Some((passed, failed, ignored, filtered)) => {
+                format!("{passed} passed, {failed} failed, {ignored} ignored, {filtered} skipped")
+            }
+            None => "build".to_string(),
+        };
+        println!(
+            "    {:4} {:7.1}s  {:70} {tests}",
+            if o.ok { "ok" } else { "FAIL" },
+            o.seconds,
+            o.name
+        );
+    }
+    println!("    total {:.1}s", started.elapsed().as_secs_f64());
+    let failed: Vec<&str> = outcomes
+        .iter()
+        .filter(|o| !o.ok)
+        .map(|o| o.name.as_str())
+        .collect();
+    if outcomes.is_empty() {
+        return Err("no step matched".into());
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} step(s) failed: {}",
+            failed.len(),
+            failed.join("; ")
+        ))
+    }
+}
+
+/// Adds `-C target-feature=+lse` to the target's rustflags (keeping any the toolchain set).
+fn lse_flags(tc: &mut Toolchain, lse: bool) {
+    if lse {
+        let key = tc.target_env("RUSTFLAGS");
+        tc.set_env(&key, "-C target-feature=+lse");
+    }
+}
+
+/// `cargo test --all-features --tests --no-fail-fast` in `dir`, skipping `skip`.
+fn test_command(tc: &Toolchain, dir: &PathBuf, skip: &[&str], extra: &[&str]) -> Command {
+    println!(
+        "    toolchain: {}{}",
+        tc.description,
+        if tc.builds_std() {
+            "; doctests left to the host run"
+        } else {
+            ""
+        }
+    );
+    let mut cmd = tc.cargo("test", Std::Std);
+    cmd.args(["--all-features", "--no-fail-fast"]);
+    if extra.is_empty() {
+        cmd.arg("--tests");
+    } else {
+        cmd.args(extra);
+    }
+    cmd.env("CARGO_TARGET_DIR", dir);
+    if !skip.is_empty() {
+        cmd.arg("--");
+        for s in skip {
+            cmd.args(["--skip", s]);
+        }
+    }
+    cmd
+}
+
+/// Runs one step, prints its test results (and all output on failure).
+fn run_step(name: &str, mut cmd: Command, started: Instant) -> Outcome {
+    cmd.current_dir(toolchain::repo_root());
+    let output = cmd.output();
+    let seconds = started.elapsed().as_secs_f64();
+    let (ok, text) = match output {
+        Ok(out) => (
+            out.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stderr),
+                String::from_utf8_lossy(&out.stdout)
+            ),
+        ),
+        Err(e) => (false, format!("could not start {cmd:?}: {e}")),
+    };
+    let is_test = text.contains("test result:");
+    let mut totals = (0, 0, 0, 0);
+    for line in text.lines().filter(|l| l.starts_with("test result:")) {
+        let field = |word: &str| -> u64 {
+            line.split(';')
+                .find(|part| part.trim_end().ends_with(word))
+                .and_then(|part| part.split_whitespace().find_map(|w| w.parse().ok()))
+                .unwrap_or(0)
+        };
+        totals.0 += field("passed");
+        totals.1 += field("failed");
+        totals.2 += field("ignored");
+        totals.3 += field("filtered out");
+    }
+    if ok {
+        if is_test {
+            println!(
+                "    ok in {seconds:.1}s: {} passed, {} failed, {} ignored, {} skipped",
+                totals.0, totals.1, totals.2, totals.3
+            );
+        } else {
+            println!("    ok in {seconds:.1}s");
+        }
+    } else {
+        println!("    FAILED in {seconds:.1}s; output:\n{text}");
+    }
+    Outcome {
+        name: name.to_string(),
+        ok,
+        tests: is_test.then_some(totals),
+        seconds,
+    }
 }

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# CI part "cross": installs Debian's rustc/cargo with the library source (for -Zbuild-std),
+# qemu-user and the aarch64/i686 cross toolchains, then runs `cargo xtask cross`: the host
+# suite on aarch64 (qemu-aarch64) and i686 (natively and under qemu-i386, CX8 and no-CX8
+# paths) and the no_std builds for the bare-metal targets. Idempotent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+    rustc-web cargo-web rust-web-src
+    qemu-user
+    gcc-aarch64-linux-gnu gcc-i686-linux-gnu
+    libc6-dev-arm64-cross libc6-dev-i386-cross
+    binutils binutils-aarch64-linux-gnu binutils-i686-linux-gnu
+)
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing: ${missing[*]}"
+    apt-get update -q
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+start=$(date +%s)
+cargo xtask cross
+echo "cargo xtask cross took $(( $(date +%s) - start )) s"

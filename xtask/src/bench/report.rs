@@ -119,15 +119,17 @@ pub fn markdown(
     let handoff_median = r.get("diag", handoff_name, "2", Some("ns median"))?;
     let why_atomic = |w: &str, a: f64| {
         format!(
-            "at {w} writers the shared atomic still made {} M adds/s (1 writer: {} M/s). With \
-             {cores} cores at most {cores} writers run at once, so the shared line only moves \
-             between {cores} cores, and a core that holds it does many adds before the other \
-             takes it (passing a line back and forth between two threads took {handoff:.0} ns a \
-             step in the fastest round, {handoff_median:.0} ns in the median one); \
-             oversubscribed writers are time-sliced, which does not add contention. The large \
-             ratios of FreeBSD's review came from many CPUs contending at once.",
+            "at {w} writers the shared atomic made {} M adds/s against {} M/s with 1 writer. \
+             With {cores} cores at most {cores} writers run at once, so the shared line only \
+             moves between {cores} cores (one step of passing a line between two threads took \
+             {handoff:.0} ns in the fastest round, {handoff_median:.0} ns in the median one), \
+             and whenever other work holds a core the writers are time-sliced on the other and \
+             do not contend at all (load average {} before the run, {} after). FreeBSD's 22x \
+             came from many CPUs contending at once.",
             m(a),
             m(tp(ATOMIC, "1").unwrap_or(f64::NAN)),
+            machine.load_before,
+            machine.load_after,
         )
     };
     targets.push(Target {
@@ -343,7 +345,7 @@ pub fn markdown(
         writeln!(o).unwrap();
     }
     writeln!(o, "\n![Throughput against writers, log-log]({plot_file})\n").unwrap();
-    if p2 < 1.5 * p1 {
+    if p2 < 1.2 * p1 {
         writeln!(
             o,
             "Note: pcpu-counter's own throughput was {} M adds/s with 1 writer and {} with \
@@ -352,6 +354,21 @@ pub fn markdown(
              the multi-writer figures understate what {cores} idle cores give. The interleaved \
              rounds expose every peer to the same conditions, so the ratios still hold.\n",
             m(p1),
+            m(p2),
+            machine.load_before,
+            machine.load_after
+        )
+        .unwrap();
+    }
+    if p16 > 1.1 * p2 {
+        writeln!(
+            o,
+            "Note: pcpu-counter made more adds with 16 writers than with 2 ({} against {} M/s). \
+             Its writers share nothing, so the difference is CPU time: with other work on the \
+             machine (load average {} before, {} after), 16 runnable threads get a larger share \
+             of the {cores} cores than 2 do. Past the core count the add rate stays at least \
+             flat, which is the point of the 16-writer target.\n",
+            m(p16),
             m(p2),
             machine.load_before,
             machine.load_after
@@ -401,10 +418,10 @@ pub fn markdown(
     writeln!(
         o,
         "\n\nFreeBSD's review measured about 98% lost on a many-CPU machine. With {cores} cores \
-         an add is lost only when the other core takes the line between the load and the store \
-         of one unlocked `inc`; here a core keeps the line for long runs of adds (the shared \
-         atomic barely slows down either), so far fewer are lost, and how many changes from \
-         round to round. Nothing signals the loss: the total is simply wrong.\n"
+         an add is lost when the other core takes the line between the load and the store of \
+         one unlocked `inc`, so how many are lost depends on how often both writers really run \
+         at once (past {cores} writers they are time-sliced). Nothing signals the loss: the \
+         total is simply wrong.\n"
     )
     .unwrap();
 

@@ -35,6 +35,9 @@ const SIGNAL_TESTS: &[&str] = &["interrupt", "handler_adds", "storm"];
 /// Tests that need signals inside a loop body: under qemu-aarch64 only with `-singlestep`.
 const SINGLESTEP_TESTS: &[&str] = &["inside_the_llsc_loop", "racy_load_add_store"];
 
+/// Makes a step's command, or says what is missing.
+type MakeStep = Box<dyn Fn() -> Result<Command, String>>;
+
 /// One step's outcome.
 struct Outcome {
     name: String,
@@ -55,7 +58,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let target_dir = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| toolchain::repo_root().join("target/cross"));
-    let mut steps: Vec<(String, Box<dyn Fn() -> Result<Command, String>>)> = Vec::new();
+    let mut steps: Vec<(String, MakeStep)> = Vec::new();
 
     // aarch64 Linux under qemu-aarch64.
     let a64 = "aarch64-unknown-linux-gnu";
@@ -192,7 +195,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
             Some((passed, failed, ignored, filtered)) => {
                 format!("{passed} passed, {failed} failed, {ignored} ignored, {filtered} skipped")
             }
-            None => "build".to_string(),
+            None if o.name.starts_with("build") => "build".to_string(),
+            None => "tests not run".to_string(),
         };
         println!(
             "    {:4} {:7.1}s  {:70} {tests}",
@@ -240,7 +244,7 @@ fn test_command(tc: &Toolchain, dir: &PathBuf, skip: &[&str], extra: &[&str]) ->
             ""
         }
     );
-    let mut cmd = tc.cargo("test", Std::Std);
+    let mut cmd = tc.cargo("test", Std::Full);
     cmd.args(["--all-features", "--no-fail-fast"]);
     if extra.is_empty() {
         cmd.arg("--tests");

@@ -58,7 +58,7 @@ pub enum Std {
     /// `core` and `alloc`.
     Alloc,
     /// The whole `std` (host tests on a cross target; cargo adds `test` for test builds).
-    Std,
+    Full,
 }
 
 /// A cargo/rustc pair that can build for one target.
@@ -104,9 +104,9 @@ impl Toolchain {
             match std {
                 Std::Core => cmd.arg("-Zbuild-std=core,compiler_builtins"),
                 Std::Alloc => cmd.arg("-Zbuild-std=core,alloc,compiler_builtins"),
-                Std::Std => cmd.arg("-Zbuild-std=std,panic_unwind"),
+                Std::Full => cmd.arg("-Zbuild-std=std,panic_unwind"),
             };
-            if std != Std::Std {
+            if std != Std::Full {
                 cmd.arg("-Zbuild-std-features=compiler-builtins-mem");
             }
             if self.target.ends_with(".json") {

@@ -19,7 +19,7 @@ pub(crate) use eight;
 use std::fmt::Display;
 use std::fs::File;
 use std::io::Write;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Where results go: stdout, and the `--out` file when one was given.
 pub struct Sink {
@@ -47,6 +47,19 @@ impl Sink {
             writeln!(file, "{line}").expect("write results");
         }
     }
+}
+
+/// The CPU time all threads of this process have used so far
+/// (`clock_gettime(CLOCK_PROCESS_CPUTIME_ID)`).
+pub fn process_cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the call only writes it.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_PROCESS_CPUTIME_ID) failed");
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 /// The median of `values` (the upper middle one for an even count).

@@ -16,7 +16,7 @@ use crossbeam_utils::CachePadded;
 use pcpu_counter::sim::Machine;
 use thread_local::ThreadLocal;
 
-use crate::harness::{eight, median, Sink};
+use crate::harness::{eight, median, process_cpu_time, Sink};
 
 /// The writer counts: up to 8x the 2 cores of the machines here, on purpose.
 pub const WRITERS: [usize; 5] = [1, 2, 4, 8, 16];
@@ -93,6 +93,12 @@ impl Go {
     }
 }
 
+/// How long a round took, by the clock and in CPU time used by the whole process.
+struct Timing {
+    wall: Duration,
+    cpu: Duration,
+}
+
 /// Runs `writer(i, go)` on `writers` threads for about `window`; returns the adds all writers
 /// made and the time from the start to the last writer's exit. Each writer does its setup,
 /// then calls `go.run`.
@@ -100,7 +106,7 @@ fn timed(
     writers: usize,
     window: Duration,
     writer: impl Fn(usize, &Go) -> u64 + Sync,
-) -> (u64, Duration) {
+) -> (u64, Timing) {
     let go = Go {
         start: Barrier::new(writers + 1),
         stop: AtomicBool::new(false),
@@ -113,16 +119,20 @@ fn timed(
             })
             .collect();
         go.start.wait();
-        let t0 = Instant::now();
+        let (t0, cpu0) = (Instant::now(), process_cpu_time());
         thread::sleep(window);
         go.stop.store(true, Relaxed);
         let adds = handles.into_iter().map(|h| h.join().expect("writer")).sum();
-        (adds, t0.elapsed())
+        let timing = Timing {
+            wall: t0.elapsed(),
+            cpu: process_cpu_time() - cpu0,
+        };
+        (adds, timing)
     })
 }
 
 /// One round of `peer` with `writers` writers: (adds made, adds the counter reads, time).
-fn round(peer: Peer, writers: usize, window: Duration) -> (u64, u64, Duration) {
+fn round(peer: Peer, writers: usize, window: Duration) -> (u64, u64, Timing) {
     match peer {
         Peer::Pcpu => {
             let machine = Machine::new(writers);
@@ -196,7 +206,9 @@ pub fn run(sink: &mut Sink, quick: bool) {
     sink.record("meta", "throughput rounds", "-", rounds, "");
     sink.record("meta", "throughput window", "-", window.as_millis(), "ms");
     let mut rates = vec![vec![Vec::new(); WRITERS.len()]; Peer::ALL.len()];
+    let mut shares = rates.clone();
     let mut losses = vec![Vec::new(); WRITERS.len()];
+    let cores = thread::available_parallelism().map_or(1, |n| n.get());
     let mut pcpu_checked = 0u64;
     for r in 0..rounds {
         for (w, &writers) in WRITERS.iter().enumerate() {
@@ -218,7 +230,12 @@ pub fn run(sink: &mut Sink, quick: bool) {
                         pcpu_checked += 1;
                     }
                 }
-                rates[p][w].push(adds as f64 / time.as_secs_f64());
+                let wall = time.wall.as_secs_f64();
+                rates[p][w].push(adds as f64 / wall);
+                // The share of the cores the writers could use that they got: below 1 when
+                // other work took CPU time (or, for the mutex, when writers slept in it).
+                let usable = writers.min(cores) as f64 * wall;
+                shares[p][w].push(time.cpu.as_secs_f64() / usable);
             }
         }
         eprintln!("throughput: round {} of {rounds} done", r + 1);
@@ -227,6 +244,8 @@ pub fn run(sink: &mut Sink, quick: bool) {
         for (w, &writers) in WRITERS.iter().enumerate() {
             let rate = median(&mut rates[p][w]);
             sink.record("throughput", peer.name(), writers, rate, "adds/s");
+            let share = median(&mut shares[p][w]);
+            sink.record("cpu share", peer.name(), writers, share, "fraction");
         }
     }
     for (w, &writers) in WRITERS.iter().enumerate() {

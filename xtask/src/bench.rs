@@ -25,6 +25,8 @@ pub struct Machine {
     pub date: String,
     pub load_before: String,
     pub load_after: String,
+    /// Whether the kernel shares the CPU between sessions first (`sched_autogroup_enabled`).
+    pub autogroup: bool,
 }
 
 /// What the report says about the bench's machine code.
@@ -96,6 +98,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         ),
         load_before: meta("load before").unwrap_or("unknown").into(),
         load_after: meta("load after").unwrap_or("unknown").into(),
+        autogroup: read_trimmed("/proc/sys/kernel/sched_autogroup_enabled") == "1",
     };
 
     std::fs::create_dir_all(&docs).map_err(|e| format!("create {}: {e}", docs.display()))?;

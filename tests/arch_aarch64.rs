@@ -7,42 +7,13 @@
 //! (one instruction per block), where they land between any two instructions, as on hardware.
 #![cfg(target_arch = "aarch64")]
 
-use pcpu_counter::sim::{interrupt_storm, Machine};
+mod common;
+
+use pcpu_counter::sim::Machine;
 use pcpu_counter::Counter;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 const MAX_ADDS: u64 = 20_000_000;
-
-/// Under a storm on CPU 0, calls `add(&handled)` until it returns true or `MAX_ADDS` calls;
-/// the handler adds 2^32 to `c` through `Counter::add`. Returns (adds, handled).
-fn storm(
-    machine: &Machine,
-    c: &Counter<'_>,
-    mut add: impl FnMut(&AtomicU64) -> bool,
-) -> (u64, u64) {
-    let handled = AtomicU64::new(0);
-    let handler = |_cpu: usize| {
-        c.add(1 << 32);
-        handled.fetch_add(1, Ordering::Relaxed);
-    };
-    let adds = machine.with_interrupt_handler(&handler, || {
-        machine.run_on(0, || {
-            let (adds, storm) = interrupt_storm(|| {
-                let mut adds = 0u64;
-                while adds < MAX_ADDS {
-                    adds += 1;
-                    if add(&handled) {
-                        break;
-                    }
-                }
-                adds
-            });
-            assert!(storm.taken > 0, "no interrupt taken");
-            adds
-        })
-    });
-    (adds, handled.into_inner())
-}
 
 #[test]
 fn interrupts_inside_the_llsc_loop_are_retried_exactly() {
@@ -50,8 +21,8 @@ fn interrupts_inside_the_llsc_loop_are_retried_exactly() {
     let machine = Machine::new(1);
     let c = machine.alloc().unwrap();
     let mut retries = 0u64;
-    let (adds, handled) = storm(&machine, &c, |_| {
-        // SAFETY: `storm` runs this bound to CPU 0 of the counter's machine.
+    let (adds, handled) = common::storm_on_cpu0(&machine, &c, MAX_ADDS, |_| {
+        // SAFETY: `storm_on_cpu0` runs this bound to CPU 0 of the counter's machine.
         retries += u64::from(unsafe { pcpu_counter::arch::add_counting_retries(c.offset(), 1) });
         retries >= WANTED_RETRIES
     });
@@ -70,7 +41,7 @@ fn the_storm_catches_a_racy_load_add_store() {
     let c = machine.alloc().unwrap();
     let slot = (machine.zone().cpu_base(0).unwrap() + c.offset()) as *mut u64;
     let mut adds_done = 0u64;
-    let (adds, handled) = storm(&machine, &c, |handled| {
+    let (adds, handled) = common::storm_on_cpu0(&machine, &c, MAX_ADDS, |handled| {
         // SAFETY: `slot` is CPU 0's slot of `c`, held by this thread; the split load/add/store
         // (no exclusive pair) is the deliberate bug.
         unsafe {
@@ -105,28 +76,6 @@ fn the_storm_catches_a_racy_load_add_store() {
 #[unsafe(no_mangle)]
 pub fn pcpu_probe_aarch64_counter_add(counter: &Counter<'_>, v: i64) {
     counter.add(v)
-}
-
-/// The probe's instructions, one per line.
-fn disassemble(symbol: &str) -> Vec<String> {
-    let exe = std::env::current_exe().unwrap();
-    let out = std::process::Command::new("aarch64-linux-gnu-objdump")
-        .args(["-d", "--no-show-raw-insn"])
-        .arg(format!("--disassemble={symbol}"))
-        .arg(&exe)
-        .output()
-        .expect("aarch64-linux-gnu-objdump (binutils-aarch64-linux-gnu) is needed");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .filter(|l| l.starts_with(' ') && l.contains(":\t"))
-        .map(|l| l.split_once(":\t").unwrap().1.trim().to_string())
-        .collect()
 }
 
 fn count(insns: &[String], mnemonic: &str) -> usize {
@@ -180,7 +129,11 @@ fn counter_add_is_the_llsc_loop_or_one_stadd() {
     let probe = std::hint::black_box(pcpu_probe_aarch64_counter_add as fn(&Counter<'_>, i64));
     machine.run_on(1, || probe(&c, 5));
     assert_eq!((c.fetch(), c.cpu_slot(1)), (5, Ok(5)));
-    let insns = disassemble("pcpu_probe_aarch64_counter_add");
+    let insns = common::disassemble(
+        &["aarch64-linux-gnu-objdump"],
+        &[],
+        "pcpu_probe_aarch64_counter_add",
+    );
     assert!(!insns.is_empty(), "probe not found in the binary");
     let lse = cfg!(target_feature = "lse");
     check_add_path(&insns, lse).unwrap();

@@ -6,10 +6,12 @@
 //! `PCPU_COUNTER_FORCE_NO_CX8=1` (every add takes the no-CX8 path).
 #![cfg(target_arch = "x86")]
 
+mod common;
+
 use pcpu_counter::arch;
-use pcpu_counter::sim::{interrupt_storm, Machine};
+use pcpu_counter::sim::Machine;
 use pcpu_counter::Counter;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 
 /// The tests that switch the path (`force_no_cx8`) must not overlap with other adds here.
@@ -102,37 +104,6 @@ fn counter_enter_holds_protection_exactly_without_cx8() {
 
 const MAX_ADDS: u64 = 200_000_000;
 
-/// Under a storm on CPU 0, calls `add(&handled)` until it returns true or `MAX_ADDS` calls;
-/// the handler adds 2^32 to `c` through `Counter::add`. Returns (adds, handled).
-fn storm(
-    machine: &Machine,
-    c: &Counter<'_>,
-    mut add: impl FnMut(&AtomicU64) -> bool,
-) -> (u64, u64) {
-    let handled = AtomicU64::new(0);
-    let handler = |_cpu: usize| {
-        c.add(1 << 32); // the handler's adds land in the high half
-        handled.fetch_add(1, Ordering::Relaxed);
-    };
-    let adds = machine.with_interrupt_handler(&handler, || {
-        machine.run_on(0, || {
-            let (adds, storm) = interrupt_storm(|| {
-                let mut adds = 0u64;
-                while adds < MAX_ADDS {
-                    adds += 1;
-                    if add(&handled) {
-                        break;
-                    }
-                }
-                adds
-            });
-            assert!(storm.taken > 0, "no interrupt taken");
-            adds
-        })
-    });
-    (adds, handled.into_inner())
-}
-
 /// Interrupts land between the `cmpxchg8b` loop's load and its `cmpxchg8b` (the retries
 /// count them) and the sum stays exact. Needs signals that arrive between any two
 /// instructions: natively (qemu-i386 delivers them only between translation blocks).
@@ -143,8 +114,8 @@ fn interrupts_inside_the_cmpxchg8b_loop_are_retried_exactly() {
     let machine = Machine::new(1);
     let c = machine.alloc().unwrap();
     let mut retries = 0u64;
-    let (adds, handled) = storm(&machine, &c, |_| {
-        // SAFETY: `storm` runs this bound to CPU 0 of the counter's machine; the CPU has CX8.
+    let (adds, handled) = common::storm_on_cpu0(&machine, &c, MAX_ADDS, |_| {
+        // SAFETY: `storm_on_cpu0` runs this bound to CPU 0 of the counter's machine; the CPU has CX8.
         retries += u64::from(unsafe { arch::add_counting_retries(c.offset(), 1) });
         retries >= WANTED_RETRIES
     });
@@ -166,7 +137,7 @@ fn the_storm_catches_a_racy_split_add() {
     let c = machine.alloc().unwrap();
     let off = c.offset();
     let mut adds_done = 0u64;
-    let (adds, handled) = storm(&machine, &c, |handled| {
+    let (adds, handled) = common::storm_on_cpu0(&machine, &c, MAX_ADDS, |handled| {
         // SAFETY: the thread holds CPU 0, so fs:[off] is its slot of `c`; the split
         // read-modify-write is the deliberate bug.
         unsafe {
@@ -234,37 +205,6 @@ pub fn pcpu_probe_i386_counter_add(counter: &Counter<'_>, v: i64) {
     counter.add(v)
 }
 
-/// The probe's instructions, one per line, in Intel syntax.
-fn disassemble(symbol: &str) -> Vec<String> {
-    let exe = std::env::current_exe().unwrap();
-    let objdump = ["i686-linux-gnu-objdump", "objdump"]
-        .into_iter()
-        .find(|o| {
-            std::process::Command::new(o)
-                .arg("--version")
-                .output()
-                .is_ok()
-        })
-        .expect("objdump (binutils-i686-linux-gnu or binutils) is needed for this check");
-    let out = std::process::Command::new(objdump)
-        .args(["-d", "--no-show-raw-insn", "-M", "intel"])
-        .arg(format!("--disassemble={symbol}"))
-        .arg(&exe)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .filter(|l| l.starts_with(' ') && l.contains(":\t"))
-        .map(|l| l.split_once(":\t").unwrap().1.trim().to_string())
-        .collect()
-}
-
 /// What the add path must be: one non-locked `cmpxchg8b` on `fs:` inside a backward loop,
 /// the no-CX8 `add`/`adc` pair on `fs:`, no `lock` anywhere, no indirect call.
 fn check_add_path(insns: &[String]) -> Result<(), String> {
@@ -320,7 +260,11 @@ fn counter_add_is_an_unlocked_fs_relative_cmpxchg8b_loop() {
     let probe = std::hint::black_box(pcpu_probe_i386_counter_add as fn(&Counter<'_>, i64));
     machine.run_on(1, || probe(&c, 5));
     assert_eq!((c.fetch(), c.cpu_slot(1)), (5, Ok(5)));
-    let insns = disassemble("pcpu_probe_i386_counter_add");
+    let insns = common::disassemble(
+        &["i686-linux-gnu-objdump", "objdump"],
+        &["-M", "intel"],
+        "pcpu_probe_i386_counter_add",
+    );
     assert!(!insns.is_empty(), "probe not found in the binary");
     check_add_path(&insns).unwrap();
     println!("pcpu_probe_i386_counter_add:\n  {}", insns.join("\n  "));

@@ -2,6 +2,8 @@
 //! `add qword ptr gs:[...]` and no indirect call. Reads this test binary with `objdump`.
 #![cfg(target_arch = "x86_64")]
 
+mod common;
+
 use pcpu_counter::Counter;
 
 /// The probe: nothing but a counter add, kept out of line so it can be found and read.
@@ -9,32 +11,6 @@ use pcpu_counter::Counter;
 #[unsafe(no_mangle)]
 pub fn pcpu_probe_counter_add(counter: &Counter<'_>, v: i64) {
     counter.add(v)
-}
-
-/// The probe's instructions, one per line, in Intel syntax.
-fn disassemble(symbol: &str) -> Vec<String> {
-    let exe = std::env::current_exe().unwrap();
-    let out = std::process::Command::new("objdump")
-        .args([
-            "-d",
-            "--no-show-raw-insn",
-            "-M",
-            "intel",
-            &format!("--disassemble={symbol}"),
-        ])
-        .arg(&exe)
-        .output()
-        .expect("objdump (binutils) is needed for this check");
-    assert!(
-        out.status.success(),
-        "objdump failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    text.lines()
-        .filter(|l| l.starts_with(' ') && l.contains(":\t"))
-        .map(|l| l.split_once(":\t").unwrap().1.trim().to_string())
-        .collect()
 }
 
 /// What the check demands of a function's instructions; returns what is wrong, if anything.
@@ -92,7 +68,7 @@ fn counter_add_is_one_unlocked_gs_relative_add() {
     let probe = std::hint::black_box(pcpu_probe_counter_add as fn(&Counter<'_>, i64));
     machine.run_on(1, || probe(&c, 5));
     assert_eq!((c.fetch(), c.cpu_slot(1).unwrap()), (5, 5));
-    let insns = disassemble("pcpu_probe_counter_add");
+    let insns = common::disassemble(&["objdump"], &["-M", "intel"], "pcpu_probe_counter_add");
     assert!(!insns.is_empty(), "probe not found in the binary");
     check_add_path(&insns, cfg!(debug_assertions)).unwrap();
     println!("pcpu_probe_counter_add:\n  {}", insns.join("\n  "));

@@ -72,6 +72,72 @@ pub fn run(machine: &Machine, w: Workload, add: &(dyn Fn(usize, i64) + Sync)) ->
     expected.into_iter().map(AtomicU64::into_inner).collect()
 }
 
+/// The instructions of `symbol` in this test binary, one per line, as `objdump` (the first of
+/// `objdumps` that runs) prints them with `extra` options.
+pub fn disassemble(objdumps: &[&str], extra: &[&str], symbol: &str) -> Vec<String> {
+    let exe = std::env::current_exe().unwrap();
+    let objdump = objdumps
+        .iter()
+        .find(|o| {
+            std::process::Command::new(o)
+                .arg("--version")
+                .output()
+                .is_ok()
+        })
+        .unwrap_or_else(|| panic!("one of {objdumps:?} (binutils) is needed for this check"));
+    let out = std::process::Command::new(objdump)
+        .args(["-d", "--no-show-raw-insn"])
+        .args(extra)
+        .arg(format!("--disassemble={symbol}"))
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{objdump} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with(' ') && l.contains(":\t"))
+        .map(|l| l.split_once(":\t").unwrap().1.trim().to_string())
+        .collect()
+}
+
+/// Under an interrupt storm on CPU 0, calls `add(&handled)` until it returns true or
+/// `max_adds` calls; the handler adds 2^32 to `c` through `Counter::add` (so its adds land in
+/// the high half). Returns (adds, handled).
+pub fn storm_on_cpu0(
+    machine: &Machine,
+    c: &pcpu_counter::Counter<'_>,
+    max_adds: u64,
+    mut add: impl FnMut(&AtomicU64) -> bool,
+) -> (u64, u64) {
+    let handled = AtomicU64::new(0);
+    let handler = |_cpu: usize| {
+        c.add(1 << 32);
+        handled.fetch_add(1, Ordering::Relaxed);
+    };
+    let adds = machine.with_interrupt_handler(&handler, || {
+        machine.run_on(0, || {
+            let (adds, storm) = pcpu_counter::sim::interrupt_storm(|| {
+                let mut adds = 0u64;
+                while adds < max_adds {
+                    adds += 1;
+                    if add(&handled) {
+                        break;
+                    }
+                }
+                adds
+            });
+            assert!(storm.taken > 0, "no interrupt taken");
+            adds
+        })
+    });
+    (adds, handled.into_inner())
+}
+
 /// A deliberately broken counter: one shared value updated with a plain load and store, as a
 /// racy `+=` would. The harness must catch it losing adds.
 pub struct RacyShared(std::cell::UnsafeCell<u64>);

@@ -39,5 +39,5 @@ cfg_if::cfg_if! {
 
 pub(crate) use imp::{add, add_protected, load_slot, needs_protection, store_slot};
 #[cfg(feature = "std")]
-pub(crate) use imp::{host_bind, host_unbind};
+pub(crate) use imp::{host_bind, host_block_tag, host_unbind};
 pub use imp::{set_cpu_base, NAME};

@@ -1,6 +1,5 @@
 //! Counter arrays: `N` counters in one contiguous run of slots (FreeBSD's `COUNTER_ARRAY_*`).
 
-use crate::baseline::Baseline;
 use crate::{arch, global, Error, Protected, Wait, Zone};
 
 /// `N` per-CPU counters allocated as one run of `N` adjacent slots: one allocation, one free.
@@ -29,7 +28,6 @@ use crate::{arch, global, Error, Protected, Wait, Zone};
 pub struct CounterArray<'z, const N: usize> {
     zone: &'z Zone<'z>,
     off: usize,
-    baselines: [Baseline; N],
 }
 
 impl<'z, const N: usize> CounterArray<'z, N> {
@@ -50,11 +48,7 @@ impl<'z, const N: usize> CounterArray<'z, N> {
     pub fn new(zone: &'z Zone<'z>) -> Result<Self, Error> {
         const { assert!(N > 0, "a counter array needs at least one element") };
         let off = zone.alloc_run(N)?;
-        Ok(CounterArray {
-            zone,
-            off,
-            baselines: [const { Baseline::new() }; N],
-        })
+        Ok(CounterArray { zone, off })
     }
 
     /// Number of elements, `N`.
@@ -102,11 +96,9 @@ impl<'z, const N: usize> CounterArray<'z, N> {
     #[track_caller]
     pub fn add(&self, i: usize, v: i64) {
         let off = self.slot(i);
-        #[cfg(all(feature = "std", debug_assertions))]
-        crate::sim::debug_check_binding(self.zone);
         // SAFETY: `off` is a live slot of this array (bounds checked); the per-CPU register
         // is the platform's setup contract, as for `Counter::add`.
-        unsafe { arch::add(self.zone, off, v) }
+        unsafe { self.zone.add(off, v) }
     }
 
     /// Adds 1 to element `i`.
@@ -139,8 +131,8 @@ impl<'z, const N: usize> CounterArray<'z, N> {
     #[track_caller]
     pub fn add_protected(&self, _guard: &Protected, i: usize, v: i64) {
         let off = self.slot(i);
-        #[cfg(all(feature = "std", debug_assertions))]
-        crate::sim::debug_check_binding(self.zone);
+        #[cfg(feature = "std")]
+        crate::sim::check_area(self.zone.area());
         // SAFETY: as in `add`; `_guard` proves the section is protected where needed.
         unsafe { arch::add_protected(self.zone, off, v) }
     }
@@ -157,9 +149,7 @@ impl<'z, const N: usize> CounterArray<'z, N> {
     /// ```
     #[track_caller]
     pub fn fetch(&self, i: usize) -> u64 {
-        let off = self.slot(i);
-        let baseline = self.baselines[i].load();
-        self.zone.sum(off).wrapping_sub(baseline)
+        self.zone.fetch(self.slot(i))
     }
 
     /// Every element's value, into `out` (FreeBSD's `COUNTER_ARRAY_COPY`).
@@ -202,16 +192,7 @@ impl<'z, const N: usize> CounterArray<'z, N> {
     /// ```
     #[track_caller]
     pub fn fetch_and_zero(&self, i: usize) -> u64 {
-        let off = self.slot(i);
-        let baseline = &self.baselines[i];
-        loop {
-            // Baseline before the slots, as in `Counter::fetch_and_zero`.
-            let old = baseline.load();
-            let sum = self.zone.sum(off);
-            if baseline.replace(old, sum) {
-                return sum.wrapping_sub(old);
-            }
-        }
+        self.zone.fetch_and_zero(self.slot(i))
     }
 
     /// Zeroes every element (FreeBSD's `COUNTER_ARRAY_ZERO`).

@@ -89,9 +89,9 @@ impl Bitmap {
             start + len <= self.nbits,
             "slot run {start}+{len} outside the bitmap"
         );
-        debug_assert!(
+        assert!(
             (start..start + len).all(|b| self.is_set(b)),
-            "double free of a slot"
+            "pcpu-counter: free of slot run {start}+{len}, which is not allocated (a double free?)"
         );
         self.set_range(start, len, false);
     }

@@ -1,6 +1,5 @@
 //! The counter handle: add, fetch, zero.
 
-use crate::baseline::Baseline;
 use crate::{arch, Error, Protected, Zone};
 
 /// A per-CPU 64-bit counter: one private 8-byte slot on every CPU of its zone.
@@ -27,7 +26,6 @@ use crate::{arch, Error, Protected, Zone};
 pub struct Counter<'z> {
     zone: &'z Zone<'z>,
     off: usize,
-    baseline: Baseline,
 }
 
 impl<'z> Counter<'z> {
@@ -36,24 +34,19 @@ impl<'z> Counter<'z> {
     /// # Safety
     /// `off` is a slot of `zone` that was just allocated and cleared, owned by nothing else.
     pub(crate) unsafe fn from_slot(zone: &'z Zone<'z>, off: usize) -> Self {
-        Counter {
-            zone,
-            off,
-            baseline: Baseline::new(),
-        }
+        Counter { zone, off }
     }
 
     /// Adds `v` (which may be negative) to this CPU's slot.
     ///
     /// On x86_64 this is one `add qword ptr gs:[off], v`: an interrupt or a migration cannot
-    /// fall inside it, so it needs no protection.
+    /// fall inside it, so it needs no protection. Under the host simulation it is preceded by
+    /// a check that the thread holds a CPU of the counter's machine (see [`sim`](crate::sim)).
     #[inline(always)]
     pub fn add(&self, v: i64) {
-        #[cfg(all(feature = "std", debug_assertions))]
-        crate::sim::debug_check_binding(self.zone);
         // SAFETY: `off` is this counter's live slot; per-CPU registers are the platform's
         // setup contract (see the type's docs).
-        unsafe { arch::add(self.zone, self.off, v) }
+        unsafe { self.zone.add(self.off, v) }
     }
 
     /// Adds 1.
@@ -65,16 +58,15 @@ impl<'z> Counter<'z> {
     /// Adds `v` inside a protected section (FreeBSD's `counter_u64_add_protected`).
     #[inline(always)]
     pub fn add_protected(&self, _guard: &Protected, v: i64) {
-        #[cfg(all(feature = "std", debug_assertions))]
-        crate::sim::debug_check_binding(self.zone);
+        #[cfg(feature = "std")]
+        crate::sim::check_area(self.zone.area());
         // SAFETY: as in `add`; `_guard` proves the section is protected where needed.
         unsafe { arch::add_protected(self.zone, self.off, v) }
     }
 
     /// The sum over all CPUs since the last zero (see the type's consistency notes).
     pub fn fetch(&self) -> u64 {
-        let baseline = self.baseline.load();
-        self.zone.sum(self.off).wrapping_sub(baseline)
+        self.zone.fetch(self.off)
     }
 
     /// Resets the counter to 0 without writing any CPU's slot.
@@ -85,16 +77,7 @@ impl<'z> Counter<'z> {
     /// Returns the count since the last zero and zeroes it, as one step: no add is lost
     /// between the two and none is counted twice.
     pub fn fetch_and_zero(&self) -> u64 {
-        loop {
-            // The baseline is read before the slots, and each slot after the reads that made
-            // that baseline: the delta below is only the adds since then, never negative for a
-            // counter that only grows.
-            let old = self.baseline.load();
-            let sum = self.zone.sum(self.off);
-            if self.baseline.replace(old, sum) {
-                return sum.wrapping_sub(old);
-            }
-        }
+        self.zone.fetch_and_zero(self.off)
     }
 
     /// The raw value of this counter's slot on CPU `cpu` (not adjusted by zeroes).
@@ -102,7 +85,8 @@ impl<'z> Counter<'z> {
         self.zone.slot_value(cpu, self.off)
     }
 
-    /// The slot's offset from every CPU's per-CPU register value.
+    /// The slot's offset from every CPU's per-CPU register value: the counter's identity in
+    /// its area (and its C `counter_u64_t`).
     pub fn offset(&self) -> usize {
         self.off
     }

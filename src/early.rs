@@ -27,7 +27,7 @@
 
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use crate::baseline::Baseline;
+use crate::baseline;
 use crate::{Counter, Error, Zone};
 
 /// A counter declared as a `static`, usable before any zone exists.
@@ -50,13 +50,17 @@ pub struct EarlyCounter {
     /// Early adds between their check of `live` and the end of their word add.
     early_adders: AtomicUsize,
     /// The counts made before `init` (a `Baseline` gives a 64-bit word on every arch).
-    early: Baseline,
+    early: core::cell::UnsafeCell<u64>,
     /// 1 while `init` moves the early word into its slot, 2 after; `fetch` retries across
     /// a move so that it never sees the counts on neither or both sides.
     moving: AtomicUsize,
     /// The per-CPU counter, once `init` ran.
     counter: spin::Once<Counter<'static>>,
 }
+
+// SAFETY: the early word is only reached through `baseline`'s atomic (or locked) operations;
+// every other field is a synchronisation primitive.
+unsafe impl Sync for EarlyCounter {}
 
 impl EarlyCounter {
     /// A counter reading 0 with no slot yet, for a `static`.
@@ -69,7 +73,7 @@ impl EarlyCounter {
         EarlyCounter {
             live: AtomicBool::new(false),
             early_adders: AtomicUsize::new(0),
-            early: Baseline::new(),
+            early: core::cell::UnsafeCell::new(0),
             moving: AtomicUsize::new(0),
             counter: spin::Once::new(),
         }
@@ -118,12 +122,9 @@ impl EarlyCounter {
             self.early_adders.fetch_sub(1, Ordering::SeqCst);
             return self.live_counter().add(v);
         }
-        loop {
-            let old = self.early.load();
-            if self.early.replace(old, old.wrapping_add(v as u64)) {
-                break;
-            }
-        }
+        // SAFETY: the early word lives as long as `self` and is only accessed through
+        // `baseline`'s atomic (or locked) operations.
+        unsafe { baseline::add(self.early.get(), v as u64) };
         self.early_adders.fetch_sub(1, Ordering::SeqCst);
     }
 
@@ -157,8 +158,8 @@ impl EarlyCounter {
     }
 
     fn init_inner(&self, zone: &'static Zone<'static>, wait: bool) -> Result<(), Error> {
-        #[cfg(all(feature = "std", debug_assertions))]
-        crate::sim::debug_check_binding(zone);
+        #[cfg(feature = "std")]
+        crate::sim::check_area(zone.area());
         if self.counter.get().is_some() {
             return Err(Error::AlreadyInstalled);
         }
@@ -187,12 +188,8 @@ impl EarlyCounter {
 
     /// Takes the early word, leaving 0.
     fn take_early(&self) -> u64 {
-        loop {
-            let old = self.early.load();
-            if self.early.replace(old, 0) {
-                return old;
-            }
-        }
+        // SAFETY: as in `early_add`.
+        unsafe { baseline::take(self.early.get()) }
     }
 
     /// The count: the per-CPU sum once `init` ran, else the early word.
@@ -211,7 +208,8 @@ impl EarlyCounter {
             }
             // Early adds still in flight during `init` land in the word, which `init` moves
             // once they are done: count the word too (it reads 0 for good after the move).
-            let word = self.early.load();
+            // SAFETY: as in `early_add`.
+            let word = unsafe { baseline::load(self.early.get()) };
             let slots = self.counter.get().map_or(0, Counter::fetch);
             core::sync::atomic::fence(Ordering::SeqCst);
             if self.moving.load(Ordering::SeqCst) == before {

@@ -33,12 +33,32 @@ pub enum Error {
         /// The length given, in bytes.
         len: usize,
     },
-    /// The bitmap given to the zone has fewer bits than the zone has slots.
-    BitmapTooSmall {
-        /// Bits the zone needs (one per slot).
+    /// The metadata given to the zone is shorter than [`ZoneLayout::meta_words`](crate::ZoneLayout::meta_words).
+    MetaTooSmall {
+        /// Words the zone needs (a baseline per slot and a bitmap bit per slot).
         needed: usize,
-        /// Bits the bitmap has.
+        /// Words given.
         has: usize,
+    },
+    /// The zone needs other per-CPU register values than the zones already carved from the
+    /// area: an add to one of its counters would land in another zone's slot.
+    AreaMismatch {
+        /// The register values of the area's live zones.
+        in_force: crate::AreaShape,
+        /// The register values this zone needs.
+        needed: crate::AreaShape,
+    },
+    /// The zone's counter area overlaps a live zone of the same area.
+    ZoneOverlap {
+        /// The counter area's offset in each block.
+        offset: usize,
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// The area already holds its maximum number of zones.
+    TooManyZones {
+        /// The maximum ([`MAX_ZONES`](crate::MAX_ZONES)).
+        max: usize,
     },
     /// The zone's address range does not fit in the address space.
     AddressOverflow,
@@ -84,9 +104,19 @@ impl fmt::Display for Error {
                     "counter area length {len} is zero or not a multiple of 8 bytes"
                 )
             }
-            Error::BitmapTooSmall { needed, has } => {
-                write!(f, "bitmap has {has} bits but the zone has {needed} slots")
+            Error::MetaTooSmall { needed, has } => {
+                write!(f, "zone metadata has {has} words but the zone needs {needed}")
             }
+            Error::AreaMismatch { in_force, needed } => write!(
+                f,
+                "the zone needs per-CPU registers {:#x} + cpu * {:#x} for {} CPUs, but the area in force has {:#x} + cpu * {:#x} for {} CPUs",
+                needed.base, needed.stride, needed.ncpus, in_force.base, in_force.stride, in_force.ncpus
+            ),
+            Error::ZoneOverlap { offset, len } => write!(
+                f,
+                "counter area at offset {offset:#x}, {len} bytes, overlaps a live zone of the area"
+            ),
+            Error::TooManyZones { max } => write!(f, "the area already holds {max} zones"),
             Error::AddressOverflow => write!(f, "the zone does not fit in the address space"),
             Error::CpuOutOfRange { cpu, ncpus } => {
                 write!(f, "CPU {cpu} is out of range (the zone has {ncpus} CPUs)")

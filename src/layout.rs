@@ -79,6 +79,12 @@ impl ZoneLayout {
         self.len / 8
     }
 
+    /// Words of zone metadata the zone needs: one zero baseline per slot, then one bitmap
+    /// bit per slot.
+    pub const fn meta_words(&self) -> usize {
+        meta_words(self.capacity())
+    }
+
     /// The per-CPU register value for `cpu`.
     pub fn cpu_base(&self, cpu: usize) -> Result<usize, Error> {
         if cpu >= self.ncpus {
@@ -99,4 +105,10 @@ impl ZoneLayout {
     pub(crate) const fn slot_index(&self, off: usize) -> usize {
         (off - self.offset) / 8
     }
+}
+
+/// Words of zone metadata for a zone of `capacity` slots: a baseline word per slot (for the
+/// lossless zero) and a bitmap bit per slot (for alloc and free).
+pub const fn meta_words(capacity: usize) -> usize {
+    capacity + capacity.div_ceil(64)
 }

@@ -40,6 +40,7 @@ extern crate alloc;
 extern crate std;
 
 pub mod arch;
+mod area;
 mod array;
 mod baseline;
 mod bitmap;
@@ -59,6 +60,7 @@ pub mod registry;
 pub mod sim;
 mod zone;
 
+pub use area::{Area, AreaShape, MAX_ZONES};
 pub use array::{counter_array_alloc, CounterArray};
 pub use counter::Counter;
 pub use early::EarlyCounter;
@@ -67,7 +69,7 @@ pub use global::{
     counter_u64_add, counter_u64_alloc, counter_u64_fetch, counter_u64_free, counter_u64_zero,
     global_zone, install, CounterU64, Wait,
 };
-pub use layout::ZoneLayout;
+pub use layout::{meta_words, ZoneLayout};
 pub use memory::ZoneMemory;
 pub use platform::Platform;
 pub use protect::{counter_enter, counter_exit, counter_u64_add_protected, Protected};

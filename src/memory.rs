@@ -3,7 +3,8 @@
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicBool, Ordering};
 
-/// Room for `NCPUS` CPUs times `WORDS * 64` counters, plus the zone's bitmap, in a `static`.
+/// Room for `NCPUS` CPUs times `WORDS * 64` counters, plus the zone's metadata (a zero
+/// baseline per counter and the slot bitmap), in a `static`.
 ///
 /// Each CPU's block is `WORDS * 512` bytes (a multiple of 128, so CPUs never share a cache
 /// line) and holds `WORDS * 64` dense 8-byte slots.
@@ -18,6 +19,7 @@ use core::sync::atomic::{AtomicBool, Ordering};
 #[repr(C, align(128))]
 pub struct ZoneMemory<const NCPUS: usize, const WORDS: usize> {
     pub(crate) blocks: UnsafeCell<[[[u64; 64]; WORDS]; NCPUS]>,
+    pub(crate) baselines: UnsafeCell<[[u64; 64]; WORDS]>,
     pub(crate) bitmap: UnsafeCell<[u64; WORDS]>,
     pub(crate) taken: AtomicBool,
 }
@@ -30,6 +32,7 @@ impl<const NCPUS: usize, const WORDS: usize> ZoneMemory<NCPUS, WORDS> {
     pub const fn new() -> Self {
         ZoneMemory {
             blocks: UnsafeCell::new([[[0; 64]; WORDS]; NCPUS]),
+            baselines: UnsafeCell::new([[0; 64]; WORDS]),
             bitmap: UnsafeCell::new([0; WORDS]),
             taken: AtomicBool::new(false),
         }

@@ -4,7 +4,7 @@ use core::marker::PhantomData;
 use core::ptr::NonNull;
 
 use crate::bitmap::Bitmap;
-use crate::{arch, Counter, Error, ZoneLayout, ZoneMemory};
+use crate::{arch, baseline, Area, Counter, Error, ZoneLayout, ZoneMemory};
 
 /// Who owns a zone's memory, so that dropping the zone gives it back.
 enum Backing {
@@ -12,66 +12,129 @@ enum Backing {
     Borrowed,
     /// A [`ZoneMemory`], released for reuse on drop.
     Static(NonNull<AtomicRelease>),
-    /// Heap blocks and bitmap from [`Zone::with_capacity`].
+    /// Heap blocks and metadata from [`Zone::with_capacity`].
     #[cfg(feature = "alloc")]
     Heap {
         blocks: NonNull<u8>,
         layout: alloc::alloc::Layout,
-        bitmap: NonNull<[u64]>,
+        meta: NonNull<[u64]>,
     },
 }
 
 /// The release flag of a `ZoneMemory`, type-erased over its size.
 type AtomicRelease = core::sync::atomic::AtomicBool;
 
+/// The area a zone is carved from.
+enum AreaRef<'m> {
+    /// An area that outlives the zone: the kernel's, a machine's, or the caller's.
+    Shared(&'m Area),
+    /// With `std`, a zone made outside any simulated machine is an area of its own: no
+    /// simulated CPU's register points at it, so adds to its counters on a bound thread are
+    /// refused (see [`sim`](crate::sim)).
+    #[cfg(feature = "std")]
+    Own(std::boxed::Box<Area>),
+}
+
 /// A per-CPU zone: the memory behind every counter allocated from it.
 ///
 /// Each counter is one 8-byte slot in every CPU's block, at the same offset in each, so the
-/// memory per counter is exactly 8 bytes per CPU. Slots are handed out by a bitmap under a
-/// `spin::Mutex`; allocation and free are rare, the add path never touches the zone.
+/// memory per counter is exactly 8 bytes per CPU. A zone is carved from the kernel's one
+/// per-CPU [`Area`]: its slots lie at offsets no other zone uses, from the same per-CPU
+/// register values. The zone's metadata holds one zero baseline per slot and the slot bitmap
+/// (under a `spin::Mutex`); allocation and free are rare, the add path never touches them.
 pub struct Zone<'m> {
     layout: ZoneLayout,
+    /// The first of `capacity` baseline words (the metadata's first part).
+    baselines: NonNull<u64>,
     slots: spin::Mutex<Bitmap>,
+    area: AreaRef<'m>,
     backing: Backing,
     _memory: PhantomData<&'m mut [u64]>,
 }
 
 // SAFETY: the blocks are shared by design (each CPU writes only its own slot through the arch
-// primitive, others read it atomically); the bitmap is behind a mutex; `Backing` is only used
-// on drop, which has `&mut self`.
+// primitive, others read it atomically); baselines are only accessed atomically (or under the
+// baseline lock); the bitmap is behind a mutex; `Backing` is only used on drop, which has
+// `&mut self`.
 unsafe impl Sync for Zone<'_> {}
 // SAFETY: as above; nothing in a zone is tied to the thread that made it.
 unsafe impl Send for Zone<'_> {}
 
 impl<'m> Zone<'m> {
-    /// A zone on memory the caller provides: per-CPU blocks described by `layout`, and
-    /// `bitmap` for the slot allocator (one bit per slot: at least `layout.capacity()` bits).
+    /// A zone on memory the caller provides: per-CPU blocks described by `layout`, carved from
+    /// the kernel's area ([`Area::global`]; with `std`, an area of its own), and `meta` for
+    /// its metadata: at least [`ZoneLayout::meta_words`] words.
     ///
     /// The counter areas are not cleared here: every slot is cleared on every CPU when it is
-    /// allocated. Every rule of [`ZoneLayout::validate`] is checked first.
+    /// allocated. Every rule of [`ZoneLayout::validate`] is checked first, then the area's:
+    /// [`Error::AreaMismatch`] if another live zone set other per-CPU register values,
+    /// [`Error::ZoneOverlap`] if the counter area overlaps a live zone's.
     ///
     /// # Safety
     /// For every CPU `i`, the bytes `layout.base + i * layout.stride + layout.offset` to
     /// `+ layout.len` must be valid for reads and writes for `'m`, and nothing but this zone
     /// and the counters from it may access them while the zone lives.
-    pub unsafe fn from_raw_parts(layout: ZoneLayout, bitmap: &'m mut [u64]) -> Result<Self, Error> {
-        layout.validate()?;
-        let needed = layout.capacity();
-        let has = bitmap.len().saturating_mul(64);
-        if has < needed {
-            return Err(Error::BitmapTooSmall { needed, has });
+    pub unsafe fn from_raw_parts(layout: ZoneLayout, meta: &'m mut [u64]) -> Result<Self, Error> {
+        cfg_if::cfg_if! {
+            if #[cfg(feature = "std")] {
+                let area = AreaRef::Own(std::boxed::Box::default());
+            } else {
+                let area = AreaRef::Shared(Area::global());
+            }
         }
+        // SAFETY: the caller's contract.
+        unsafe { Self::carve(area, layout, meta) }
+    }
+
+    /// As [`from_raw_parts`](Zone::from_raw_parts), carved from `area`.
+    ///
+    /// # Safety
+    /// As [`from_raw_parts`](Zone::from_raw_parts).
+    pub unsafe fn from_raw_parts_in(
+        area: &'m Area,
+        layout: ZoneLayout,
+        meta: &'m mut [u64],
+    ) -> Result<Self, Error> {
+        // SAFETY: the caller's contract.
+        unsafe { Self::carve(AreaRef::Shared(area), layout, meta) }
+    }
+
+    /// # Safety
+    /// As [`from_raw_parts`](Zone::from_raw_parts).
+    unsafe fn carve(
+        area: AreaRef<'m>,
+        layout: ZoneLayout,
+        meta: &'m mut [u64],
+    ) -> Result<Self, Error> {
+        layout.validate()?;
+        let needed = layout.meta_words();
+        if meta.len() < needed {
+            return Err(Error::MetaTooSmall {
+                needed,
+                has: meta.len(),
+            });
+        }
+        let capacity = layout.capacity();
+        match &area {
+            AreaRef::Shared(a) => a.carve(&layout)?,
+            #[cfg(feature = "std")]
+            AreaRef::Own(a) => a.carve(&layout)?,
+        }
+        let (baselines, bitmap) = meta.split_at_mut(capacity);
         // SAFETY: the bitmap words are borrowed mutably for 'm, and only the zone uses them.
-        let bits = unsafe { Bitmap::new(NonNull::from(bitmap).cast(), needed) };
+        let bits = unsafe { Bitmap::new(NonNull::from(bitmap).cast(), capacity) };
         Ok(Zone {
             layout,
+            baselines: NonNull::from(baselines).cast(),
             slots: spin::Mutex::new(bits),
+            area,
             backing: Backing::Borrowed,
             _memory: PhantomData,
         })
     }
 
-    /// A zone on static memory: `NCPUS` CPUs, `WORDS * 64` counters.
+    /// A zone on static memory: `NCPUS` CPUs, `WORDS * 64` counters, carved from the kernel's
+    /// area (see [`from_raw_parts`](Zone::from_raw_parts)).
     ///
     /// Fails with [`Error::MemoryInUse`] while another zone owns `memory`, and with
     /// [`Error::NoCpus`] if `NCPUS` is zero.
@@ -87,16 +150,38 @@ impl<'m> Zone<'m> {
         if !memory.take() {
             return Err(Error::MemoryInUse);
         }
+        // The baselines and the bitmap are adjacent (`repr(C)`): one metadata run.
+        let meta = memory.baselines.get().cast::<u64>();
         // SAFETY: `take` made this zone the memory's only owner until drop releases it; the
-        // blocks and bitmap live for 'm and are exactly the size the layout says.
-        let mut zone = unsafe { Self::from_raw_parts(layout, &mut *memory.bitmap.get())? };
-        zone.backing = Backing::Static(NonNull::from(&memory.taken));
-        Ok(zone)
+        // metadata run is `WORDS * 64 + WORDS` words of the same `repr(C)` struct.
+        let meta = unsafe { core::slice::from_raw_parts_mut(meta, layout.meta_words()) };
+        // SAFETY: as above; the blocks live for 'm and are exactly the size the layout says.
+        match unsafe { Self::from_raw_parts(layout, meta) } {
+            Ok(mut zone) => {
+                zone.backing = Backing::Static(NonNull::from(&memory.taken));
+                Ok(zone)
+            }
+            Err(e) => {
+                memory
+                    .taken
+                    .store(false, core::sync::atomic::Ordering::Release);
+                Err(e)
+            }
+        }
     }
 
     /// The zone's layout (where each CPU's block is).
     pub fn layout(&self) -> &ZoneLayout {
         &self.layout
+    }
+
+    /// The area the zone is carved from.
+    pub fn area(&self) -> &Area {
+        match &self.area {
+            AreaRef::Shared(a) => a,
+            #[cfg(feature = "std")]
+            AreaRef::Own(a) => a,
+        }
     }
 
     /// Number of possible CPUs.
@@ -128,8 +213,13 @@ impl<'m> Zone<'m> {
         Ok(unsafe { Counter::from_slot(self, off) })
     }
 
-    /// Allocates `len` adjacent slots, clears them on every CPU and returns the register-
-    /// relative offset of the first.
+    /// Whether `off` is the offset of a slot of this zone (allocated or not).
+    pub fn holds_offset(&self, off: usize) -> bool {
+        off % 8 == 0 && off >= self.layout.offset && off < self.layout.offset + self.layout.len
+    }
+
+    /// Allocates `len` adjacent slots, clears them and their baselines, and returns the
+    /// register-relative offset of the first.
     pub(crate) fn alloc_run(&self, len: usize) -> Result<usize, Error> {
         let capacity = self.capacity();
         let first = self
@@ -139,18 +229,28 @@ impl<'m> Zone<'m> {
             .ok_or(Error::ZoneFull { capacity })?;
         let off = self.layout.slot_offset(first);
         for slot in 0..len {
+            let slot_off = off + slot * 8;
             for cpu in 0..self.ncpus() {
                 // SAFETY: the slot is inside the zone (the bitmap only has `capacity` bits) and
                 // newly allocated, so no CPU adds to it; the handle that publishes it to other
                 // CPUs carries the happens-before edge for these stores.
-                unsafe { arch::store_slot(self.slot_addr(cpu, off + slot * 8), 0) };
+                unsafe { arch::store_slot(self.slot_addr(cpu, slot_off), 0) };
             }
+            // SAFETY: the slot's own baseline word; nobody reads it before the handle exists.
+            unsafe { baseline::store(self.baseline(slot_off), 0) };
         }
         Ok(off)
     }
 
     /// Returns `len` slots starting at offset `off` to the bitmap.
+    ///
+    /// # Panics
+    /// If the run is not inside the zone or a slot of it is not allocated (a double free).
     pub(crate) fn free_run(&self, off: usize, len: usize) {
+        assert!(
+            self.holds_offset(off),
+            "pcpu-counter: free of offset {off:#x}, which is not a slot of this zone"
+        );
         self.slots.lock().free_run(self.layout.slot_index(off), len);
     }
 
@@ -159,6 +259,13 @@ impl<'m> Zone<'m> {
     pub(crate) fn slot_addr(&self, cpu: usize, off: usize) -> *mut u64 {
         debug_assert!(cpu < self.ncpus());
         (self.layout.base + cpu * self.layout.stride + off) as *mut u64
+    }
+
+    /// The baseline word of the slot at `off`.
+    fn baseline(&self, off: usize) -> *mut u64 {
+        debug_assert!(self.holds_offset(off));
+        // SAFETY: `off` is a slot of the zone, so its index is below the baseline count.
+        unsafe { self.baselines.as_ptr().add(self.layout.slot_index(off)) }
     }
 
     /// The raw value of slot `off` on CPU `cpu`.
@@ -176,15 +283,58 @@ impl<'m> Zone<'m> {
             acc.wrapping_add(unsafe { arch::load_slot(self.slot_addr(cpu, off)) })
         })
     }
+
+    /// The count of slot `off` since its last zero: the sum minus the baseline.
+    pub(crate) fn fetch(&self, off: usize) -> u64 {
+        // SAFETY: the slot's own baseline word.
+        let baseline = unsafe { baseline::load(self.baseline(off)) };
+        self.sum(off).wrapping_sub(baseline)
+    }
+
+    /// Returns the count of slot `off` since its last zero and zeroes it, as one step.
+    pub(crate) fn fetch_and_zero(&self, off: usize) -> u64 {
+        let word = self.baseline(off);
+        loop {
+            // The baseline is read before the slots, and each slot after the reads that made
+            // that baseline: the delta below is only the adds since then, never negative for a
+            // counter that only grows.
+            // SAFETY: the slot's own baseline word.
+            let old = unsafe { baseline::load(word) };
+            let sum = self.sum(off);
+            // SAFETY: as above.
+            if unsafe { baseline::replace(word, old, sum) } {
+                return sum.wrapping_sub(old);
+            }
+        }
+    }
+
+    /// Adds `v` to this CPU's slot at `off`, after the simulation's area check.
+    ///
+    /// # Safety
+    /// `off` is a live slot of this zone; the per-CPU register is set (the platform's contract).
+    #[inline(always)]
+    pub(crate) unsafe fn add(&self, off: usize, v: i64) {
+        #[cfg(feature = "std")]
+        crate::sim::check_area(self.area());
+        // SAFETY: per the caller.
+        unsafe { arch::add(self, off, v) }
+    }
 }
 
 #[cfg(feature = "alloc")]
 impl Zone<'static> {
-    /// A zone on heap memory for `ncpus` CPUs and at least `counters` counters.
+    /// A zone on heap memory for `ncpus` CPUs and at least `counters` counters, carved from
+    /// the kernel's area (with `std`, an area of its own, as a simulated machine's zone).
     ///
     /// Each CPU's block is rounded up to a multiple of 128 bytes, so that no two CPUs share a
     /// cache line; [`capacity`](Zone::capacity) reports the rounded count.
     pub fn with_capacity(ncpus: usize, counters: usize) -> Result<Self, Error> {
+        Self::on_heap(ncpus, counters, 0)
+    }
+
+    /// As [`with_capacity`](Zone::with_capacity), with `header` bytes (a multiple of 8) at the
+    /// start of every block left out of the zone (the simulation keeps its area tag there).
+    pub(crate) fn on_heap(ncpus: usize, counters: usize, header: usize) -> Result<Self, Error> {
         extern crate alloc;
         use alloc::alloc::{alloc_zeroed, Layout};
 
@@ -194,8 +344,12 @@ impl Zone<'static> {
         if counters == 0 {
             return Err(Error::BadAreaLength { len: 0 });
         }
-        let stride = counters
+        let len = counters
             .checked_mul(8)
+            .and_then(|b| b.checked_next_multiple_of(128))
+            .ok_or(Error::AddressOverflow)?;
+        let stride = len
+            .checked_add(header)
             .and_then(|b| b.checked_next_multiple_of(128))
             .ok_or(Error::AddressOverflow)?;
         let total = stride.checked_mul(ncpus).ok_or(Error::AddressOverflow)?;
@@ -203,23 +357,22 @@ impl Zone<'static> {
         // SAFETY: `layout` has a non-zero size.
         let blocks = NonNull::new(unsafe { alloc_zeroed(layout) })
             .unwrap_or_else(|| alloc::alloc::handle_alloc_error(layout));
-        let words = (stride / 8).div_ceil(64);
-        let bitmap: &'static mut [u64] = alloc::boxed::Box::leak(alloc::vec![0u64; words].into());
-        let bitmap_ptr = NonNull::from(&mut *bitmap);
-        // SAFETY: the blocks and bitmap were just allocated for this zone alone and are freed
-        // only when it is dropped.
-        let made = unsafe {
-            Self::from_raw_parts(
-                ZoneLayout::dense(blocks.as_ptr() as usize, stride, ncpus),
-                bitmap,
-            )
+        let dense = ZoneLayout {
+            offset: header,
+            len,
+            ..ZoneLayout::dense(blocks.as_ptr() as usize, stride, ncpus)
         };
-        match made {
+        let meta: &'static mut [u64] =
+            alloc::boxed::Box::leak(alloc::vec![0u64; dense.meta_words()].into());
+        let meta_ptr = NonNull::from(&mut *meta);
+        // SAFETY: the blocks and metadata were just allocated for this zone alone and are freed
+        // only when it is dropped.
+        match unsafe { Self::from_raw_parts(dense, meta) } {
             Ok(mut zone) => {
                 zone.backing = Backing::Heap {
                     blocks,
                     layout,
-                    bitmap: bitmap_ptr,
+                    meta: meta_ptr,
                 };
                 Ok(zone)
             }
@@ -227,7 +380,7 @@ impl Zone<'static> {
                 // SAFETY: both allocations are unused: the zone was not made.
                 unsafe {
                     alloc::alloc::dealloc(blocks.as_ptr(), layout);
-                    drop(alloc::boxed::Box::from_raw(bitmap_ptr.as_ptr()));
+                    drop(alloc::boxed::Box::from_raw(meta_ptr.as_ptr()));
                 }
                 Err(e)
             }
@@ -237,6 +390,7 @@ impl Zone<'static> {
 
 impl Drop for Zone<'_> {
     fn drop(&mut self) {
+        self.area().release(&self.layout);
         match self.backing {
             Backing::Borrowed => {}
             Backing::Static(flag) => {
@@ -248,14 +402,14 @@ impl Drop for Zone<'_> {
             Backing::Heap {
                 blocks,
                 layout,
-                bitmap,
+                meta,
             } => {
                 extern crate alloc;
                 // SAFETY: both were allocated in `with_capacity` for this zone; no counter
                 // outlives the zone (they borrow it), so nothing uses them any more.
                 unsafe {
                     alloc::alloc::dealloc(blocks.as_ptr(), layout);
-                    drop(alloc::boxed::Box::from_raw(bitmap.as_ptr()));
+                    drop(alloc::boxed::Box::from_raw(meta.as_ptr()));
                 }
             }
         }

@@ -1,5 +1,9 @@
 //! Proof of the x86_64 add path: `Counter::add` compiles to exactly one non-locked
-//! `add qword ptr gs:[...]` and no indirect call. Reads this test binary with `objdump`.
+//! `add qword ptr gs:[...]` and no call. Reads this test binary with `objdump`.
+//!
+//! These tests run on the host simulation, whose add path also reads the machine's area tag
+//! (`mov reg, gs:0x0`, compare, branch to a cold panic after the `ret`): the one other
+//! gs-relative access allowed. A kernel build has no such check.
 #![cfg(target_arch = "x86_64")]
 
 mod common;
@@ -14,8 +18,15 @@ pub fn pcpu_probe_counter_add(counter: &Counter<'_>, v: i64) {
 }
 
 /// What the check demands of a function's instructions; returns what is wrong, if anything.
+/// Only the hot path counts: the instructions up to the first `ret` (the simulation's cold
+/// wrong-machine panic comes after it).
 fn check_add_path(insns: &[String], debug_build: bool) -> Result<(), String> {
-    let gs_adds: Vec<&String> = insns
+    let end = insns
+        .iter()
+        .position(|i| i.starts_with("ret"))
+        .ok_or_else(|| format!("no ret: {insns:#?}"))?;
+    let hot = &insns[..end];
+    let gs_adds: Vec<&String> = hot
         .iter()
         .filter(|i| i.starts_with("add") && i.contains("gs:"))
         .collect();
@@ -31,30 +42,25 @@ fn check_add_path(insns: &[String], debug_build: bool) -> Result<(), String> {
             gs_adds[0]
         ));
     }
-    let gs_others = insns.iter().filter(|i| i.contains("gs:")).count() - 1;
-    if gs_others != 0 {
+    let is_tag_load = |i: &&String| i.starts_with("mov") && i.ends_with("QWORD PTR gs:0x0");
+    let tag_loads = hot.iter().filter(is_tag_load).count();
+    let gs_others = hot.iter().filter(|i| i.contains("gs:")).count() - 1 - tag_loads;
+    if gs_others != 0 || tag_loads > 1 {
         return Err(format!(
-            "{gs_others} other gs-relative accesses: {insns:#?}"
+            "{gs_others} other gs-relative accesses and {tag_loads} tag loads: {insns:#?}"
         ));
     }
-    if let Some(lock) = insns.iter().find(|i| i.starts_with("lock")) {
+    if let Some(lock) = hot.iter().find(|i| i.starts_with("lock")) {
         return Err(format!("lock prefix on the add path: {lock}"));
     }
-    for call in insns
-        .iter()
-        .filter(|i| i.starts_with("call") || i.starts_with("jmp  "))
-    {
-        if call.contains('[')
-            || call
-                .split_whitespace()
-                .nth(1)
-                .is_some_and(|t| t.starts_with('r'))
+    // Debug builds also check the binding through a thread-local (calls); release builds
+    // call nothing on the hot path.
+    if !debug_build {
+        if let Some(call) = hot
+            .iter()
+            .find(|i| i.starts_with("call") || i.starts_with("jmp  "))
         {
-            return Err(format!("indirect call or jump on the add path: {call}"));
-        }
-        // Debug builds check the simulated CPU binding (a direct call); release builds call nothing.
-        if call.starts_with("call") && !(debug_build && call.contains("debug_check_binding")) {
-            return Err(format!("call on the add path: {call}"));
+            return Err(format!("call or jump on the add path: {call}"));
         }
     }
     Ok(())
@@ -85,6 +91,15 @@ fn the_check_rejects_broken_add_paths() {
         "ret",
     ]);
     assert!(check_add_path(&good, false).is_ok());
+    let checked = s(&[
+        "mov    rdx,QWORD PTR gs:0x0",
+        "cmp    rdx,rcx",
+        "jne    364ee <pcpu_probe_counter_add+0x1e>",
+        "add    QWORD PTR gs:[rax],rsi",
+        "ret",
+        "call   QWORD PTR [rip+0xa13b3]",
+    ]);
+    assert!(check_add_path(&checked, false).is_ok());
     let bad = [
         s(&["lock add QWORD PTR gs:[rax],rsi", "ret"]),
         s(&[
@@ -105,6 +120,11 @@ fn the_check_rejects_broken_add_paths() {
         ]),
         s(&["add    QWORD PTR gs:[rax],rsi", "call   rax", "ret"]),
         s(&["add    DWORD PTR gs:[rax],esi", "ret"]),
+        s(&[
+            "add    QWORD PTR gs:[rax],rsi",
+            "jmp    1234 <memcpy>",
+            "ret",
+        ]),
         s(&["add    QWORD PTR [rax],rsi", "ret"]),
     ];
     for b in &bad {

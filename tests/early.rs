@@ -146,7 +146,7 @@ fn fetch_never_goes_back_during_init() {
 
 #[test]
 #[cfg(debug_assertions)]
-#[should_panic(expected = "holds no simulated CPU of this counter's machine")]
+#[should_panic(expected = "holds no simulated CPU")]
 fn init_off_cpu_is_caught_in_debug_builds() {
     let machine = leak_machine(1);
     let counter = EarlyCounter::new();

@@ -84,7 +84,7 @@ fn alloc_free_reuse_under_concurrency() {
 
 #[test]
 fn bad_configurations_are_rejected() {
-    let mut bitmap = [0u64; 4];
+    let mut meta = [0u64; 17];
     let good = ZoneLayout {
         base: 0x10_0000,
         stride: 256,
@@ -150,7 +150,7 @@ fn bad_configurations_are_rejected() {
         assert_eq!(layout.validate(), Err(error), "{layout:?}");
         // SAFETY: every layout here is rejected before any memory is touched.
         assert_eq!(
-            unsafe { Zone::from_raw_parts(layout, &mut bitmap) }.unwrap_err(),
+            unsafe { Zone::from_raw_parts(layout, &mut meta) }.unwrap_err(),
             error
         );
     }
@@ -159,9 +159,9 @@ fn bad_configurations_are_rejected() {
         Err(Error::CpuOutOfRange { cpu: 4, ncpus: 4 })
     );
     let mut tiny = [0u64; 0];
-    // SAFETY: rejected for its bitmap before any memory is touched.
+    // SAFETY: rejected for its metadata before any memory is touched.
     let err = unsafe { Zone::from_raw_parts(good, &mut tiny) }.unwrap_err();
-    assert_eq!(err, Error::BitmapTooSmall { needed: 16, has: 0 });
+    assert_eq!(err, Error::MetaTooSmall { needed: 17, has: 0 });
     assert_eq!(Zone::with_capacity(0, 8).unwrap_err(), Error::NoCpus);
     assert_eq!(
         Zone::with_capacity(2, 0).unwrap_err(),
@@ -231,10 +231,10 @@ fn zone_inside_a_kernels_own_per_cpu_blocks() {
         len: 16 * 8,
         ncpus: 4,
     };
-    let mut bitmap = [0u64; 1];
+    let mut meta = [0u64; 17];
     // SAFETY: the counter areas are inside `blocks`, which outlives the zone, and only the
     // zone touches them while it lives.
-    let zone = unsafe { Zone::from_raw_parts(layout, &mut bitmap) }.unwrap();
+    let zone = unsafe { Zone::from_raw_parts(layout, &mut meta) }.unwrap();
     for cpu in 0..4 {
         assert_eq!(
             zone.cpu_base(cpu).unwrap(),

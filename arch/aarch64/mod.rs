@@ -139,6 +139,17 @@ pub unsafe fn set_cpu_base(base: usize) -> bool {
     true
 }
 
+/// The first word of the bound simulated CPU's block (the simulation's area tag).
+///
+/// # Safety
+/// The thread is bound to a simulated CPU (its base is a block of a machine's area).
+#[cfg(feature = "std")]
+#[inline(always)]
+pub(crate) unsafe fn host_block_tag() -> usize {
+    // SAFETY: per the caller, the base is the start of the bound CPU's block.
+    unsafe { (cpu_base() as *const usize).read_volatile() }
+}
+
 #[cfg(feature = "std")]
 pub use host::add_counting_retries;
 #[cfg(feature = "std")]

@@ -334,6 +334,21 @@ pub unsafe fn set_cpu_base_in(entry: &mut u64, selector: u16, base: usize) -> bo
 #[cfg(feature = "std")]
 pub use host::add_counting_retries;
 #[cfg(feature = "std")]
+/// The first word of the bound simulated CPU's block (the simulation's area tag): `fs:[0]`.
+///
+/// # Safety
+/// The thread is bound to a simulated CPU (its FS segment is a block of a machine's area).
+#[cfg(feature = "std")]
+#[inline(always)]
+pub(crate) unsafe fn host_block_tag() -> usize {
+    let tag: usize;
+    // SAFETY: per the caller, `fs:[0]` is the first word of the bound CPU's block.
+    unsafe {
+        asm!("mov {}, dword ptr fs:[0]", out(reg) tag, options(nostack, readonly, preserves_flags))
+    };
+    tag
+}
+
 pub(crate) use host::{host_bind, host_unbind};
 
 #[cfg(feature = "std")]

@@ -108,6 +108,16 @@ pub unsafe fn set_cpu_base(_base: usize) -> bool {
 #[cfg(feature = "std")]
 pub(crate) unsafe fn host_bind(_base: usize) {}
 
+/// The bound machine's area tag: this arch has no per-CPU register, so the simulation's
+/// thread-local binding answers.
+///
+/// # Safety
+/// None beyond the other arches' contract.
+#[cfg(feature = "std")]
+pub(crate) unsafe fn host_block_tag() -> usize {
+    crate::sim::bound_area_tag()
+}
+
 /// Nothing to unbind.
 #[cfg(feature = "std")]
 pub(crate) unsafe fn host_unbind() {}

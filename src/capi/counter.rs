@@ -224,8 +224,8 @@ pub unsafe extern "C" fn counter_exit(state: pcpu_protect_t) {
 pub unsafe extern "C" fn counter_u64_add_protected(c: counter_u64_t, v: i64) {
     // SAFETY: the caller's contract.
     let counter = unsafe { handle::get(c) };
-    #[cfg(all(feature = "std", debug_assertions))]
-    crate::sim::debug_check_binding(counter.zone());
+    #[cfg(feature = "std")]
+    crate::sim::check_area(counter.zone().area());
     // SAFETY: a live slot of the counter's zone, inside protection per the contract.
     unsafe { arch::add_protected(counter.zone(), counter.offset(), v) }
 }

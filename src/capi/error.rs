@@ -16,8 +16,8 @@ pub const PCPU_ESTRIDESMALL: c_int = -3;
 pub const PCPU_EMISALIGNED: c_int = -4;
 /// An empty counter area or one not a multiple of 8 bytes ([`Error::BadAreaLength`]).
 pub const PCPU_EAREA: c_int = -5;
-/// A bitmap too small for the zone ([`Error::BitmapTooSmall`]).
-pub const PCPU_EBITMAP: c_int = -6;
+/// Zone metadata too small for the zone ([`Error::MetaTooSmall`]).
+pub const PCPU_EMETA: c_int = -6;
 /// The zone does not fit in the address space ([`Error::AddressOverflow`]).
 pub const PCPU_EOVERFLOW: c_int = -7;
 /// A CPU index out of range ([`Error::CpuOutOfRange`]).
@@ -36,6 +36,12 @@ pub const PCPU_EBOUND: c_int = -13;
 pub const PCPU_EINVAL: c_int = -14;
 /// A failure this version of the header has no code for.
 pub const PCPU_EOTHER: c_int = -15;
+/// The zone needs other per-CPU register values than the zones of the area in force.
+pub const PCPU_EAREAMISMATCH: c_int = -16;
+/// The zone's counter area overlaps a live zone of the same area.
+pub const PCPU_EOVERLAP: c_int = -17;
+/// The area already holds its maximum number of zones.
+pub const PCPU_EZONES: c_int = -18;
 
 /// The C code of `e`.
 pub(crate) fn code(e: Error) -> c_int {
@@ -45,7 +51,10 @@ pub(crate) fn code(e: Error) -> c_int {
         Error::StrideTooSmall { .. } => PCPU_ESTRIDESMALL,
         Error::Misaligned { .. } => PCPU_EMISALIGNED,
         Error::BadAreaLength { .. } => PCPU_EAREA,
-        Error::BitmapTooSmall { .. } => PCPU_EBITMAP,
+        Error::MetaTooSmall { .. } => PCPU_EMETA,
+        Error::AreaMismatch { .. } => PCPU_EAREAMISMATCH,
+        Error::ZoneOverlap { .. } => PCPU_EOVERLAP,
+        Error::TooManyZones { .. } => PCPU_EZONES,
         Error::AddressOverflow => PCPU_EOVERFLOW,
         Error::CpuOutOfRange { .. } => PCPU_ECPU,
         Error::ZoneFull { .. } => PCPU_EFULL,
@@ -79,7 +88,7 @@ pub extern "C" fn pcpu_strerror(err: c_int) -> *const c_char {
         PCPU_ESTRIDESMALL => c"per-CPU stride is too small for the counter area",
         PCPU_EMISALIGNED => c"address or offset is not 8-byte aligned",
         PCPU_EAREA => c"counter area length is zero or not a multiple of 8 bytes",
-        PCPU_EBITMAP => c"bitmap is too small for the zone",
+        PCPU_EMETA => c"zone metadata is too small for the zone",
         PCPU_EOVERFLOW => c"the zone does not fit in the address space",
         PCPU_ECPU => c"CPU index out of range",
         PCPU_EFULL => c"zone full",
@@ -89,6 +98,11 @@ pub extern "C" fn pcpu_strerror(err: c_int) -> *const c_char {
         PCPU_EBOUND => c"thread already bound to a simulated CPU",
         PCPU_EINVAL => c"invalid argument",
         PCPU_EOTHER => c"an error this header has no code for",
+        PCPU_EAREAMISMATCH => {
+            c"the zone needs other per-CPU register values than the area in force"
+        }
+        PCPU_EOVERLAP => c"the zone overlaps a live zone of the area",
+        PCPU_EZONES => c"the area holds its maximum number of zones",
         _ => c"unknown error",
     };
     text.as_ptr()

@@ -35,28 +35,29 @@ pub struct pcpu_zone_layout {
 
 /// Installs the global zone on the memory `layout` describes (once).
 ///
-/// `bitmap` (`bitmap_words` 64-bit words, one bit per counter) is the slot allocator's.
+/// `meta` (`meta_words` 64-bit words: a zero baseline per counter and a bitmap bit per
+/// counter, `len / 8 + len / 8 / 64` rounded up) is the zone's metadata.
 ///
 /// Returns 0, `PCPU_EINVAL` (NULL pointer), `PCPU_EINSTALLED`, or the code of the first
 /// broken layout rule (`PCPU_ENOCPUS`, `PCPU_ESTRIDE`, `PCPU_EMISALIGNED`, ...).
 ///
 /// # Safety
 /// As [`Zone::from_raw_parts`]: every CPU's counter area is valid memory used by nothing
-/// else for the rest of the program, and so is the bitmap.
+/// else for the rest of the program, and so is the metadata.
 ///
 /// ```
 /// use pcpu_counter::capi::{pcpu_zone_init, pcpu_zone_layout, PCPU_ENOCPUS};
 /// let bad = pcpu_zone_layout { base: 0x1000, stride: 64, offset: 0, len: 64, ncpus: 0 };
-/// let mut bitmap = [0u64; 1];
-/// assert_eq!(unsafe { pcpu_zone_init(&bad, bitmap.as_mut_ptr(), 1) }, PCPU_ENOCPUS);
+/// let mut meta = [0u64; 1];
+/// assert_eq!(unsafe { pcpu_zone_init(&bad, meta.as_mut_ptr(), 1) }, PCPU_ENOCPUS);
 /// ```
 #[no_mangle]
 pub unsafe extern "C" fn pcpu_zone_init(
     layout: *const pcpu_zone_layout,
-    bitmap: *mut u64,
-    bitmap_words: usize,
+    meta: *mut u64,
+    meta_words: usize,
 ) -> c_int {
-    if layout.is_null() || bitmap.is_null() {
+    if layout.is_null() || meta.is_null() {
         return PCPU_EINVAL;
     }
     // SAFETY: non-null and readable per the contract.
@@ -68,10 +69,10 @@ pub unsafe extern "C" fn pcpu_zone_init(
         len: l.len,
         ncpus: l.ncpus,
     };
-    // SAFETY: the bitmap is valid for `bitmap_words` words for ever, per the contract.
-    let bitmap = unsafe { core::slice::from_raw_parts_mut(bitmap, bitmap_words) };
+    // SAFETY: the metadata is valid for `meta_words` words for ever, per the contract.
+    let meta = unsafe { core::slice::from_raw_parts_mut(meta, meta_words) };
     // SAFETY: the memory contract is the caller's, as documented.
-    let zone = match unsafe { Zone::from_raw_parts(layout, bitmap) } {
+    let zone = match unsafe { Zone::from_raw_parts(layout, meta) } {
         Ok(zone) => zone,
         Err(e) => return code(e),
     };

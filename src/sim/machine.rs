@@ -26,12 +26,18 @@ enum MachineZone {
     Global(&'static Zone<'static>),
 }
 
-/// The zone address of the machine at `machine` (for the add path's debug check).
-#[cfg(debug_assertions)]
-pub(crate) fn zone_of(machine: usize) -> usize {
-    // SAFETY: `machine` comes from a binding, which borrows the machine while it exists.
-    let machine = unsafe { &*(machine as *const Machine) };
-    machine.zone() as *const Zone<'static> as usize
+/// A machine's zone: heap blocks whose first word is the address of the zone's area (the tag
+/// the add path's check reads through the per-CPU register), counters after it.
+fn tagged_zone(ncpus: usize, counters: usize) -> Result<Zone<'static>, Error> {
+    let zone = Zone::on_heap(ncpus, counters, 8)?;
+    let tag = zone.area() as *const crate::Area as usize;
+    for cpu in 0..ncpus {
+        let block = zone.cpu_base(cpu)? as *mut usize;
+        // SAFETY: the first 8 bytes of every block are outside the zone's counter area
+        // (`on_heap` with an 8-byte header) and belong to the machine; nobody reads them yet.
+        unsafe { block.write(tag) };
+    }
+    Ok(zone)
 }
 
 impl Machine {
@@ -45,7 +51,7 @@ impl Machine {
 
     /// A machine with `ncpus` CPUs and room for at least `counters` counters.
     pub fn with_capacity(ncpus: usize, counters: usize) -> Result<Self, Error> {
-        Ok(Self::around(MachineZone::Own(Zone::with_capacity(
+        Ok(Self::around(MachineZone::Own(tagged_zone(
             ncpus, counters,
         )?)))
     }
@@ -54,7 +60,7 @@ impl Machine {
     /// FreeBSD-named functions ([`counter_u64_alloc`](crate::counter_u64_alloc), ...) work on
     /// its CPUs. Fails with [`Error::AlreadyInstalled`] if a global zone exists.
     pub fn with_global_zone(ncpus: usize, counters: usize) -> Result<Self, Error> {
-        let zone = crate::install(Zone::with_capacity(ncpus, counters)?)?;
+        let zone = crate::install(tagged_zone(ncpus, counters)?)?;
         Ok(Self::around(MachineZone::Global(zone)))
     }
 
@@ -104,6 +110,7 @@ impl Machine {
         unsafe { arch::host_bind(base) };
         // The register first, then the binding: a signal that sees the binding finds the
         // register ready.
+        super::set_bound_area(Some(self.zone().area()));
         super::set_binding(Some((self as *const Machine as usize, cpu)));
         Ok(Bound {
             machine: self,
@@ -167,6 +174,7 @@ impl Drop for Bound<'_> {
         // The binding first, then the register: a signal in between sees no CPU and does not
         // add through a stale register.
         super::set_binding(None);
+        super::set_bound_area(None);
         // SAFETY: clears this thread's register; the zone is no longer used through it.
         unsafe { arch::host_unbind() };
     }

@@ -51,14 +51,48 @@ pub(crate) fn current_cpu() -> usize {
     current_cpu_checked().expect("pcpu-counter: this thread is not bound to a simulated CPU")
 }
 
-/// Debug check on the add path: the thread must hold a CPU of the counter's machine, or the
-/// add would land in another zone's memory.
-#[cfg(debug_assertions)]
-#[inline]
-pub(crate) fn debug_check_binding(zone: &crate::Zone<'_>) {
-    let held = binding().map(|(machine, _)| machine::zone_of(machine));
-    assert!(
-        held == Some(zone as *const crate::Zone<'_> as usize),
-        "pcpu-counter: add on a thread that holds no simulated CPU of this counter's machine"
-    );
+std::thread_local! {
+    /// The area of the machine whose CPU this thread holds, or 0 (for the portable arch,
+    /// which has no per-CPU register to read the tag through).
+    static BOUND_AREA: Cell<usize> = const { Cell::new(0) };
+}
+
+pub(crate) fn set_bound_area(area: Option<&crate::Area>) {
+    BOUND_AREA.with(|b| b.set(area.map_or(0, |a| a as *const crate::Area as usize)));
+}
+
+#[allow(dead_code)] // Only the portable arch asks.
+pub(crate) fn bound_area_tag() -> usize {
+    BOUND_AREA.with(Cell::get)
+}
+
+/// The add path's check, in release builds too: the thread must hold a CPU of the counter's
+/// machine. Each machine is an area of its own, so otherwise the thread's per-CPU register
+/// points at another machine's blocks, and the add would silently change that machine's
+/// counter at the same offset. Every block of a machine starts with its area's address (the
+/// tag); the check reads it through the per-CPU register (`gs:[0]` on x86_64) and compares:
+/// one load and a compare (its cost is in `cargo xtask bench`).
+#[inline(always)]
+pub(crate) fn check_area(area: &crate::Area) {
+    #[cfg(debug_assertions)]
+    if binding().is_none() {
+        wrong_area();
+    }
+    // SAFETY: a thread that adds holds a simulated CPU (the simulation's contract, checked
+    // above in debug builds): its register points at a block whose first word is the tag.
+    if unsafe { crate::arch::host_block_tag() } != area as *const crate::Area as usize {
+        wrong_area()
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn wrong_area() -> ! {
+    if binding().is_none() {
+        panic!("pcpu-counter: add on a thread that holds no simulated CPU");
+    }
+    panic!(
+        "pcpu-counter: add on a thread that holds no simulated CPU of this counter's machine \
+         (its per-CPU register points at another machine's area)"
+    )
 }

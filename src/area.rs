@@ -1,0 +1,163 @@
+//! The per-CPU area: the blocks the CPUs' per-CPU registers point at, and the zones carved
+//! from them.
+//!
+//! A CPU has one per-CPU register (GS base, `TPIDR_EL1`, the FS segment), so it can point at
+//! one block only, and every counter's offset is taken from it. If two zones needed different
+//! register values, an add to a counter of one would land in the other's slot at that offset.
+//! So a kernel has one [`Area`] (`Area::global()`): every zone is carved out of it, with the
+//! same register values (`base + cpu * stride`, for the same CPU count) and a byte range of
+//! every block that no other live zone uses. A zone that would need other register values, or
+//! that overlaps a live zone, is refused when it is set up, with [`Error::AreaMismatch`] or
+//! [`Error::ZoneOverlap`]: in release builds too, never a silent wrong add.
+//!
+//! The shape of the area is fixed by its first live zone and forgotten when the last one is
+//! dropped. The host simulation has one area per [`Machine`](crate::sim::Machine).
+
+use crate::{Error, ZoneLayout};
+
+/// How many zones can live in one area at once.
+pub const MAX_ZONES: usize = 16;
+
+/// The register values of an area: CPU `i`'s per-CPU register holds `base + i * stride`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AreaShape {
+    /// CPU 0's register value.
+    pub base: usize,
+    /// Bytes from one CPU's block to the next.
+    pub stride: usize,
+    /// Number of CPUs.
+    pub ncpus: usize,
+}
+
+impl AreaShape {
+    /// The register values a zone of `layout` needs.
+    pub const fn of(layout: &ZoneLayout) -> Self {
+        AreaShape {
+            base: layout.base,
+            stride: layout.stride,
+            ncpus: layout.ncpus,
+        }
+    }
+}
+
+/// What an area knows: its shape while any zone lives, and the byte ranges the zones use.
+struct Carved {
+    shape: Option<AreaShape>,
+    ranges: [Option<(usize, usize)>; MAX_ZONES],
+}
+
+/// A per-CPU area: one per kernel ([`Area::global`]), one per simulated machine.
+///
+/// ```
+/// use pcpu_counter::{Area, AreaShape, Error, Zone, ZoneLayout};
+/// static AREA: Area = Area::new();
+/// static mut BLOCKS: [[u64; 32]; 2] = [[0; 32]; 2]; // 2 CPUs, 256 bytes each
+/// let base = &raw mut BLOCKS as usize;
+/// let (mut meta_a, mut meta_b) = ([0u64; 17], [0u64; 17]);
+/// let a = ZoneLayout { base, stride: 256, offset: 0, len: 128, ncpus: 2 };
+/// let b = ZoneLayout { offset: 128, ..a };
+/// // SAFETY: the two halves of every block belong to the two zones.
+/// let (za, zb) = unsafe {
+///     (Zone::from_raw_parts_in(&AREA, a, &mut meta_a).unwrap(),
+///      Zone::from_raw_parts_in(&AREA, b, &mut meta_b).unwrap())
+/// };
+/// let mut meta_c = [0u64; 17];
+/// let c = ZoneLayout { base: base + 8, ..b }; // would need other register values
+/// assert_eq!(
+///     unsafe { Zone::from_raw_parts_in(&AREA, c, &mut meta_c) }.unwrap_err(),
+///     Error::AreaMismatch { in_force: AreaShape::of(&a), needed: AreaShape::of(&c) },
+/// );
+/// # drop((za, zb));
+/// ```
+pub struct Area {
+    carved: spin::Mutex<Carved>,
+}
+
+impl Area {
+    /// An area with no zone yet; its shape is set by the first zone carved from it.
+    pub const fn new() -> Self {
+        Area {
+            carved: spin::Mutex::new(Carved {
+                shape: None,
+                ranges: [None; MAX_ZONES],
+            }),
+        }
+    }
+
+    /// The kernel's one area: where [`Zone::new`](crate::Zone::new),
+    /// [`Zone::from_raw_parts`](crate::Zone::from_raw_parts) and `Zone::with_capacity` carve
+    /// their zones in a `no_std` build.
+    pub fn global() -> &'static Area {
+        static GLOBAL: Area = Area::new();
+        &GLOBAL
+    }
+
+    /// The register values in force, while a zone lives.
+    pub fn shape(&self) -> Option<AreaShape> {
+        self.lock().shape
+    }
+
+    /// Number of zones carved now.
+    pub fn zones(&self) -> usize {
+        self.lock().ranges.iter().flatten().count()
+    }
+
+    fn lock(&self) -> spin::MutexGuard<'_, Carved> {
+        self.carved.lock()
+    }
+
+    /// Records a zone of `layout` (already validated), or says why it cannot live here.
+    pub(crate) fn carve(&self, layout: &ZoneLayout) -> Result<(), Error> {
+        let needed = AreaShape::of(layout);
+        let range = (layout.offset, layout.offset + layout.len);
+        let mut carved = self.lock();
+        if let Some(in_force) = carved.shape {
+            if in_force != needed {
+                return Err(Error::AreaMismatch { in_force, needed });
+            }
+        }
+        let overlaps = |&(start, end): &(usize, usize)| range.0 < end && start < range.1;
+        if carved.ranges.iter().flatten().any(overlaps) {
+            return Err(Error::ZoneOverlap {
+                offset: layout.offset,
+                len: layout.len,
+            });
+        }
+        let free = carved
+            .ranges
+            .iter_mut()
+            .find(|r| r.is_none())
+            .ok_or(Error::TooManyZones { max: MAX_ZONES })?;
+        *free = Some(range);
+        carved.shape = Some(needed);
+        Ok(())
+    }
+
+    /// Forgets the zone of `layout`; the shape goes with the last zone.
+    pub(crate) fn release(&self, layout: &ZoneLayout) {
+        let range = (layout.offset, layout.offset + layout.len);
+        let mut carved = self.lock();
+        if let Some(r) = carved.ranges.iter_mut().find(|r| **r == Some(range)) {
+            *r = None;
+        }
+        if carved.ranges.iter().all(Option::is_none) {
+            carved.shape = None;
+        }
+    }
+}
+
+impl Default for Area {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl core::fmt::Debug for Area {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let carved = self.lock();
+        f.debug_struct("Area")
+            .field("shape", &carved.shape)
+            .field("zones", &carved.ranges.iter().flatten().count())
+            .finish()
+    }
+}

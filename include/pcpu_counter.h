@@ -22,6 +22,11 @@
 
 
 /*
+ How many zones can live in one area at once.
+ */
+#define MAX_ZONES 16
+
+/*
  FreeBSD's `M_NOWAIT`: fail at once when the zone is full.
  */
 #define M_NOWAIT 1
@@ -67,9 +72,9 @@
 #define PCPU_EAREA -5
 
 /*
- A bitmap too small for the zone ([`Error::BitmapTooSmall`]).
+ Zone metadata too small for the zone ([`Error::MetaTooSmall`]).
  */
-#define PCPU_EBITMAP -6
+#define PCPU_EMETA -6
 
 /*
  The zone does not fit in the address space ([`Error::AddressOverflow`]).
@@ -115,6 +120,21 @@
  A failure this version of the header has no code for.
  */
 #define PCPU_EOTHER -15
+
+/*
+ The zone needs other per-CPU register values than the zones of the area in force.
+ */
+#define PCPU_EAREAMISMATCH -16
+
+/*
+ The zone's counter area overlaps a live zone of the same area.
+ */
+#define PCPU_EOVERLAP -17
+
+/*
+ The area already holds its maximum number of zones.
+ */
+#define PCPU_EZONES -18
 
 /*
  How many counters the C ABI can hand out at once (arrays use one entry per element).
@@ -290,7 +310,7 @@ void pcpu_sim_unbind(void);
 /*
  Installs the global zone on the memory `layout` describes (once).
  */
-int pcpu_zone_init(const struct pcpu_zone_layout *layout, uint64_t *bitmap, size_t bitmap_words);
+int pcpu_zone_init(const struct pcpu_zone_layout *layout, uint64_t *meta, size_t meta_words);
 
 /*
  Stores in `*base` the value CPU `cpu`'s per-CPU register must hold.

@@ -333,7 +333,6 @@ pub unsafe fn set_cpu_base_in(entry: &mut u64, selector: u16, base: usize) -> bo
 
 #[cfg(feature = "std")]
 pub use host::add_counting_retries;
-#[cfg(feature = "std")]
 /// The first word of the bound simulated CPU's block (the simulation's area tag): `fs:[0]`.
 ///
 /// # Safety
@@ -349,6 +348,7 @@ pub(crate) unsafe fn host_block_tag() -> usize {
     tag
 }
 
+#[cfg(feature = "std")]
 pub(crate) use host::{host_bind, host_unbind};
 
 #[cfg(feature = "std")]

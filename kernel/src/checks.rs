@@ -9,7 +9,8 @@ use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use pcpu_counter::{
     counter_enter, counter_exit, counter_u64_add, counter_u64_add_protected, counter_u64_alloc,
-    counter_u64_fetch, counter_u64_free, counter_u64_zero, CounterU64, Wait, Zone,
+    counter_u64_fetch, counter_u64_free, counter_u64_zero, CounterU64, Error, Wait, Zone,
+    ZoneLayout, ZoneMemory,
 };
 
 use crate::boot;
@@ -122,6 +123,7 @@ pub fn run_bsp(wanted: usize, started: usize) -> bool {
         &[("started", wanted as u64, started as u64)],
         started,
     );
+    check_area(started);
     run(0);
     let (checks, failed) = (
         CHECKS.load(Ordering::Relaxed),
@@ -129,6 +131,38 @@ pub fn run_bsp(wanted: usize, started: usize) -> bool {
     );
     println!("DONE {checks} checks, {failed} failed");
     failed == 0
+}
+
+/// One per-CPU area per kernel: a second zone that would need other per-CPU register values
+/// (a static `ZoneMemory` of its own) or that overlaps the installed zone is refused at setup,
+/// in this release build, instead of adding into the installed zone's slots.
+fn check_area(ncpus: usize) {
+    static OTHER: ZoneMemory<MAX_CPUS, 1> = ZoneMemory::new();
+    let installed = *ZONE.get().expect("setup ran").layout();
+    let other = Zone::new(&OTHER).err();
+    let mut meta = [0u64; 2];
+    let overlapping = ZoneLayout {
+        len: 8,
+        ..installed
+    };
+    // SAFETY: refused before any memory is touched (it overlaps the installed zone).
+    let overlap = unsafe { Zone::from_raw_parts(overlapping, &mut meta) }.err();
+    report(
+        "area",
+        &[
+            (
+                "other register values refused",
+                1,
+                matches!(other, Some(Error::AreaMismatch { .. })) as u64,
+            ),
+            (
+                "overlap refused",
+                1,
+                matches!(overlap, Some(Error::ZoneOverlap { .. })) as u64,
+            ),
+        ],
+        ncpus,
+    );
 }
 
 /// A secondary CPU's part: waits for CPU 0's go, then runs every phase.

@@ -257,8 +257,8 @@ static void check_errors(void)
 	CHECK_EQ("bind twice", pcpu_sim_bind(1), (unsigned long long)(long long)PCPU_EBOUND);
 	pcpu_sim_unbind();
 	struct pcpu_zone_layout bad = {.base = 0x1004, .stride = 64, .offset = 0, .len = 64, .ncpus = 2};
-	uint64_t bitmap[1];
-	CHECK_EQ("misaligned zone", pcpu_zone_init(&bad, bitmap, 1), (unsigned long long)(long long)PCPU_EMISALIGNED);
+	uint64_t meta[1];
+	CHECK_EQ("misaligned zone", pcpu_zone_init(&bad, meta, 1), (unsigned long long)(long long)PCPU_EMISALIGNED);
 	CHECK_EQ("strerror", strcmp(pcpu_strerror(PCPU_EFULL), "zone full"), 0);
 	printf("ok   error codes\n");
 }

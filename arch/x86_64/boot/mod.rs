@@ -46,7 +46,8 @@ static mut PERCPU: [PerCpu; MAX_CPUS] = [const {
         counters: [0; SLOTS],
     }
 }; MAX_CPUS];
-static mut BITMAP: [u64; SLOTS.div_ceil(64)] = [0; SLOTS.div_ceil(64)];
+/// The zone's metadata: a zero baseline and a bitmap bit per slot.
+static mut META: [u64; pcpu_counter::meta_words(SLOTS)] = [0; pcpu_counter::meta_words(SLOTS)];
 
 /// Stacks of the application processors, and the hand-over to the trampoline.
 #[repr(C, align(16))]
@@ -167,9 +168,9 @@ pub fn make_zone() -> Zone<'static> {
         len: SLOTS * 8,
         ncpus: MAX_CPUS,
     };
-    // SAFETY: the counter areas of `PERCPU` and `BITMAP` are used by nothing but this zone,
+    // SAFETY: the counter areas of `PERCPU` and `META` are used by nothing but this zone,
     // which is made once (by the boot CPU) and lives forever.
-    match unsafe { Zone::from_raw_parts(layout, &mut *addr_of_mut!(BITMAP)) } {
+    match unsafe { Zone::from_raw_parts(layout, &mut *addr_of_mut!(META)) } {
         Ok(zone) => zone,
         Err(e) => crate::fail_setup("from_raw_parts", e),
     }

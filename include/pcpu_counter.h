@@ -137,17 +137,12 @@
 #define PCPU_EZONES -18
 
 /*
- How many counters the C ABI can hand out at once (arrays use one entry per element).
- */
-#define PCPU_CAPI_HANDLES 4096
-
-/*
- One entry of the handle table: what a `counter_u64_t` points at. Opaque to C.
+ Opaque, never dereferenced: a counter_u64_t's value is its slot's offset.
  */
 typedef struct pcpu_counter pcpu_counter;
 
 /*
- FreeBSD's `counter_u64_t`: a handle from `counter_u64_alloc`, or NULL.
+ FreeBSD's `counter_u64_t`: the slot's offset from the per-CPU register, or NULL.
  */
 typedef struct pcpu_counter *counter_u64_t;
 
@@ -265,11 +260,6 @@ void counter_u64_array_zero(const counter_u64_t *a, size_t n);
  Fetches `n` counters of `a` into `dst[0..n]` (FreeBSD's `COUNTER_ARRAY_COPY(a, dst, n)`).
  */
 void counter_u64_array_copy(const counter_u64_t *a, uint64_t *dst, size_t n);
-
-/*
- Handles in use now, out of `PCPU_CAPI_HANDLES` (one per array element too).
- */
-size_t pcpu_handles_in_use(void);
 
 /*
  A static, NUL-terminated description of the code `err` (never NULL).

@@ -8,7 +8,7 @@
 
 use core::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 
-use crate::Counter;
+use crate::{Counter, Zone};
 
 /// The time source of a rate check: a tick count that wraps, and the ticks per second.
 ///
@@ -78,7 +78,9 @@ impl RateState {
     }
 
     /// One event at tick `now` with `hz` ticks per second; see the module docs.
-    pub(crate) fn check(&self, rate: &Counter<'_>, now: u32, hz: u32, limit: i64) -> i64 {
+    ///
+    /// `off` is a live slot of `zone`: the counter of this second's events.
+    pub(crate) fn check(&self, zone: &Zone<'_>, off: usize, now: u32, hz: u32, limit: i64) -> i64 {
         let mut val = i64::from(self.over.load(Ordering::Relaxed));
         if now.wrapping_sub(self.ticks.load(Ordering::Relaxed)) >= hz {
             // A new second. Try the cheap read first, then take the reset lock.
@@ -93,18 +95,19 @@ impl RateState {
             }
             // Another CPU may have reset this second between our two reads.
             if now.wrapping_sub(self.ticks.load(Ordering::Relaxed)) >= hz {
-                let last = rate.fetch_and_zero() as i64;
+                let last = zone.fetch_and_zero(off) as i64;
                 self.over.store(0, Ordering::Relaxed);
                 self.ticks.store(now, Ordering::Relaxed);
                 val = if last <= limit { 0 } else { last };
             }
             self.lock.store(0, Ordering::Release);
         }
-        rate.inc();
+        // SAFETY: a live slot of the zone, per the caller.
+        unsafe { zone.add(off, 1) };
         if self.over.load(Ordering::Relaxed) != 0 {
             return -1;
         }
-        if rate.fetch() as i64 > limit {
+        if zone.fetch(off) as i64 > limit {
             self.over.store(-1, Ordering::Relaxed);
             val = -1;
         }
@@ -186,7 +189,13 @@ impl<'z> CounterRate<'z> {
     /// });
     /// ```
     pub fn check_at(&self, now: u32, limit: i64) -> i64 {
-        self.state.check(&self.rate, now, self.clock.hz, limit)
+        self.state.check(
+            self.rate.zone(),
+            self.rate.offset(),
+            now,
+            self.clock.hz,
+            limit,
+        )
     }
 
     /// The counter of this second's events.

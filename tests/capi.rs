@@ -1,4 +1,4 @@
-//! The C ABI from Rust (feature `capi`): handle-table exhaustion and all-or-nothing arrays,
+//! The C ABI from Rust (feature `capi`): zone exhaustion and all-or-nothing arrays,
 //! exact multi-CPU sums through the `extern "C"` functions, and the tick hook.
 #![cfg(feature = "capi")]
 
@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use pcpu_counter::capi::*;
 
-/// The machine and handle table are per process: tests take turns.
+/// The C ABI's machine is per process: tests take turns.
 static TURN: Mutex<()> = Mutex::new(());
 
 fn setup() -> std::sync::MutexGuard<'static, ()> {
@@ -17,9 +17,9 @@ fn setup() -> std::sync::MutexGuard<'static, ()> {
 }
 
 #[test]
-fn handle_table_exhaustion_is_null_and_leaks_nothing() {
+fn a_full_zone_is_null_and_leaks_nothing() {
     let _turn = setup();
-    let (slots, handles) = (pcpu_zone_in_use(), pcpu_handles_in_use());
+    let slots = pcpu_zone_in_use();
     let mut held = Vec::new();
     loop {
         let c = counter_u64_alloc(M_NOWAIT);
@@ -30,22 +30,22 @@ fn handle_table_exhaustion_is_null_and_leaks_nothing() {
     }
     assert_eq!(
         held.len(),
-        PCPU_CAPI_HANDLES - handles,
-        "stopped at the table's size"
+        pcpu_zone_capacity() - slots,
+        "stopped at the zone's size"
     );
-    assert_eq!(
-        pcpu_zone_in_use(),
-        slots + held.len(),
-        "no slot kept for the failed one"
-    );
-    // The zone has room for more, but the table is full: arrays fail whole too.
+    assert_eq!(pcpu_zone_in_use(), pcpu_zone_capacity());
+    // Handles are slot offsets: distinct, 8-byte aligned, never 0.
+    let mut sorted: Vec<usize> = held.iter().map(|&c| c as usize).collect();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(sorted.len(), held.len());
+    assert!(sorted.iter().all(|&off| off != 0 && off % 8 == 0));
     let mut a = [null_mut(); 3];
     assert_eq!(
         unsafe { counter_u64_array_alloc(a.as_mut_ptr(), 3, M_NOWAIT) },
         PCPU_EFULL
     );
-    assert_eq!(pcpu_zone_in_use(), slots + held.len());
-    // Free two: an array of three still fails, and gives both handles and all slots back.
+    // Free two (adjacent: the last two allocated): an array of three still fails whole.
     unsafe { counter_u64_free(held.pop().unwrap()) };
     unsafe { counter_u64_free(held.pop().unwrap()) };
     assert_eq!(
@@ -54,19 +54,16 @@ fn handle_table_exhaustion_is_null_and_leaks_nothing() {
     );
     assert_eq!(a, [null_mut(); 3]);
     assert_eq!(pcpu_zone_in_use(), slots + held.len());
-    assert_eq!(pcpu_handles_in_use(), PCPU_CAPI_HANDLES - 2);
     assert_eq!(
         unsafe { counter_u64_array_alloc(a.as_mut_ptr(), 2, M_NOWAIT) },
         PCPU_OK
     );
+    assert_eq!(a[1] as usize, a[0] as usize + 8, "an array is one run");
     unsafe { counter_u64_array_free(a.as_mut_ptr(), 2) };
     for c in held {
         unsafe { counter_u64_free(c) };
     }
-    assert_eq!(
-        (pcpu_zone_in_use(), pcpu_handles_in_use()),
-        (slots, handles)
-    );
+    assert_eq!(pcpu_zone_in_use(), slots);
 }
 
 #[test]
@@ -96,12 +93,12 @@ fn array_handles_are_adjacent_slots() {
         unsafe { counter_u64_array_alloc(a.as_mut_ptr(), 4, 0) },
         PCPU_EINVAL
     );
-    let mut huge = vec![null_mut(); PCPU_CAPI_HANDLES + 1];
+    let mut huge = vec![null_mut(); pcpu_zone_capacity() + 1];
     let n = huge.len();
     assert_eq!(
         unsafe { counter_u64_array_alloc(huge.as_mut_ptr(), n, M_WAITOK) },
         PCPU_EFULL,
-        "more than the handle table holds fails at once, even waiting"
+        "more than the zone holds fails at once, even waiting"
     );
     assert!(
         counter_u64_alloc(M_ZERO).is_null(),

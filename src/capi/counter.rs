@@ -4,9 +4,9 @@ use core::ffi::c_int;
 use core::mem::MaybeUninit;
 
 use super::error::{code, PCPU_EFULL, PCPU_EINVAL, PCPU_ENOTINSTALLED, PCPU_OK};
-use super::handle::{self, counter_u64_t};
+use super::slot::{self, counter_u64_t};
 use super::zone::current_zone;
-use crate::{arch, Counter, Protected};
+use crate::{arch, Protected};
 
 /// FreeBSD's `M_NOWAIT`: fail at once when the zone is full.
 pub const M_NOWAIT: c_int = 0x0001;
@@ -57,8 +57,7 @@ pub extern "C" fn counter_u64_alloc(wait: c_int) -> counter_u64_t {
         return core::ptr::null_mut();
     };
     retry(wait, || {
-        let counter = zone.alloc().map_err(code)?;
-        handle::claim(counter).map_err(|_| PCPU_EFULL)
+        slot::alloc_run(zone, 1).map(slot::handle).map_err(code)
     })
     .unwrap_or(core::ptr::null_mut())
 }
@@ -76,7 +75,8 @@ pub extern "C" fn counter_u64_alloc(wait: c_int) -> counter_u64_t {
 pub unsafe extern "C" fn counter_u64_free(c: counter_u64_t) {
     if !c.is_null() {
         // SAFETY: the caller's contract.
-        unsafe { handle::release(c) }
+        let (zone, off) = slot::resolve(c);
+        zone.free_run(off, 1);
     }
 }
 
@@ -98,7 +98,9 @@ pub unsafe extern "C" fn counter_u64_free(c: counter_u64_t) {
 #[no_mangle]
 pub unsafe extern "C" fn counter_u64_add(c: counter_u64_t, v: i64) {
     // SAFETY: the caller's contract.
-    unsafe { handle::get(c) }.add(v)
+    let (zone, off) = slot::resolve(c);
+    // SAFETY: a live slot of the C zone (the caller's contract); registers are the platform's.
+    unsafe { zone.add(off, v) }
 }
 
 /// FreeBSD's `counter_u64_fetch(c)`: the sum over all CPUs since the last zero.
@@ -116,7 +118,8 @@ pub unsafe extern "C" fn counter_u64_add(c: counter_u64_t, v: i64) {
 #[no_mangle]
 pub unsafe extern "C" fn counter_u64_fetch(c: counter_u64_t) -> u64 {
     // SAFETY: the caller's contract.
-    unsafe { handle::get(c) }.fetch()
+    let (zone, off) = slot::resolve(c);
+    zone.fetch(off)
 }
 
 /// FreeBSD's `counter_u64_zero(c)`, lossless without an IPI.
@@ -137,7 +140,8 @@ pub unsafe extern "C" fn counter_u64_fetch(c: counter_u64_t) -> u64 {
 #[no_mangle]
 pub unsafe extern "C" fn counter_u64_zero(c: counter_u64_t) {
     // SAFETY: the caller's contract.
-    unsafe { handle::get(c) }.zero()
+    let (zone, off) = slot::resolve(c);
+    zone.fetch_and_zero(off);
 }
 
 /// The state `counter_enter()` hands to `counter_exit()` (opaque).
@@ -223,11 +227,11 @@ pub unsafe extern "C" fn counter_exit(state: pcpu_protect_t) {
 #[no_mangle]
 pub unsafe extern "C" fn counter_u64_add_protected(c: counter_u64_t, v: i64) {
     // SAFETY: the caller's contract.
-    let counter = unsafe { handle::get(c) };
+    let (zone, off) = slot::resolve(c);
     #[cfg(feature = "std")]
-    crate::sim::check_area(counter.zone().area());
-    // SAFETY: a live slot of the counter's zone, inside protection per the contract.
-    unsafe { arch::add_protected(counter.zone(), counter.offset(), v) }
+    crate::sim::check_area(zone.area());
+    // SAFETY: a live slot of the C zone, inside protection per the contract.
+    unsafe { arch::add_protected(zone, off, v) }
 }
 
 /// `COUNTER_ARRAY_ALLOC(a, n, wait)`: `n` counters in one run of slots, handles in `a`.
@@ -238,8 +242,8 @@ pub unsafe extern "C" fn counter_u64_add_protected(c: counter_u64_t, v: i64) {
 /// set to NULL).
 ///
 /// Returns 0, `PCPU_EINVAL` (NULL `a`, `n == 0`, bad `wait`), `PCPU_ENOTINSTALLED`, or
-/// `PCPU_EFULL` (with `M_NOWAIT`: no run of `n` free slots or not enough handles now; with
-/// either flag: `n` is more than the zone or the handle table can ever hold).
+/// `PCPU_EFULL` (with `M_NOWAIT`: no run of `n` free slots now; with
+/// either flag: `n` is more than the zone can ever hold).
 ///
 /// # Safety
 /// `a` is NULL or valid for writing `n` handles.
@@ -264,29 +268,19 @@ pub unsafe extern "C" fn counter_u64_array_alloc(
     let Some(zone) = current_zone() else {
         return PCPU_ENOTINSTALLED;
     };
-    if n > zone.capacity() || n > super::PCPU_CAPI_HANDLES {
-        // Could never fit: fail even under `M_WAITOK`, which would wait for ever.
+    if n >= zone.capacity() {
+        // Could never fit (offset 0 is never a C counter): fail even under `M_WAITOK`,
+        // which would wait for ever.
         return PCPU_EFULL;
     }
-    let result = retry(wait, || {
-        let off = zone.alloc_run(n).map_err(code)?;
-        // SAFETY: `a` is valid for `n` writes per the contract.
-        let out = unsafe { core::slice::from_raw_parts_mut(a, n) };
-        // SAFETY: slot `i` of the run was just allocated and cleared and is given to exactly
-        // one counter; each counter frees its own slot when dropped.
-        handle::claim_all(out, |i| unsafe { Counter::from_slot(zone, off + 8 * i) }).map_err(
-            |failed| {
-                // Slots 0..=failed went to counters, now dropped; free the rest of the run.
-                let rest = n - failed - 1;
-                if rest > 0 {
-                    zone.free_run(off + 8 * (failed + 1), rest);
-                }
-                PCPU_EFULL
-            },
-        )
-    });
-    match result {
-        Ok(()) => PCPU_OK,
+    match retry(wait, || slot::alloc_run(zone, n).map_err(code)) {
+        Ok(off) => {
+            for i in 0..n {
+                // SAFETY: `a` is valid for `n` writes per the contract.
+                unsafe { a.add(i).write(slot::handle(off + 8 * i)) };
+            }
+            PCPU_OK
+        }
         Err(e) => e,
     }
 }
@@ -359,14 +353,4 @@ pub unsafe extern "C" fn counter_u64_array_copy(a: *const counter_u64_t, dst: *m
         // SAFETY: the caller's contract.
         unsafe { *dst.add(i) = counter_u64_fetch(*a.add(i)) }
     }
-}
-
-/// Handles in use now, out of `PCPU_CAPI_HANDLES` (one per array element too).
-///
-/// ```
-/// assert!(pcpu_counter::capi::pcpu_handles_in_use() <= pcpu_counter::capi::PCPU_CAPI_HANDLES);
-/// ```
-#[no_mangle]
-pub extern "C" fn pcpu_handles_in_use() -> usize {
-    handle::in_use()
 }

@@ -16,8 +16,8 @@
 //! | `pcpu_zone_init`, `pcpu_zone_cpu_base`, `pcpu_set_cpu_base` | [`crate::install`], [`crate::Zone::cpu_base`], [`crate::arch::set_cpu_base`] |
 //! | `pcpu_sim_machine_new`, `pcpu_sim_bind`, `pcpu_sim_unbind` (feature `std`) | [`crate::sim`] |
 //!
-//! Handles (`counter_u64_t`) come from a fixed table of [`PCPU_CAPI_HANDLES`] entries in the
-//! library's static memory, so the C ABI needs no allocator. Functions that can fail return
+//! A counter is its slot: a `counter_u64_t` is the slot's offset from the per-CPU register,
+//! so the C ABI needs no handle table and no allocator. Functions that can fail return
 //! 0 or a negative `PCPU_E*` code ([`pcpu_strerror`] names it). A panic inside the library
 //! (a handle not from `counter_u64_alloc`, say) aborts: it cannot unwind into C.
 //!
@@ -28,16 +28,16 @@
 
 mod counter;
 mod error;
-mod handle;
 mod rate;
 #[cfg(feature = "std")]
 mod sim;
+mod slot;
 mod zone;
 
 pub use counter::*;
 pub use error::*;
-pub use handle::{counter_u64_t, CounterHandle, PCPU_CAPI_HANDLES};
 pub use rate::*;
 #[cfg(feature = "std")]
 pub use sim::*;
+pub use slot::{counter_u64_t, CounterSlot};
 pub use zone::*;

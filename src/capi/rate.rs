@@ -3,7 +3,7 @@
 use core::ffi::c_int;
 use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
-use super::handle::{self, counter_u64_t};
+use super::slot::{self, counter_u64_t};
 use crate::ratecheck::RateState;
 
 /// FreeBSD's `struct counter_rate`: the state of one `counter_ratecheck` limit.
@@ -104,8 +104,8 @@ pub unsafe extern "C" fn counter_ratecheck(cr: *mut counter_rate, limit: i64) ->
     // SAFETY: `cr_lock`, `cr_ticks`, `cr_over` are laid out as a `RateState` (asserted
     // above), and only `counter_ratecheck` touches them, with atomics.
     let state = unsafe { &*(core::ptr::addr_of_mut!((*cr).cr_lock) as *const RateState) };
-    // SAFETY: `cr` is valid and `cr_rate` live per the contract.
-    let rate = unsafe { handle::get((*cr).cr_rate) };
+    // SAFETY: `cr` is valid per the contract.
+    let (zone, off) = slot::resolve(unsafe { (*cr).cr_rate });
     let (now, hz) = clock();
-    state.check(rate, now, hz, limit)
+    state.check(zone, off, now, hz, limit)
 }

@@ -1,0 +1,52 @@
+//! `counter_u64_t`: a counter is its slot, so the C handle is the slot's offset from the
+//! per-CPU register, as a pointer-sized value. No table, no allocation, no claim.
+//!
+//! Offset 0 would read as C's NULL, so the C ABI never hands it out: a zone that starts at
+//! offset 0 of the area keeps its first slot for good the first time C would get it.
+
+use crate::Zone;
+
+/// Opaque, never dereferenced: a counter_u64_t's value is its slot's offset.
+///
+/// An incomplete type in C (`struct pcpu_counter`).
+pub struct CounterSlot {
+    _opaque: [u8; 0],
+}
+
+/// FreeBSD's `counter_u64_t`: the slot's offset from the per-CPU register, or NULL.
+///
+/// Never 0 for a live counter, and the same on every CPU.
+pub type counter_u64_t = *mut CounterSlot;
+
+/// The handle of the slot at `off` (not 0).
+pub(crate) fn handle(off: usize) -> counter_u64_t {
+    debug_assert_ne!(off, 0);
+    off as counter_u64_t
+}
+
+/// The zone and offset behind a handle of the C zone; aborts with a message (through the
+/// panic, which cannot unwind into C) when `c` is no slot of it.
+pub(crate) fn resolve(c: counter_u64_t) -> (&'static Zone<'static>, usize) {
+    let off = c as usize;
+    let zone = super::zone::current_zone()
+        .unwrap_or_else(|| panic!("pcpu-counter: counter {off:#x} used before any zone exists"));
+    assert!(
+        off != 0 && zone.holds_offset(off),
+        "pcpu-counter: {off:#x} is not a counter_u64_t of the zone"
+    );
+    (zone, off)
+}
+
+/// Allocates a run of `n` slots of `zone` for C: never one starting at offset 0 (that slot
+/// stays allocated for good, as C's NULL, and the rest of such a run is freed and tried again).
+pub(crate) fn alloc_run(zone: &Zone<'_>, n: usize) -> Result<usize, crate::Error> {
+    loop {
+        let off = zone.alloc_run(n)?;
+        if off != 0 {
+            return Ok(off);
+        }
+        if n > 1 {
+            zone.free_run(8, n - 1);
+        }
+    }
+}

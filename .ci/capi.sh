@@ -8,8 +8,13 @@ cd "$(dirname "$0")/.."
 CBINDGEN_VERSION=0.29.4
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR_CAPI:-$PWD/target/capi}"
 
-if ! command -v gcc >/dev/null; then
-    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends gcc libc6-dev
+need=()
+command -v gcc >/dev/null || need+=(gcc libc6-dev)
+command -v g++ >/dev/null || need+=(g++)
+command -v clang >/dev/null || need+=(clang)
+if [ ${#need[@]} -gt 0 ]; then
+    apt-get update -q
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${need[@]}"
 fi
 if ! cbindgen --version 2>/dev/null | grep -q "$CBINDGEN_VERSION"; then
     echo "== installing cbindgen $CBINDGEN_VERSION"
@@ -26,6 +31,9 @@ if ! diff -u include/pcpu_counter.h "$generated"; then
     echo "      Regenerate: cbindgen --config cbindgen.toml --crate pcpu-counter --output include/pcpu_counter.h"
     exit 1
 fi
+
+echo "== the header's inline fast path: compile matrix and disassembly (tests/c/header_check.sh)"
+bash tests/c/header_check.sh
 
 echo "== Rust side of the C ABI: tests/capi.rs and the capi doctests"
 cargo test --quiet --features capi --test capi

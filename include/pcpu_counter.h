@@ -212,9 +212,9 @@ counter_u64_t counter_u64_alloc(int wait);
 void counter_u64_free(counter_u64_t c);
 
 /*
- FreeBSD's `counter_u64_add(c, v)`: adds `v` on the current CPU.
+ The out-of-line add behind `counter_u64_add(c, v)`: adds `v` on the current CPU.
  */
-void counter_u64_add(counter_u64_t c, int64_t v);
+void pcpu_counter_add(counter_u64_t c, int64_t v);
 
 /*
  FreeBSD's `counter_u64_fetch(c)`: the sum over all CPUs since the last zero.
@@ -237,9 +237,9 @@ struct pcpu_protect_t counter_enter(void);
 void counter_exit(struct pcpu_protect_t state);
 
 /*
- FreeBSD's `counter_u64_add_protected(c, v)`, between `counter_enter` and `counter_exit`.
+ The out-of-line add behind `counter_u64_add_protected(c, v)`, between `counter_enter`
  */
-void counter_u64_add_protected(counter_u64_t c, int64_t v);
+void pcpu_counter_add_protected(counter_u64_t c, int64_t v);
 
 /*
  `COUNTER_ARRAY_ALLOC(a, n, wait)`: `n` counters in one run of slots, handles in `a`.
@@ -328,3 +328,6 @@ size_t pcpu_zone_in_use(void);
 size_t pcpu_zone_ncpus(void);
 
 #endif  /* PCPU_COUNTER_H */
+
+/* The fast path, inline (hand-written, with its own include guard). */
+#include "pcpu_counter_inline.h"

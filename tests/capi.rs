@@ -121,11 +121,11 @@ fn exact_sums_through_the_c_functions() {
                 for round in 0..50 {
                     assert_eq!(pcpu_sim_bind((t + round) % 4), PCPU_OK);
                     for _ in 0..100 {
-                        unsafe { counter_u64_add(plain, t as i64 + 1) };
+                        unsafe { pcpu_counter_add(plain, t as i64 + 1) };
                     }
                     let state = counter_enter();
                     for _ in 0..100 {
-                        unsafe { counter_u64_add_protected(protected, -1) };
+                        unsafe { pcpu_counter_add_protected(protected, -1) };
                     }
                     unsafe { counter_exit(state) };
                     pcpu_sim_unbind();

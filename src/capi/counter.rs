@@ -74,13 +74,15 @@ pub extern "C" fn counter_u64_alloc(wait: c_int) -> counter_u64_t {
 #[no_mangle]
 pub unsafe extern "C" fn counter_u64_free(c: counter_u64_t) {
     if !c.is_null() {
-        // SAFETY: the caller's contract.
         let (zone, off) = slot::resolve(c);
         zone.free_run(off, 1);
     }
 }
 
-/// FreeBSD's `counter_u64_add(c, v)`: adds `v` on the current CPU.
+/// The out-of-line add behind `counter_u64_add(c, v)`: adds `v` on the current CPU.
+///
+/// The header's `static inline counter_u64_add` is the arch's instruction itself on x86_64
+/// and aarch64 and calls this elsewhere.
 ///
 /// # Safety
 /// `c` is a live handle, and the current CPU's per-CPU register is set for the zone.
@@ -90,13 +92,13 @@ pub unsafe extern "C" fn counter_u64_free(c: counter_u64_t) {
 /// # assert_eq!(pcpu_sim_machine_new(2, 64), 0);
 /// let c = counter_u64_alloc(M_WAITOK);
 /// assert_eq!(pcpu_sim_bind(1), 0);
-/// unsafe { counter_u64_add(c, 5) };
+/// unsafe { pcpu_counter_add(c, 5) };
 /// pcpu_sim_unbind();
 /// assert_eq!(unsafe { counter_u64_fetch(c) }, 5);
 /// # unsafe { counter_u64_free(c) };
 /// ```
 #[no_mangle]
-pub unsafe extern "C" fn counter_u64_add(c: counter_u64_t, v: i64) {
+pub unsafe extern "C" fn pcpu_counter_add(c: counter_u64_t, v: i64) {
     // SAFETY: the caller's contract.
     let (zone, off) = slot::resolve(c);
     // SAFETY: a live slot of the C zone (the caller's contract); registers are the platform's.
@@ -132,7 +134,7 @@ pub unsafe extern "C" fn counter_u64_fetch(c: counter_u64_t) -> u64 {
 /// # assert_eq!(pcpu_sim_machine_new(1, 64), 0);
 /// let c = counter_u64_alloc(M_NOWAIT);
 /// assert_eq!(pcpu_sim_bind(0), 0);
-/// unsafe { counter_u64_add(c, 9); counter_u64_zero(c) };
+/// unsafe { pcpu_counter_add(c, 9); counter_u64_zero(c) };
 /// pcpu_sim_unbind();
 /// assert_eq!(unsafe { counter_u64_fetch(c) }, 0);
 /// # unsafe { counter_u64_free(c) };
@@ -167,7 +169,7 @@ const _: () = assert!(
 /// let c = counter_u64_alloc(M_NOWAIT);
 /// assert_eq!(pcpu_sim_bind(0), 0);
 /// let state = counter_enter();
-/// unsafe { counter_u64_add_protected(c, 2); counter_u64_add_protected(c, 3) };
+/// unsafe { pcpu_counter_add_protected(c, 2); pcpu_counter_add_protected(c, 3) };
 /// unsafe { counter_exit(state) };
 /// pcpu_sim_unbind();
 /// assert_eq!(unsafe { counter_u64_fetch(c) }, 5);
@@ -207,10 +209,11 @@ pub unsafe extern "C" fn counter_exit(state: pcpu_protect_t) {
     drop(unsafe { state.opaque.as_ptr().cast::<Protected>().read() })
 }
 
-/// FreeBSD's `counter_u64_add_protected(c, v)`, between `counter_enter` and `counter_exit`.
+/// The out-of-line add behind `counter_u64_add_protected(c, v)`, between `counter_enter`
+/// and `counter_exit`.
 ///
 /// # Safety
-/// As [`counter_u64_add`], and the caller is inside `counter_enter()` on this CPU.
+/// As [`pcpu_counter_add`], and the caller is inside `counter_enter()` on this CPU.
 ///
 /// ```
 /// # use pcpu_counter::capi::*;
@@ -218,14 +221,14 @@ pub unsafe extern "C" fn counter_exit(state: pcpu_protect_t) {
 /// # let c = counter_u64_alloc(M_NOWAIT);
 /// # assert_eq!(pcpu_sim_bind(0), 0);
 /// let state = counter_enter();
-/// unsafe { counter_u64_add_protected(c, 7) };
+/// unsafe { pcpu_counter_add_protected(c, 7) };
 /// unsafe { counter_exit(state) };
 /// # pcpu_sim_unbind();
 /// assert_eq!(unsafe { counter_u64_fetch(c) }, 7);
 /// # unsafe { counter_u64_free(c) };
 /// ```
 #[no_mangle]
-pub unsafe extern "C" fn counter_u64_add_protected(c: counter_u64_t, v: i64) {
+pub unsafe extern "C" fn pcpu_counter_add_protected(c: counter_u64_t, v: i64) {
     // SAFETY: the caller's contract.
     let (zone, off) = slot::resolve(c);
     #[cfg(feature = "std")]
@@ -316,7 +319,7 @@ pub unsafe extern "C" fn counter_u64_array_free(a: *mut counter_u64_t, n: usize)
 /// let mut a = [core::ptr::null_mut(); 2];
 /// assert_eq!(unsafe { counter_u64_array_alloc(a.as_mut_ptr(), 2, M_WAITOK) }, 0);
 /// assert_eq!(pcpu_sim_bind(0), 0);
-/// unsafe { counter_u64_add(a[1], 4); counter_u64_array_zero(a.as_ptr(), 2) };
+/// unsafe { pcpu_counter_add(a[1], 4); counter_u64_array_zero(a.as_ptr(), 2) };
 /// pcpu_sim_unbind();
 /// assert_eq!(unsafe { counter_u64_fetch(a[1]) }, 0);
 /// # unsafe { counter_u64_array_free(a.as_mut_ptr(), 2) };
@@ -340,7 +343,7 @@ pub unsafe extern "C" fn counter_u64_array_zero(a: *const counter_u64_t, n: usiz
 /// let mut a = [core::ptr::null_mut(); 2];
 /// assert_eq!(unsafe { counter_u64_array_alloc(a.as_mut_ptr(), 2, M_WAITOK) }, 0);
 /// assert_eq!(pcpu_sim_bind(0), 0);
-/// unsafe { counter_u64_add(a[1], 4) };
+/// unsafe { pcpu_counter_add(a[1], 4) };
 /// pcpu_sim_unbind();
 /// let mut out = [9u64; 2];
 /// unsafe { counter_u64_array_copy(a.as_ptr(), out.as_mut_ptr(), 2) };

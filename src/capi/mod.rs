@@ -9,7 +9,7 @@
 //! | C | Rust |
 //! |---|---|
 //! | `counter_u64_alloc(M_WAITOK \| M_NOWAIT)`, `counter_u64_free` (NULL is fine) | [`crate::counter_u64_alloc`], [`crate::counter_u64_free`] |
-//! | `counter_u64_add`, `counter_u64_fetch`, `counter_u64_zero` | [`crate::Counter`] |
+//! | `counter_u64_add` (inline in the header; out of line `pcpu_counter_add`), `counter_u64_fetch`, `counter_u64_zero` | [`crate::Counter`] |
 //! | `counter_enter`, `counter_u64_add_protected`, `counter_exit` | [`crate::counter_enter`], ... |
 //! | `counter_u64_array_alloc/free/zero/copy` and the `COUNTER_ARRAY_*` macros | [`crate::CounterArray`] |
 //! | `struct counter_rate`, `counter_ratecheck`, `pcpu_set_ticks` | [`crate::CounterRate`] |

@@ -74,13 +74,19 @@ pub(crate) fn bound_area_tag() -> usize {
 /// one load and a compare (its cost is in `cargo xtask bench`).
 #[inline(always)]
 pub(crate) fn check_area(area: &crate::Area) {
+    check_area_tag(area as *const crate::Area as usize)
+}
+
+/// [`check_area`] with the area's address.
+#[inline(always)]
+pub(crate) fn check_area_tag(area: usize) {
     #[cfg(debug_assertions)]
     if binding().is_none() {
         wrong_area();
     }
     // SAFETY: a thread that adds holds a simulated CPU (the simulation's contract, checked
     // above in debug builds): its register points at a block whose first word is the tag.
-    if unsafe { crate::arch::host_block_tag() } != area as *const crate::Area as usize {
+    if unsafe { crate::arch::host_block_tag() } != area {
         wrong_area()
     }
 }

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Builds libpcpu_counter.a, the C ABI for kernels written only in C, for each bare-metal
+# target given (default: x86_64-unknown-none aarch64-unknown-none-softfloat), into
+# target/capi-lib/<target>/libpcpu_counter.a, and checks with nm that the library defines the
+# C ABI and needs nothing but the kernel's four pcpu_platform_* hooks.
+# Needs Debian's cargo with the library source (rustc-web cargo-web rust-web-src), or a
+# rustup toolchain with rust-src (set CARGO to it), and binutils.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(x86_64-unknown-none aarch64-unknown-none-softfloat)
+cargo_bin="${CARGO:-/usr/bin/cargo}"
+if ! [ -x "$cargo_bin" ]; then
+    echo "missing: a cargo with the library source (apt-get install rustc-web cargo-web rust-web-src)"
+    exit 1
+fi
+for t in "${targets[@]}"; do
+    PATH="/usr/bin:$PATH" RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$PWD/target/capi-kernel" \
+        "$cargo_bin" build --quiet --release --manifest-path capi-kernel/Cargo.toml --target "$t" \
+        -Zbuild-std=core,compiler_builtins -Zbuild-std-features=compiler-builtins-mem
+    mkdir -p "target/capi-lib/$t"
+    lib="target/capi-lib/$t/libpcpu_counter.a"
+    cp "target/capi-kernel/$t/release/libpcpu_counter_kernel.a" "$lib"
+    # Undefined in some member and defined in none (an archive's members refer to each other).
+    defined="$(nm --defined-only "$lib" 2>/dev/null | awk 'NF == 3 {print $3}' | sort -u)"
+    undefined="$(nm -u "$lib" 2>/dev/null | awk '$1 == "U" {print $2}' | sort -u | comm -23 - <(printf '%s\n' "$defined"))"
+    extra="$(grep -v '^pcpu_platform_\(protect\|unprotect\|current_cpu\|panic\)$' <<<"$undefined" || true)"
+    if [ -n "$extra" ]; then
+        echo "FAIL: $lib needs symbols beyond the pcpu_platform_* hooks:"; echo "$extra"; exit 1
+    fi
+    for sym in counter_u64_alloc counter_u64_free counter_u64_fetch counter_u64_zero pcpu_counter_add pcpu_zone_init pcpu_set_cpu_base; do
+        grep -qx "$sym" <<<"$defined" || { echo "FAIL: $lib lacks $sym"; exit 1; }
+    done
+    echo "ok   $lib ($(du -k "$lib" | cut -f1) KiB; undefined: $(tr '\n' ' ' <<<"$undefined"))"
+done

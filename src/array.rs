@@ -1,6 +1,6 @@
 //! Counter arrays: `N` counters in one contiguous run of slots (FreeBSD's `COUNTER_ARRAY_*`).
 
-use crate::{arch, global, Error, Protected, Wait, Zone};
+use crate::{global, Error, Protected, Wait, Zone};
 
 /// `N` per-CPU counters allocated as one run of `N` adjacent slots: one allocation, one free.
 ///
@@ -131,10 +131,8 @@ impl<'z, const N: usize> CounterArray<'z, N> {
     #[track_caller]
     pub fn add_protected(&self, _guard: &Protected, i: usize, v: i64) {
         let off = self.slot(i);
-        #[cfg(feature = "std")]
-        crate::sim::check_area(self.zone.area());
         // SAFETY: as in `add`; `_guard` proves the section is protected where needed.
-        unsafe { arch::add_protected(self.zone, off, v) }
+        unsafe { self.zone.add_protected(off, v) }
     }
 
     /// Element `i`'s sum over all CPUs since its last zero.

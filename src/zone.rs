@@ -35,6 +35,16 @@ enum AreaRef<'m> {
     Own(std::boxed::Box<Area>),
 }
 
+impl AreaRef<'_> {
+    fn get(&self) -> &Area {
+        match self {
+            AreaRef::Shared(a) => a,
+            #[cfg(feature = "std")]
+            AreaRef::Own(a) => a,
+        }
+    }
+}
+
 /// A per-CPU zone: the memory behind every counter allocated from it.
 ///
 /// Each counter is one 8-byte slot in every CPU's block, at the same offset in each, so the
@@ -115,11 +125,7 @@ impl<'m> Zone<'m> {
             });
         }
         let capacity = layout.capacity();
-        match &area {
-            AreaRef::Shared(a) => a.carve(&layout)?,
-            #[cfg(feature = "std")]
-            AreaRef::Own(a) => a.carve(&layout)?,
-        }
+        area.get().carve(&layout)?;
         let (baselines, bitmap) = meta.split_at_mut(capacity);
         // SAFETY: the bitmap words are borrowed mutably for 'm, and only the zone uses them.
         let bits = unsafe { Bitmap::new(NonNull::from(bitmap).cast(), capacity) };
@@ -177,11 +183,7 @@ impl<'m> Zone<'m> {
 
     /// The area the zone is carved from.
     pub fn area(&self) -> &Area {
-        match &self.area {
-            AreaRef::Shared(a) => a,
-            #[cfg(feature = "std")]
-            AreaRef::Own(a) => a,
-        }
+        self.area.get()
     }
 
     /// Number of possible CPUs.
@@ -318,6 +320,19 @@ impl<'m> Zone<'m> {
         crate::sim::check_area(self.area());
         // SAFETY: per the caller.
         unsafe { arch::add(self, off, v) }
+    }
+
+    /// Adds `v` to this CPU's slot at `off` inside `counter_enter`, after the simulation's
+    /// area check.
+    ///
+    /// # Safety
+    /// As [`add`](Zone::add), and the caller holds a [`Protected`](crate::Protected) section.
+    #[inline(always)]
+    pub(crate) unsafe fn add_protected(&self, off: usize, v: i64) {
+        #[cfg(feature = "std")]
+        crate::sim::check_area(self.area());
+        // SAFETY: per the caller.
+        unsafe { arch::add_protected(self, off, v) }
     }
 }
 

@@ -6,7 +6,7 @@ use core::mem::MaybeUninit;
 use super::error::{code, PCPU_EFULL, PCPU_EINVAL, PCPU_ENOTINSTALLED, PCPU_OK};
 use super::slot::{self, counter_u64_t};
 use super::zone::current_zone;
-use crate::{arch, Protected};
+use crate::Protected;
 
 /// FreeBSD's `M_NOWAIT`: fail at once when the zone is full.
 pub const M_NOWAIT: c_int = 0x0001;
@@ -99,7 +99,6 @@ pub unsafe extern "C" fn counter_u64_free(c: counter_u64_t) {
 /// ```
 #[no_mangle]
 pub unsafe extern "C" fn pcpu_counter_add(c: counter_u64_t, v: i64) {
-    // SAFETY: the caller's contract.
     let (zone, off) = slot::resolve(c);
     // SAFETY: a live slot of the C zone (the caller's contract); registers are the platform's.
     unsafe { zone.add(off, v) }
@@ -119,7 +118,6 @@ pub unsafe extern "C" fn pcpu_counter_add(c: counter_u64_t, v: i64) {
 /// ```
 #[no_mangle]
 pub unsafe extern "C" fn counter_u64_fetch(c: counter_u64_t) -> u64 {
-    // SAFETY: the caller's contract.
     let (zone, off) = slot::resolve(c);
     zone.fetch(off)
 }
@@ -141,7 +139,6 @@ pub unsafe extern "C" fn counter_u64_fetch(c: counter_u64_t) -> u64 {
 /// ```
 #[no_mangle]
 pub unsafe extern "C" fn counter_u64_zero(c: counter_u64_t) {
-    // SAFETY: the caller's contract.
     let (zone, off) = slot::resolve(c);
     zone.fetch_and_zero(off);
 }
@@ -229,12 +226,9 @@ pub unsafe extern "C" fn counter_exit(state: pcpu_protect_t) {
 /// ```
 #[no_mangle]
 pub unsafe extern "C" fn pcpu_counter_add_protected(c: counter_u64_t, v: i64) {
-    // SAFETY: the caller's contract.
     let (zone, off) = slot::resolve(c);
-    #[cfg(feature = "std")]
-    crate::sim::check_area(zone.area());
     // SAFETY: a live slot of the C zone, inside protection per the contract.
-    unsafe { arch::add_protected(zone, off, v) }
+    unsafe { zone.add_protected(off, v) }
 }
 
 /// `COUNTER_ARRAY_ALLOC(a, n, wait)`: `n` counters in one run of slots, handles in `a`.

@@ -14,6 +14,7 @@ use pcpu_counter::{Zone, ZoneLayout};
 use crate::checks::MAX_CPUS;
 
 mod idt;
+#[path = "../../x86/boot/lapic.rs"]
 mod lapic;
 
 global_asm!(include_str!("entry.s"), options(att_syntax));
@@ -199,7 +200,7 @@ pub fn start_secondaries(wanted: usize) -> usize {
     let start = core::ptr::addr_of!(ap_tramp_start);
     let len = core::ptr::addr_of!(ap_tramp_end) as usize - start as usize;
     // SAFETY: 0x8000.. is free low memory (identity mapped) that nothing else uses.
-    unsafe { core::ptr::copy_nonoverlapping(start, 0x8000 as *mut u8, len) };
+    unsafe { core::ptr::copy_nonoverlapping(start, lapic::TRAMPOLINE as *mut u8, len) };
     for cpu in 1..wanted {
         // SAFETY: only this CPU touches the stacks until the AP it hands one to is up.
         let stack = unsafe { addr_of_mut!(AP_STACKS[cpu]) };
@@ -209,18 +210,7 @@ pub fn start_secondaries(wanted: usize) -> usize {
         );
         AP_CPU.store(cpu, Ordering::Relaxed);
         AP_UP.store(false, Ordering::SeqCst);
-        // INIT, SIPI, and a second SIPI if the first went unanswered for a while (the MP
-        // protocol's resend); after that the CPU is waited for without a bound: a CPU that
-        // never starts hangs the kernel, which the harness's timeout turns into a failure
-        // (no figure here depends on how fast the host runs the vCPUs).
-        lapic::send_init(cpu as u32);
-        lapic::send_sipi(cpu as u32, 0x08);
-        if !(0..50_000_000u64).any(|_| AP_UP.load(Ordering::Acquire)) {
-            lapic::send_sipi(cpu as u32, 0x08);
-            while !AP_UP.load(Ordering::Acquire) {
-                core::hint::spin_loop();
-            }
-        }
+        lapic::start_ap(cpu as u32, &AP_UP);
     }
     wanted
 }

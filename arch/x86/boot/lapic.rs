@@ -1,5 +1,10 @@
 //! The local APIC (xAPIC MMIO at 0xFEE00000, identity mapped): enable, EOI, the periodic
 //! timer, and INIT/SIPI to start the application processors.
+//!
+//! Shared by the x86_64 and i386 test kernels (`#[path]` from their `boot/mod.rs`); their
+//! trampolines, GDTs and AP stacks stay in their own directories.
+
+use core::sync::atomic::{AtomicBool, Ordering};
 
 const BASE: usize = 0xFEE0_0000;
 const ID: usize = 0x20;
@@ -65,12 +70,34 @@ fn ipi(apic_id: u32, command: u32) {
     }
 }
 
+/// Where both kernels copy their AP trampoline (their `entry.s` is assembled for this
+/// address): the SIPI vector is its page, 0x08.
+pub const TRAMPOLINE: usize = 0x8000;
+
 /// INIT: puts `apic_id` into wait-for-SIPI.
-pub fn send_init(apic_id: u32) {
+fn send_init(apic_id: u32) {
     ipi(apic_id, 0x4500);
 }
 
-/// Startup IPI: `apic_id` starts in real mode at `page * 4096`.
-pub fn send_sipi(apic_id: u32, page: u8) {
-    ipi(apic_id, 0x4600 | page as u32);
+/// Startup IPI: `apic_id` starts in real mode at [`TRAMPOLINE`].
+fn send_sipi(apic_id: u32) {
+    ipi(apic_id, 0x4600 | (TRAMPOLINE >> 12) as u32);
+}
+
+/// Starts the CPU with APIC ID `apic_id` at [`TRAMPOLINE`] and returns once it has set `up`
+/// (the caller cleared it and placed the trampoline and the CPU's stack).
+///
+/// INIT, SIPI, and a second SIPI if the first went unanswered for a while (the MP protocol's
+/// resend); after that the CPU is waited for without a bound: a CPU that never starts hangs
+/// the kernel, which the harness's timeout turns into a failure (no figure here depends on
+/// how fast the host runs the vCPUs).
+pub fn start_ap(apic_id: u32, up: &AtomicBool) {
+    send_init(apic_id);
+    send_sipi(apic_id);
+    if !(0..50_000_000u32).any(|_| up.load(Ordering::Acquire)) {
+        send_sipi(apic_id);
+        while !up.load(Ordering::Acquire) {
+            core::hint::spin_loop();
+        }
+    }
 }

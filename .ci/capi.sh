@@ -49,6 +49,11 @@ gcc -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Iinclude tests/c/capi_test.c t
     "$lib" -lpthread -ldl -lm -o "$out"
 "$out"
 
+echo "== FreeBSD-style C (tests/c/freebsd_style.c) on the host simulation"
+gcc -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -pedantic -Iinclude -Itests/c \
+    tests/c/freebsd_host.c tests/c/freebsd_style.c "$lib" -lpthread -ldl -lm -o "$CARGO_TARGET_DIR/freebsd_host"
+"$CARGO_TARGET_DIR/freebsd_host"
+
 echo "== freestanding kernel check (no libc)"
 gcc -std=c11 -c -ffreestanding -nostdlib -fno-pic -mno-red-zone -mcmodel=kernel -mno-sse -O2 \
     -Wall -Wextra -Werror -Iinclude tests/c/kernel_check.c -o "$CARGO_TARGET_DIR/kernel_check.o"

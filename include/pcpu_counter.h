@@ -137,6 +137,11 @@
 #define PCPU_EZONES -18
 
 /*
+ CPUs the nullary `counter_enter()` keeps nesting for, where the arch needs protection
+ */
+#define PCPU_NEST_CPUS 256
+
+/*
  Opaque, never dereferenced: a counter_u64_t's value is its slot's offset.
  */
 typedef struct pcpu_counter pcpu_counter;
@@ -147,7 +152,7 @@ typedef struct pcpu_counter pcpu_counter;
 typedef struct pcpu_counter *counter_u64_t;
 
 /*
- The state `counter_enter()` hands to `counter_exit()` (opaque).
+ The state `pcpu_counter_enter_state()` hands to `pcpu_counter_exit_state()` (opaque).
  */
 typedef struct pcpu_protect_t {
   uint64_t opaque[2];
@@ -227,21 +232,6 @@ uint64_t counter_u64_fetch(counter_u64_t c);
 void counter_u64_zero(counter_u64_t c);
 
 /*
- FreeBSD's `counter_enter()`; returns the state for `counter_exit`.
- */
-struct pcpu_protect_t counter_enter(void);
-
-/*
- FreeBSD's `counter_exit()`: leaves the section `state` came from.
- */
-void counter_exit(struct pcpu_protect_t state);
-
-/*
- The out-of-line add behind `counter_u64_add_protected(c, v)`, between `counter_enter`
- */
-void pcpu_counter_add_protected(counter_u64_t c, int64_t v);
-
-/*
  `COUNTER_ARRAY_ALLOC(a, n, wait)`: `n` counters in one run of slots, handles in `a`.
  */
 int counter_u64_array_alloc(counter_u64_t *a, size_t n, int wait);
@@ -267,6 +257,31 @@ void counter_u64_array_copy(const counter_u64_t *a, uint64_t *dst, size_t n);
 const char *pcpu_strerror(int err);
 
 /*
+ FreeBSD's `counter_enter()`: enters local protection where the arch's add needs it.
+ */
+void counter_enter(void);
+
+/*
+ FreeBSD's `counter_exit()`: leaves the innermost `counter_enter()` of this CPU.
+ */
+void counter_exit(void);
+
+/*
+ `counter_enter()` with the state in the caller's hands instead of a per-CPU table.
+ */
+struct pcpu_protect_t pcpu_counter_enter_state(void);
+
+/*
+ `counter_exit()` for [`pcpu_counter_enter_state`]: leaves the section `state` came from.
+ */
+void pcpu_counter_exit_state(struct pcpu_protect_t state);
+
+/*
+ The out-of-line add behind `counter_u64_add_protected(c, v)`, between `counter_enter`
+ */
+void pcpu_counter_add_protected(counter_u64_t c, int64_t v);
+
+/*
  Sets the tick source of `counter_ratecheck`: `now()` ticks, `hz` per second.
  */
 void pcpu_set_ticks(uint32_t (*now)(void), uint32_t hz);
@@ -278,7 +293,7 @@ int64_t counter_ratecheck(struct counter_rate *cr, int64_t limit);
 
 #if defined(PCPU_COUNTER_SIM)
 /*
- Host simulation: makes the process's simulated machine (once).
+ Host simulation: makes the process's simulated machine (once), and gives every
  */
 int pcpu_sim_machine_new(size_t ncpus, size_t counters);
 #endif
@@ -298,7 +313,7 @@ void pcpu_sim_unbind(void);
 #endif
 
 /*
- Installs the global zone on the memory `layout` describes (once).
+ Installs the global zone on the memory `layout` describes (once), and gives every
  */
 int pcpu_zone_init(const struct pcpu_zone_layout *layout, uint64_t *meta, size_t meta_words);
 

@@ -52,4 +52,27 @@ static inline void counter_u64_add_protected(counter_u64_t c, int64_t v)
 #endif
 }
 
+/*
+ * FreeBSD's COUNTER_U64_DEFINE_EARLY(name), for C at file scope:
+ *
+ *	static COUNTER_U64_DEFINE_EARLY(name);
+ *
+ * A counter usable before the zone exists. Until then `name` is the address of a static
+ * word: the inline add reaches it because the per-CPU register is still 0 (a kernel clears
+ * it at boot), and pcpu_counter_add adds to it atomically. The macro also puts &name into the
+ * linker set `pcpu_counter_early`; pcpu_zone_init (pcpu_sim_machine_new on the host) gives
+ * every counter of the set a slot, moves its early count into CPU 0's slot and stores the
+ * slot's handle in `name`. Call it before other CPUs start, as FreeBSD's SYSINIT runs. A
+ * kernel linker script keeps the set in .data:
+ *	__start_pcpu_counter_early = .; KEEP(*(pcpu_counter_early)) __stop_pcpu_counter_early = .;
+ * C only (compound literal).
+ */
+struct pcpu_early_word {
+	uint64_t value __attribute__((aligned(8)));
+};
+#define COUNTER_U64_DEFINE_EARLY(name)                                                       \
+	counter_u64_t name = (counter_u64_t)&(struct pcpu_early_word){ 0 };                  \
+	static counter_u64_t *pcpu_early_##name                                               \
+		__attribute__((section("pcpu_counter_early"), used)) = &name
+
 #endif /* PCPU_COUNTER_INLINE_H */

@@ -123,11 +123,17 @@ fn exact_sums_through_the_c_functions() {
                     for _ in 0..100 {
                         unsafe { pcpu_counter_add(plain, t as i64 + 1) };
                     }
-                    let state = counter_enter();
-                    for _ in 0..100 {
+                    // Both forms: the nullary one (nesting per CPU) and the explicit state.
+                    counter_enter();
+                    for _ in 0..50 {
                         unsafe { pcpu_counter_add_protected(protected, -1) };
                     }
-                    unsafe { counter_exit(state) };
+                    counter_exit();
+                    let state = pcpu_counter_enter_state();
+                    for _ in 0..50 {
+                        unsafe { pcpu_counter_add_protected(protected, -1) };
+                    }
+                    unsafe { pcpu_counter_exit_state(state) };
                     pcpu_sim_unbind();
                 }
             });

@@ -1,12 +1,11 @@
-//! `counter_u64_*`, `counter_enter`/`counter_exit` and the arrays, with FreeBSD's names.
+//! `counter_u64_*` and the arrays, with FreeBSD's names.
 
 use core::ffi::c_int;
-use core::mem::MaybeUninit;
 
 use super::error::{code, PCPU_EFULL, PCPU_EINVAL, PCPU_ENOTINSTALLED, PCPU_OK};
-use super::slot::{self, counter_u64_t};
+use super::slot::{self, counter_u64_t, Target};
 use super::zone::current_zone;
-use crate::Protected;
+use crate::baseline;
 
 /// FreeBSD's `M_NOWAIT`: fail at once when the zone is full.
 pub const M_NOWAIT: c_int = 0x0001;
@@ -85,7 +84,8 @@ pub unsafe extern "C" fn counter_u64_free(c: counter_u64_t) {
 /// and aarch64 and calls this elsewhere.
 ///
 /// # Safety
-/// `c` is a live handle, and the current CPU's per-CPU register is set for the zone.
+/// `c` is a live handle, and the current CPU's per-CPU register is set for the zone; or,
+/// before any zone exists, `c` is a `COUNTER_U64_DEFINE_EARLY` counter (added to its word).
 ///
 /// ```
 /// # use pcpu_counter::capi::*;
@@ -99,15 +99,18 @@ pub unsafe extern "C" fn counter_u64_free(c: counter_u64_t) {
 /// ```
 #[no_mangle]
 pub unsafe extern "C" fn pcpu_counter_add(c: counter_u64_t, v: i64) {
-    let (zone, off) = slot::resolve(c);
-    // SAFETY: a live slot of the C zone (the caller's contract); registers are the platform's.
-    unsafe { zone.add(off, v) }
+    match slot::target(c) {
+        // SAFETY: a live slot of the C zone (the caller's contract); registers are the platform's.
+        Target::Slot(zone, off) => unsafe { zone.add(off, v) },
+        // SAFETY: an early counter's word (the caller's contract), only reached atomically.
+        Target::Early(word) => unsafe { baseline::add(word, v as u64) },
+    }
 }
 
 /// FreeBSD's `counter_u64_fetch(c)`: the sum over all CPUs since the last zero.
 ///
 /// # Safety
-/// `c` is a live handle.
+/// `c` is a live handle, or before any zone exists an early counter.
 ///
 /// ```
 /// # use pcpu_counter::capi::*;
@@ -118,14 +121,17 @@ pub unsafe extern "C" fn pcpu_counter_add(c: counter_u64_t, v: i64) {
 /// ```
 #[no_mangle]
 pub unsafe extern "C" fn counter_u64_fetch(c: counter_u64_t) -> u64 {
-    let (zone, off) = slot::resolve(c);
-    zone.fetch(off)
+    match slot::target(c) {
+        Target::Slot(zone, off) => zone.fetch(off),
+        // SAFETY: an early counter's word (the caller's contract), only reached atomically.
+        Target::Early(word) => unsafe { baseline::load(word) },
+    }
 }
 
 /// FreeBSD's `counter_u64_zero(c)`, lossless without an IPI.
 ///
 /// # Safety
-/// `c` is a live handle.
+/// `c` is a live handle, or before any zone exists an early counter.
 ///
 /// ```
 /// # use pcpu_counter::capi::*;
@@ -139,96 +145,11 @@ pub unsafe extern "C" fn counter_u64_fetch(c: counter_u64_t) -> u64 {
 /// ```
 #[no_mangle]
 pub unsafe extern "C" fn counter_u64_zero(c: counter_u64_t) {
-    let (zone, off) = slot::resolve(c);
-    zone.fetch_and_zero(off);
-}
-
-/// The state `counter_enter()` hands to `counter_exit()` (opaque).
-///
-/// Pass it back unchanged, on the same CPU, in LIFO order.
-#[repr(C)]
-pub struct pcpu_protect_t {
-    opaque: [MaybeUninit<u64>; 2],
-}
-
-const _: () = assert!(
-    core::mem::size_of::<Protected>() <= core::mem::size_of::<pcpu_protect_t>()
-        && core::mem::align_of::<Protected>() <= core::mem::align_of::<pcpu_protect_t>()
-);
-
-/// FreeBSD's `counter_enter()`; returns the state for `counter_exit`.
-///
-/// Enters local protection where the arch's add needs it (a no-op on x86_64 and aarch64).
-///
-/// ```
-/// # use pcpu_counter::capi::*;
-/// # assert_eq!(pcpu_sim_machine_new(1, 64), 0);
-/// let c = counter_u64_alloc(M_NOWAIT);
-/// assert_eq!(pcpu_sim_bind(0), 0);
-/// let state = counter_enter();
-/// unsafe { pcpu_counter_add_protected(c, 2); pcpu_counter_add_protected(c, 3) };
-/// unsafe { counter_exit(state) };
-/// pcpu_sim_unbind();
-/// assert_eq!(unsafe { counter_u64_fetch(c) }, 5);
-/// # unsafe { counter_u64_free(c) };
-/// ```
-#[no_mangle]
-pub extern "C" fn counter_enter() -> pcpu_protect_t {
-    let mut state = pcpu_protect_t {
-        opaque: [MaybeUninit::uninit(); 2],
-    };
-    // SAFETY: the buffer is large and aligned enough (asserted above); `counter_exit` reads
-    // the guard back out exactly once.
-    unsafe {
-        state
-            .opaque
-            .as_mut_ptr()
-            .cast::<Protected>()
-            .write(Protected::enter())
-    };
-    state
-}
-
-/// FreeBSD's `counter_exit()`: leaves the section `state` came from.
-///
-/// # Safety
-/// `state` is the value of a `counter_enter` on this CPU not yet passed to `counter_exit`,
-/// and sections are left in reverse order of entry.
-///
-/// ```
-/// let state = pcpu_counter::capi::counter_enter();
-/// unsafe { pcpu_counter::capi::counter_exit(state) };
-/// ```
-#[no_mangle]
-pub unsafe extern "C" fn counter_exit(state: pcpu_protect_t) {
-    // SAFETY: per the contract, `state` holds a guard written by `counter_enter` and not
-    // yet read back.
-    drop(unsafe { state.opaque.as_ptr().cast::<Protected>().read() })
-}
-
-/// The out-of-line add behind `counter_u64_add_protected(c, v)`, between `counter_enter`
-/// and `counter_exit`.
-///
-/// # Safety
-/// As [`pcpu_counter_add`], and the caller is inside `counter_enter()` on this CPU.
-///
-/// ```
-/// # use pcpu_counter::capi::*;
-/// # assert_eq!(pcpu_sim_machine_new(1, 64), 0);
-/// # let c = counter_u64_alloc(M_NOWAIT);
-/// # assert_eq!(pcpu_sim_bind(0), 0);
-/// let state = counter_enter();
-/// unsafe { pcpu_counter_add_protected(c, 7) };
-/// unsafe { counter_exit(state) };
-/// # pcpu_sim_unbind();
-/// assert_eq!(unsafe { counter_u64_fetch(c) }, 7);
-/// # unsafe { counter_u64_free(c) };
-/// ```
-#[no_mangle]
-pub unsafe extern "C" fn pcpu_counter_add_protected(c: counter_u64_t, v: i64) {
-    let (zone, off) = slot::resolve(c);
-    // SAFETY: a live slot of the C zone, inside protection per the contract.
-    unsafe { zone.add_protected(off, v) }
+    match slot::target(c) {
+        Target::Slot(zone, off) => drop(zone.fetch_and_zero(off)),
+        // SAFETY: an early counter's word (the caller's contract), only reached atomically.
+        Target::Early(word) => drop(unsafe { baseline::take(word) }),
+    }
 }
 
 /// `COUNTER_ARRAY_ALLOC(a, n, wait)`: `n` counters in one run of slots, handles in `a`.

@@ -67,11 +67,6 @@ pub(crate) fn code(e: Error) -> c_int {
     }
 }
 
-/// 0 for `Ok`, the code of the error otherwise.
-pub(crate) fn status(r: Result<(), Error>) -> c_int {
-    r.map_or_else(code, |()| PCPU_OK)
-}
-
 /// A static, NUL-terminated description of the code `err` (never NULL).
 ///
 /// ```

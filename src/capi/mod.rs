@@ -21,13 +21,16 @@
 //! 0 or a negative `PCPU_E*` code ([`pcpu_strerror`] names it). A panic inside the library
 //! (a handle not from `counter_u64_alloc`, say) aborts: it cannot unwind into C.
 //!
-//! The C side cannot hold a Rust guard, so `counter_enter()` returns a `pcpu_protect_t`
-//! token that `counter_exit()` takes back; FreeBSD's macros take no arguments.
+//! `counter_enter()` and `counter_exit()` take no arguments, as FreeBSD's: the nesting is kept
+//! per CPU. `pcpu_counter_enter_state()` / `pcpu_counter_exit_state()` hand the state to the
+//! caller instead.
 
 #![allow(non_camel_case_types)]
 
 mod counter;
+mod early;
 mod error;
+mod protect;
 mod rate;
 #[cfg(feature = "std")]
 mod sim;
@@ -36,6 +39,7 @@ mod zone;
 
 pub use counter::*;
 pub use error::*;
+pub use protect::*;
 pub use rate::*;
 #[cfg(feature = "std")]
 pub use sim::*;

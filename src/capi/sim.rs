@@ -20,7 +20,8 @@ pub(crate) fn machine() -> Option<&'static Machine> {
     MACHINE.get().copied()
 }
 
-/// Host simulation: makes the process's simulated machine (once).
+/// Host simulation: makes the process's simulated machine (once), and gives every
+/// `COUNTER_U64_DEFINE_EARLY` counter a slot with its early count, as `pcpu_zone_init` does.
 ///
 /// The machine has `ncpus` CPUs and room for at least `counters` counters. From then on the C ABI allocates from its zone. Once per process; a second
 /// call with the same sizes returns 0, with other sizes `PCPU_EINSTALLED`.
@@ -45,8 +46,13 @@ pub extern "C" fn pcpu_sim_machine_new(ncpus: usize, counters: usize) -> c_int {
     }
     match Machine::with_capacity(ncpus, counters) {
         Ok(m) => {
+            if let Err(e) = super::zone::fits_c(m.zone()) {
+                return e;
+            }
             // Set under `MAKING`, so it cannot be set already.
-            let _ = MACHINE.set(Box::leak(Box::new(m)));
+            let m: &'static Machine = Box::leak(Box::new(m));
+            let _ = MACHINE.set(m);
+            super::early::move_into(m.zone());
             PCPU_OK
         }
         Err(e) => code(e),

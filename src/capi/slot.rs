@@ -24,6 +24,24 @@ pub(crate) fn handle(off: usize) -> counter_u64_t {
     off as counter_u64_t
 }
 
+/// What a C counter's value names: a slot of the C zone, or, before any zone exists, an
+/// early counter's word (see `early`).
+pub(crate) enum Target {
+    Slot(&'static Zone<'static>, usize),
+    Early(*mut u64),
+}
+
+/// Where an add, fetch or zero of `c` goes; aborts as [`resolve`] once a zone exists.
+pub(crate) fn target(c: counter_u64_t) -> Target {
+    if super::zone::current_zone().is_none() && !c.is_null() {
+        // SAFETY (of later uses): before any zone exists, only `COUNTER_U64_DEFINE_EARLY`
+        // makes counters, and their values are their words' addresses.
+        return Target::Early(c.cast());
+    }
+    let (zone, off) = resolve(c);
+    Target::Slot(zone, off)
+}
+
 /// The zone and offset behind a handle of the C zone; aborts with a message (through the
 /// panic, which cannot unwind into C) when `c` is no slot of it.
 pub(crate) fn resolve(c: counter_u64_t) -> (&'static Zone<'static>, usize) {

@@ -2,7 +2,8 @@
 
 use core::ffi::c_int;
 
-use super::error::{code, status, PCPU_ECPU, PCPU_EINVAL, PCPU_ENOTINSTALLED, PCPU_OK};
+use super::error::{code, PCPU_ECPU, PCPU_EFULL, PCPU_EINVAL, PCPU_ENOTINSTALLED, PCPU_OK};
+use super::{early, protect};
 use crate::{arch, global, Zone, ZoneLayout};
 
 /// The zone the C ABI allocates from: the simulated machine's (feature `std`, once
@@ -33,13 +34,17 @@ pub struct pcpu_zone_layout {
     pub ncpus: usize,
 }
 
-/// Installs the global zone on the memory `layout` describes (once).
+/// Installs the global zone on the memory `layout` describes (once), and gives every
+/// `COUNTER_U64_DEFINE_EARLY` counter of the program a slot, with its early count.
 ///
 /// `meta` (`meta_words` 64-bit words: a zero baseline per counter and a bitmap bit per
 /// counter, `len / 8 + len / 8 / 64` rounded up) is the zone's metadata.
 ///
-/// Returns 0, `PCPU_EINVAL` (NULL pointer), `PCPU_EINSTALLED`, or the code of the first
-/// broken layout rule (`PCPU_ENOCPUS`, `PCPU_ESTRIDE`, `PCPU_EMISALIGNED`, ...).
+/// Returns 0, `PCPU_EINVAL` (NULL pointer), `PCPU_EINSTALLED`, the code of the first
+/// broken layout rule (`PCPU_ENOCPUS`, `PCPU_ESTRIDE`, `PCPU_EMISALIGNED`, ...),
+/// `PCPU_EFULL` (no room for the early counters) or `PCPU_ECPU` (more than
+/// `PCPU_NEST_CPUS` CPUs where the arch needs protection). On failure nothing changed.
+/// Call it before other CPUs start: it moves the early counts, which adds must not race.
 ///
 /// # Safety
 /// As [`Zone::from_raw_parts`]: every CPU's counter area is valid memory used by nothing
@@ -76,7 +81,29 @@ pub unsafe extern "C" fn pcpu_zone_init(
         Ok(zone) => zone,
         Err(e) => return code(e),
     };
-    status(global::install(zone).map(|_| ()))
+    if let Err(e) = fits_c(&zone) {
+        return e;
+    }
+    match global::install(zone) {
+        Ok(zone) => {
+            early::move_into(zone);
+            PCPU_OK
+        }
+        Err(e) => code(e),
+    }
+}
+
+/// What a zone for the C ABI must hold beyond its layout rules: a slot for every
+/// `COUNTER_U64_DEFINE_EARLY` counter (`PCPU_EFULL`), and no more CPUs than the nullary
+/// `counter_enter()` keeps nesting for where the arch needs protection (`PCPU_ECPU`).
+pub(crate) fn fits_c(zone: &Zone<'_>) -> Result<(), c_int> {
+    if !protect::nest_fits(zone.ncpus()) {
+        return Err(PCPU_ECPU);
+    }
+    if !early::fit(zone) {
+        return Err(PCPU_EFULL);
+    }
+    Ok(())
 }
 
 /// Stores in `*base` the value CPU `cpu`'s per-CPU register must hold.

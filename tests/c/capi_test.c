@@ -132,10 +132,10 @@ static void *add_protected(void *arg)
 	unsigned t = *(unsigned *)arg;
 	for (unsigned r = 0; r < ROUNDS; r++) {
 		must(pcpu_sim_bind((t * 3 + r) % NCPUS), "bind");
-		pcpu_protect_t state = counter_enter();
+		pcpu_protect_t state = pcpu_counter_enter_state();
 		for (unsigned i = 0; i < ADDS; i++)
 			counter_u64_add_protected(lanes[t % 4], (int64_t)t + 1);
-		counter_exit(state);
+		pcpu_counter_exit_state(state);
 		pcpu_sim_unbind();
 	}
 	return NULL;

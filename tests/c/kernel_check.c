@@ -52,10 +52,10 @@ int pcpu_c_kernel_check(unsigned cpu, unsigned ncpus)
 
 	for (unsigned i = 0; i < ROUNDS; i++)
 		counter_u64_add(total, (int64_t)cpu + 1);
-	pcpu_protect_t state = counter_enter();
+	counter_enter();
 	for (unsigned i = 0; i < ROUNDS; i++)
 		counter_u64_add_protected(by_lane[cpu % NARRAY], 1);
-	counter_exit(state);
+	counter_exit();
 	__atomic_add_fetch(&finished, 1, __ATOMIC_ACQ_REL);
 	if (cpu != 0)
 		return 0;

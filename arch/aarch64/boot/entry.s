@@ -4,6 +4,9 @@
 .global _start
 _start:
     msr daifset, #0xf
+    /* The per-CPU register starts at 0 (its reset value is UNKNOWN): until the zone exists,
+     * C's early counters are reached through it (COUNTER_U64_DEFINE_EARLY). */
+    msr tpidr_el1, xzr
     ldr x1, =__bss_start
     ldr x2, =__bss_end
 1:  cmp x1, x2

@@ -1,0 +1,74 @@
+//! `COUNTER_U64_DEFINE_EARLY(name)` from C: counters defined at file scope, usable before the
+//! zone exists, as FreeBSD's `sys/counter.h` allows.
+//!
+//! The macro (in `include/pcpu_counter_inline.h`) makes `name` the address of a static
+//! 64-bit word and puts `&name` into the linker set `pcpu_counter_early` (the section between
+//! `__start_pcpu_counter_early` and `__stop_pcpu_counter_early`). Before any zone exists an
+//! add reaches that word: the inline add is register-relative and the per-CPU register is
+//! still 0 (the kernel clears it at boot; Linux threads start with it 0), and the out-of-line
+//! `pcpu_counter_add` adds to it atomically. `pcpu_zone_init` (`pcpu_sim_machine_new` on the
+//! host) then gives each such counter a slot, moves its early count into CPU 0's slot and
+//! stores the slot's handle in `name`. Unlike FreeBSD, which drops the early counts, nothing
+//! is lost; like FreeBSD's `SYSINIT`, the move runs before other CPUs start, so no add races
+//! it (an add in flight on another CPU or in an interrupt handler during the move could be
+//! lost).
+
+use core::sync::atomic::{AtomicPtr, Ordering};
+
+use super::slot::{self, counter_u64_t};
+use crate::{arch, baseline, Zone};
+
+extern "C" {
+    /// The linker set's bounds, defined by the linker (or the kernel's linker script).
+    static __start_pcpu_counter_early: [u8; 0];
+    static __stop_pcpu_counter_early: [u8; 0];
+}
+
+/// One entry of the linker set: the address of a C `counter_u64_t` variable, or null.
+type EarlyEntry = AtomicPtr<counter_u64_t>;
+
+/// The library's own null entry, so that the set (and its bounds) exists in every program.
+#[used]
+#[link_section = "pcpu_counter_early"]
+static SENTINEL: EarlyEntry = AtomicPtr::new(core::ptr::null_mut());
+
+/// The variables of the linker set: every `COUNTER_U64_DEFINE_EARLY` in the program.
+fn early_variables() -> impl Iterator<Item = *mut counter_u64_t> {
+    // Read it, so that the object that holds it is always linked with this one.
+    let _ = SENTINEL.load(Ordering::Relaxed);
+    // Only the addresses of the linker's symbols are taken.
+    let start = core::ptr::addr_of!(__start_pcpu_counter_early).cast::<EarlyEntry>();
+    let stop = core::ptr::addr_of!(__stop_pcpu_counter_early).cast::<EarlyEntry>();
+    let n = (stop as usize - start as usize) / core::mem::size_of::<EarlyEntry>();
+    (0..n).filter_map(move |i| {
+        // SAFETY: the set holds `n` entries from `start`, in the image for ever.
+        let var = unsafe { &*start.add(i) }.load(Ordering::Relaxed);
+        (!var.is_null()).then_some(var)
+    })
+}
+
+/// Whether `zone` has a C slot for every early counter of the program.
+pub(crate) fn fit(zone: &Zone<'_>) -> bool {
+    // A zone at offset 0 never hands its first slot to C (it would read as NULL).
+    let room = zone.capacity() - usize::from(zone.layout().offset == 0);
+    early_variables().count() <= room
+}
+
+/// Gives every early counter a slot of `zone`, with its early count in CPU 0's slot; runs
+/// once, when the C zone is made.
+///
+/// The caller checked [`fit`], and no add to an early counter runs meanwhile (see the
+/// module's text).
+pub(crate) fn move_into(zone: &Zone<'_>) {
+    for var in early_variables() {
+        // SAFETY: a live `counter_u64_t` variable the macro defined; nothing adds meanwhile.
+        let word = unsafe { var.read_volatile() } as *mut u64;
+        let off = slot::alloc_run(zone, 1).expect("early counters fit (checked by `fit`)");
+        // SAFETY: the early word, a static `uint64_t` of the macro's, only reached atomically.
+        let early = unsafe { baseline::take(word) };
+        // SAFETY: a new slot of the zone: nobody adds to it before `var` holds it.
+        unsafe { arch::store_slot(zone.slot_addr(0, off), early) };
+        // SAFETY: as above; from now on adds go to the slot.
+        unsafe { var.write_volatile(slot::handle(off)) };
+    }
+}

@@ -2,7 +2,8 @@
 # Builds libpcpu_counter.a, the C ABI for kernels written only in C, for each bare-metal
 # target given (default: x86_64-unknown-none aarch64-unknown-none-softfloat), into
 # target/capi-lib/<target>/libpcpu_counter.a, and checks with nm that the library defines the
-# C ABI and needs nothing but the kernel's four pcpu_platform_* hooks.
+# C ABI and needs nothing but the kernel's four pcpu_platform_* hooks (and the bounds of the
+# early-counter linker set, which the linker defines).
 # Needs Debian's cargo with the library source (rustc-web cargo-web rust-web-src), or a
 # rustup toolchain with rust-src (set CARGO to it), and binutils.
 set -euo pipefail
@@ -24,7 +25,9 @@ for t in "${targets[@]}"; do
     # Undefined in some member and defined in none (an archive's members refer to each other).
     defined="$(nm --defined-only "$lib" 2>/dev/null | awk 'NF == 3 {print $3}' | sort -u)"
     undefined="$(nm -u "$lib" 2>/dev/null | awk '$1 == "U" {print $2}' | sort -u | comm -23 - <(printf '%s\n' "$defined"))"
-    extra="$(grep -v '^pcpu_platform_\(protect\|unprotect\|current_cpu\|panic\)$' <<<"$undefined" || true)"
+    # The linker defines the early-counter set's bounds (__start_/__stop_pcpu_counter_early).
+    extra="$(grep -v '^pcpu_platform_\(protect\|unprotect\|current_cpu\|panic\)$' <<<"$undefined" \
+        | grep -v '^__\(start\|stop\)_pcpu_counter_early$' || true)"
     if [ -n "$extra" ]; then
         echo "FAIL: $lib needs symbols beyond the pcpu_platform_* hooks:"; echo "$extra"; exit 1
     fi

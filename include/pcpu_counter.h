@@ -232,6 +232,11 @@ uint64_t counter_u64_fetch(counter_u64_t c);
 void counter_u64_zero(counter_u64_t c);
 
 /*
+ Returns the count since the last zero and zeroes it, as one step: no add is lost
+ */
+uint64_t pcpu_counter_fetch_and_zero(counter_u64_t c);
+
+/*
  `COUNTER_ARRAY_ALLOC(a, n, wait)`: `n` counters in one run of slots, handles in `a`.
  */
 int counter_u64_array_alloc(counter_u64_t *a, size_t n, int wait);

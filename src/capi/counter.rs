@@ -152,6 +152,32 @@ pub unsafe extern "C" fn counter_u64_zero(c: counter_u64_t) {
     }
 }
 
+/// Returns the count since the last zero and zeroes it, as one step: no add is lost
+/// between the read and the zero ([`crate::Counter::fetch_and_zero`]).
+///
+/// # Safety
+/// `c` is a live handle, or before any zone exists an early counter.
+///
+/// ```
+/// # use pcpu_counter::capi::*;
+/// # assert_eq!(pcpu_sim_machine_new(1, 64), 0);
+/// let c = counter_u64_alloc(M_NOWAIT);
+/// assert_eq!(pcpu_sim_bind(0), 0);
+/// unsafe { pcpu_counter_add(c, 9) };
+/// pcpu_sim_unbind();
+/// assert_eq!(unsafe { pcpu_counter_fetch_and_zero(c) }, 9);
+/// assert_eq!(unsafe { counter_u64_fetch(c) }, 0);
+/// # unsafe { counter_u64_free(c) };
+/// ```
+#[no_mangle]
+pub unsafe extern "C" fn pcpu_counter_fetch_and_zero(c: counter_u64_t) -> u64 {
+    match slot::target(c) {
+        Target::Slot(zone, off) => zone.fetch_and_zero(off),
+        // SAFETY: an early counter's word (the caller's contract), only reached atomically.
+        Target::Early(word) => unsafe { baseline::take(word) },
+    }
+}
+
 /// `COUNTER_ARRAY_ALLOC(a, n, wait)`: `n` counters in one run of slots, handles in `a`.
 ///
 /// Allocates `n` counters reading 0 as one run of adjacent slots, storing their handles in

@@ -434,7 +434,7 @@ pub type pcpu_sysctl_walk_fn = Option<
 ///     assert_eq!(pcpu_sysctl_add_counter(c"rx".as_ptr(), c"received".as_ptr(), c), 0);
 ///     assert_eq!(pcpu_sysctl_add_counter_array(c"err".as_ptr(), c"errors".as_ptr(), a.as_ptr(), 2), 0);
 /// }
-/// let mut got = Vec::new();
+/// let mut got: Vec<(String, Vec<u64>)> = Vec::new();
 /// assert_eq!(unsafe { pcpu_sysctl_walk(Some(collect), (&mut got as *mut Vec<_>).cast()) }, 0);
 /// assert_eq!(got, [("rx".into(), vec![3]), ("err".into(), vec![0, 5])]);
 /// # unsafe { pcpu_sysctl_remove(c"rx".as_ptr()); pcpu_sysctl_remove(c"err".as_ptr()) };

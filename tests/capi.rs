@@ -397,3 +397,49 @@ fn registry_walk_stops_at_a_nonzero_return() {
         counter_u64_free(c);
     }
 }
+
+#[test]
+fn registry_callback_may_zero_and_add() {
+    let _turn = setup();
+    static C: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    unsafe extern "C" fn zero_and_add(
+        name: *const std::ffi::c_char,
+        _: *const std::ffi::c_char,
+        _: *const u64,
+        _: usize,
+        _: *mut std::ffi::c_void,
+    ) -> std::ffi::c_int {
+        let c = C.load(std::sync::atomic::Ordering::Relaxed) as counter_u64_t;
+        // SAFETY: `name` is the walk's C string; the new name is a literal.
+        unsafe {
+            if std::ffi::CStr::from_ptr(name) == c"z.a" {
+                assert_eq!(pcpu_sysctl_zero(name), PCPU_OK);
+                assert_eq!(
+                    pcpu_sysctl_add_counter(c"z.b".as_ptr(), c"".as_ptr(), c),
+                    PCPU_OK
+                );
+            }
+        }
+        0
+    }
+    let c = counter_u64_alloc(M_WAITOK);
+    C.store(c as usize, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(pcpu_sim_bind(0), PCPU_OK);
+    unsafe { pcpu_counter_add(c, 11) };
+    pcpu_sim_unbind();
+    unsafe {
+        assert_eq!(
+            pcpu_sysctl_add_counter(c"z.a".as_ptr(), c"".as_ptr(), c),
+            PCPU_OK
+        );
+        assert_eq!(pcpu_sysctl_walk(Some(zero_and_add), null_mut()), PCPU_OK);
+        assert_eq!(counter_u64_fetch(c), 0);
+    }
+    let names: Vec<String> = walk_prefix("z.").into_iter().map(|e| e.0).collect();
+    assert_eq!(names, ["z.a", "z.b"]);
+    unsafe {
+        assert_eq!(pcpu_sysctl_remove(c"z.a".as_ptr()), PCPU_OK);
+        assert_eq!(pcpu_sysctl_remove(c"z.b".as_ptr()), PCPU_OK);
+        counter_u64_free(c);
+    }
+}

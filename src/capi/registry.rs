@@ -62,16 +62,7 @@ struct Cell {
     array: AtomicBool,
 }
 
-// A `const` item, so the array repeat below makes distinct cells.
-#[allow(clippy::declare_interior_mutable_const)]
-const FREE: Cell = Cell {
-    claimed: AtomicBool::new(false),
-    first: AtomicUsize::new(0),
-    len: AtomicUsize::new(0),
-    array: AtomicBool::new(false),
-};
-
-static CELLS: [Cell; PCPU_SYSCTL_MAX] = [FREE; PCPU_SYSCTL_MAX];
+static CELLS: [Cell; PCPU_SYSCTL_MAX] = [const { Cell::free() }; PCPU_SYSCTL_MAX];
 
 static REGISTRY: Registry<'static, PCPU_SYSCTL_MAX> = Registry::new();
 
@@ -80,6 +71,16 @@ static REGISTRY: Registry<'static, PCPU_SYSCTL_MAX> = Registry::new();
 static LIVE: spin::RwLock<()> = spin::RwLock::new(());
 
 impl Cell {
+    /// An unclaimed cell.
+    const fn free() -> Cell {
+        Cell {
+            claimed: AtomicBool::new(false),
+            first: AtomicUsize::new(0),
+            len: AtomicUsize::new(0),
+            array: AtomicBool::new(false),
+        }
+    }
+
     /// The offset of value `i`, resolved against the C zone (aborts if it is gone).
     fn slot(&self, i: usize) -> (&'static crate::Zone<'static>, usize) {
         let off = self.first.load(Ordering::Relaxed) + 8 * i;

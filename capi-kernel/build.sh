@@ -31,7 +31,7 @@ for t in "${targets[@]}"; do
     if [ -n "$extra" ]; then
         echo "FAIL: $lib needs symbols beyond the pcpu_platform_* hooks:"; echo "$extra"; exit 1
     fi
-    for sym in counter_u64_alloc counter_u64_free counter_u64_fetch counter_u64_zero pcpu_counter_add pcpu_zone_init pcpu_set_cpu_base; do
+    for sym in counter_u64_alloc counter_u64_free counter_u64_fetch counter_u64_zero pcpu_counter_add pcpu_zone_init pcpu_set_cpu_base pcpu_sysctl_add_counter pcpu_sysctl_walk; do
         grep -qx "$sym" <<<"$defined" || { echo "FAIL: $lib lacks $sym"; exit 1; }
     done
     echo "ok   $lib ($(du -k "$lib" | cut -f1) KiB; undefined: $(tr '\n' ' ' <<<"$undefined"))"

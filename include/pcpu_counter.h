@@ -137,9 +137,49 @@
 #define PCPU_EZONES -18
 
 /*
+ A counter registry name is already registered.
+ */
+#define PCPU_EEXIST -19
+
+/*
+ No counter is registered under this name.
+ */
+#define PCPU_ENOENT -20
+
+/*
+ The counter registry holds its maximum number of names (`PCPU_SYSCTL_MAX`).
+ */
+#define PCPU_EREGFULL -21
+
+/*
+ A registry name or description that is empty (names only), too long or not UTF-8.
+ */
+#define PCPU_ENAME -22
+
+/*
  CPUs the nullary `counter_enter()` keeps nesting for, where the arch needs protection
  */
 #define PCPU_NEST_CPUS 256
+
+/*
+ Names the registry holds at once.
+ */
+#define PCPU_SYSCTL_MAX 64
+
+/*
+ Longest name, in bytes (without the NUL).
+ */
+#define PCPU_SYSCTL_NAME_MAX 63
+
+/*
+ Longest description, in bytes (without the NUL).
+ */
+#define PCPU_SYSCTL_DESCR_MAX 255
+
+/*
+ Most counters under one name (an array); the walk reads them into a stack buffer.
+ */
+#define PCPU_SYSCTL_ARRAY_MAX 64
 
 /*
  Opaque, never dereferenced: a counter_u64_t's value is its slot's offset.
@@ -179,6 +219,11 @@ typedef struct counter_rate {
    */
   int cr_over;
 } counter_rate;
+
+/*
+ The callback of [`pcpu_sysctl_walk`], called once per name; nonzero stops the walk.
+ */
+typedef int (*pcpu_sysctl_walk_fn)(const char *name, const char *descr, const uint64_t *values, size_t n, void *arg);
 
 /*
  Where a zone's per-CPU memory lies (the C form of [`ZoneLayout`]).
@@ -295,6 +340,31 @@ void pcpu_set_ticks(uint32_t (*now)(void), uint32_t hz);
  FreeBSD's `counter_ratecheck(cr, limit)`: 0 under the limit, -1 over, >0 at a new second.
  */
 int64_t counter_ratecheck(struct counter_rate *cr, int64_t limit);
+
+/*
+ `SYSCTL_ADD_COUNTER_U64`: registers counter `c` as `name`, described by `descr`.
+ */
+int pcpu_sysctl_add_counter(const char *name, const char *descr, counter_u64_t c);
+
+/*
+ `SYSCTL_ADD_COUNTER_U64_ARRAY`: registers the `n` counters of `a` as `name`.
+ */
+int pcpu_sysctl_add_counter_array(const char *name, const char *descr, const counter_u64_t *a, size_t n);
+
+/*
+ Removes `name` (FreeBSD's `sysctl_remove_oid`); its counters stay allocated.
+ */
+int pcpu_sysctl_remove(const char *name);
+
+/*
+ Zeroes every counter registered as `name` (a sysctl write), losslessly.
+ */
+int pcpu_sysctl_zero(const char *name);
+
+/*
+ Calls `cb` for each registered name, in table order, with its values read just before.
+ */
+int pcpu_sysctl_walk(pcpu_sysctl_walk_fn cb, void *arg);
 
 #if defined(PCPU_COUNTER_SIM)
 /*

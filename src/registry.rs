@@ -224,6 +224,13 @@ impl<'a, const N: usize> Registry<'a, N> {
             .copied()
     }
 
+    /// Entry `i` of the table (below `N`), copied under the lock: for the C ABI's walk,
+    /// which hands each entry's values to C at once.
+    #[cfg(feature = "capi")]
+    pub(crate) fn entry(&self, i: usize) -> Option<(&'a str, &'a str, &'a dyn Statistic)> {
+        self.entries.lock()[i].map(|e| (e.name, e.description, e.stat))
+    }
+
     /// Zeroes every value registered as `name` (a sysctl write): losslessly, like
     /// [`Counter::zero`].
     ///

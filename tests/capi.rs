@@ -1,5 +1,6 @@
 //! The C ABI from Rust (feature `capi`): zone exhaustion and all-or-nothing arrays,
-//! exact multi-CPU sums through the `extern "C"` functions, and the tick hook.
+//! exact multi-CPU sums through the `extern "C"` functions, the tick hook, and the
+//! registry (`pcpu_sysctl_*`).
 #![cfg(feature = "capi")]
 
 use std::ptr::null_mut;
@@ -181,10 +182,270 @@ fn ratecheck_follows_the_tick_hook() {
 #[test]
 fn strerror_names_every_code() {
     let _turn = setup();
-    for code in PCPU_EOTHER..=PCPU_OK {
+    for code in PCPU_ENAME..=PCPU_OK {
         let text = unsafe { std::ffi::CStr::from_ptr(pcpu_strerror(code)) };
         assert_ne!(text.to_str().unwrap(), "unknown error", "code {code}");
     }
     let text = unsafe { std::ffi::CStr::from_ptr(pcpu_strerror(-99)) };
     assert_eq!(text.to_str(), Ok("unknown error"));
+}
+
+/// What a walk saw: (name, description, values) per registered name.
+type Seen = Vec<(String, String, Vec<u64>)>;
+
+unsafe extern "C" fn collect(
+    name: *const std::ffi::c_char,
+    descr: *const std::ffi::c_char,
+    values: *const u64,
+    n: usize,
+    arg: *mut std::ffi::c_void,
+) -> std::ffi::c_int {
+    // SAFETY: the walk's pointers are valid during the call; `arg` is a `Seen`.
+    unsafe {
+        let seen = &mut *arg.cast::<Seen>();
+        let text = |s| std::ffi::CStr::from_ptr(s).to_str().unwrap().to_owned();
+        seen.push((
+            text(name),
+            text(descr),
+            std::slice::from_raw_parts(values, n).to_vec(),
+        ));
+    }
+    0
+}
+
+fn walk() -> Seen {
+    let mut seen = Seen::new();
+    let rc = unsafe { pcpu_sysctl_walk(Some(collect), (&mut seen as *mut Seen).cast()) };
+    assert_eq!(rc, PCPU_OK);
+    seen
+}
+
+/// The entries of a walk whose names start with `prefix` (other tests' entries aside).
+fn walk_prefix(prefix: &str) -> Seen {
+    walk()
+        .into_iter()
+        .filter(|(name, _, _)| name.starts_with(prefix))
+        .collect()
+}
+
+#[test]
+fn registry_walks_exact_values_from_many_cpus() {
+    let _turn = setup();
+    let c = counter_u64_alloc(M_WAITOK);
+    let mut a = [null_mut(); 3];
+    assert_eq!(
+        unsafe { counter_u64_array_alloc(a.as_mut_ptr(), 3, M_WAITOK) },
+        PCPU_OK
+    );
+    unsafe {
+        assert_eq!(
+            pcpu_sysctl_add_counter(c"w.rx".as_ptr(), c"packets received".as_ptr(), c),
+            PCPU_OK
+        );
+        assert_eq!(
+            pcpu_sysctl_add_counter_array(c"w.err".as_ptr(), std::ptr::null(), a.as_ptr(), 3),
+            PCPU_OK
+        );
+    }
+    let (cu, au) = (c as usize, a.map(|h| h as usize));
+    std::thread::scope(|s| {
+        for t in 0..8usize {
+            s.spawn(move || {
+                for round in 0..20 {
+                    assert_eq!(pcpu_sim_bind((t + round) % 4), PCPU_OK);
+                    for _ in 0..50 {
+                        unsafe { pcpu_counter_add(cu as counter_u64_t, 1) };
+                        unsafe { pcpu_counter_add(au[t % 3] as counter_u64_t, t as i64) };
+                    }
+                    pcpu_sim_unbind();
+                }
+            });
+        }
+    });
+    let mut want = [0u64; 3];
+    for t in 0..8u64 {
+        want[t as usize % 3] += 20 * 50 * t;
+    }
+    assert_eq!(
+        walk_prefix("w."),
+        [
+            ("w.rx".into(), "packets received".into(), vec![8 * 20 * 50]),
+            ("w.err".into(), "".into(), want.to_vec()),
+        ]
+    );
+    // Zero by name zeroes every value of the name, and only those.
+    assert_eq!(unsafe { pcpu_sysctl_zero(c"w.err".as_ptr()) }, PCPU_OK);
+    let mut out = [9u64; 3];
+    unsafe { counter_u64_array_copy(a.as_ptr(), out.as_mut_ptr(), 3) };
+    assert_eq!(out, [0; 3]);
+    assert_eq!(unsafe { counter_u64_fetch(c) }, 8 * 20 * 50);
+    unsafe {
+        assert_eq!(pcpu_sysctl_remove(c"w.rx".as_ptr()), PCPU_OK);
+        assert_eq!(pcpu_sysctl_remove(c"w.err".as_ptr()), PCPU_OK);
+    }
+    assert!(walk_prefix("w.").is_empty());
+    unsafe { counter_u64_array_free(a.as_mut_ptr(), 3) };
+    unsafe { counter_u64_free(c) };
+}
+
+#[test]
+fn registry_refuses_bad_names_duplicates_and_a_full_table() {
+    let _turn = setup();
+    let c = counter_u64_alloc(M_WAITOK);
+    let add =
+        |name: &std::ffi::CStr| unsafe { pcpu_sysctl_add_counter(name.as_ptr(), c"d".as_ptr(), c) };
+    assert_eq!(add(c"r.dup"), PCPU_OK);
+    assert_eq!(add(c"r.dup"), PCPU_EEXIST, "a duplicate name is refused");
+    assert_eq!(add(c""), PCPU_ENAME);
+    assert_eq!(add(c"r.\xff"), PCPU_ENAME, "not UTF-8");
+    let long = std::ffi::CString::new("n".repeat(PCPU_SYSCTL_NAME_MAX + 1)).unwrap();
+    assert_eq!(add(&long), PCPU_ENAME);
+    let longest = std::ffi::CString::new("n".repeat(PCPU_SYSCTL_NAME_MAX)).unwrap();
+    assert_eq!(add(&longest), PCPU_OK);
+    assert_eq!(unsafe { pcpu_sysctl_remove(longest.as_ptr()) }, PCPU_OK);
+    let descr = std::ffi::CString::new("d".repeat(PCPU_SYSCTL_DESCR_MAX + 1)).unwrap();
+    assert_eq!(
+        unsafe { pcpu_sysctl_add_counter(c"r.descr".as_ptr(), descr.as_ptr(), c) },
+        PCPU_ENAME
+    );
+    unsafe {
+        assert_eq!(
+            pcpu_sysctl_add_counter(std::ptr::null(), c"d".as_ptr(), c),
+            PCPU_EINVAL
+        );
+        assert_eq!(
+            pcpu_sysctl_add_counter(c"r.null".as_ptr(), c"d".as_ptr(), null_mut()),
+            PCPU_EINVAL
+        );
+        assert_eq!(
+            pcpu_sysctl_add_counter(c"r.bogus".as_ptr(), c"d".as_ptr(), 0x4 as counter_u64_t),
+            PCPU_EINVAL,
+            "not a slot of the zone"
+        );
+        assert_eq!(pcpu_sysctl_remove(c"r.none".as_ptr()), PCPU_ENOENT);
+        assert_eq!(pcpu_sysctl_zero(c"r.none".as_ptr()), PCPU_ENOENT);
+        assert_eq!(pcpu_sysctl_walk(None, null_mut()), PCPU_EINVAL);
+    }
+    let mut big = vec![null_mut(); PCPU_SYSCTL_ARRAY_MAX + 1];
+    let n = big.len();
+    assert_eq!(
+        unsafe { counter_u64_array_alloc(big.as_mut_ptr(), n, M_WAITOK) },
+        PCPU_OK
+    );
+    assert_eq!(
+        unsafe { pcpu_sysctl_add_counter_array(c"r.big".as_ptr(), c"d".as_ptr(), big.as_ptr(), n) },
+        PCPU_EINVAL,
+        "over PCPU_SYSCTL_ARRAY_MAX"
+    );
+    assert_eq!(
+        unsafe {
+            pcpu_sysctl_add_counter_array(c"r.max".as_ptr(), c"d".as_ptr(), big.as_ptr(), n - 1)
+        },
+        PCPU_OK
+    );
+    assert_eq!(walk_prefix("r.max")[0].2.len(), PCPU_SYSCTL_ARRAY_MAX);
+    assert_eq!(unsafe { pcpu_sysctl_remove(c"r.max".as_ptr()) }, PCPU_OK);
+    unsafe { counter_u64_array_free(big.as_mut_ptr(), n) };
+
+    // Fill the table: the names are borrowed, so they live in `names` until removed.
+    let names: Vec<std::ffi::CString> = (0..PCPU_SYSCTL_MAX)
+        .map(|i| std::ffi::CString::new(format!("r.fill{i}")).unwrap())
+        .collect();
+    let added: Vec<&std::ffi::CString> = names.iter().take_while(|n| add(n) == PCPU_OK).collect();
+    assert!(!added.is_empty());
+    assert_eq!(
+        walk().len(),
+        PCPU_SYSCTL_MAX,
+        "stopped when the table was full"
+    );
+    assert_eq!(add(c"r.more"), PCPU_EREGFULL);
+    for name in &added {
+        assert_eq!(unsafe { pcpu_sysctl_remove(name.as_ptr()) }, PCPU_OK);
+    }
+    assert_eq!(add(c"r.more"), PCPU_OK, "removal frees the entry");
+    for name in [c"r.more", c"r.dup"] {
+        assert_eq!(unsafe { pcpu_sysctl_remove(name.as_ptr()) }, PCPU_OK);
+    }
+    unsafe { counter_u64_free(c) };
+}
+
+#[test]
+fn registry_walk_stops_at_a_nonzero_return() {
+    let _turn = setup();
+    unsafe extern "C" fn stop(
+        _: *const std::ffi::c_char,
+        _: *const std::ffi::c_char,
+        _: *const u64,
+        _: usize,
+        arg: *mut std::ffi::c_void,
+    ) -> std::ffi::c_int {
+        // SAFETY: `arg` is the test's counter of calls.
+        unsafe { *arg.cast::<usize>() += 1 };
+        42
+    }
+    let c = counter_u64_alloc(M_WAITOK);
+    unsafe {
+        assert_eq!(
+            pcpu_sysctl_add_counter(c"s.a".as_ptr(), c"".as_ptr(), c),
+            PCPU_OK
+        );
+        assert_eq!(
+            pcpu_sysctl_add_counter(c"s.b".as_ptr(), c"".as_ptr(), c),
+            PCPU_OK
+        );
+    }
+    let mut calls = 0usize;
+    let rc = unsafe { pcpu_sysctl_walk(Some(stop), (&mut calls as *mut usize).cast()) };
+    assert_eq!((rc, calls), (42, 1));
+    unsafe {
+        assert_eq!(pcpu_sysctl_remove(c"s.a".as_ptr()), PCPU_OK);
+        assert_eq!(pcpu_sysctl_remove(c"s.b".as_ptr()), PCPU_OK);
+        counter_u64_free(c);
+    }
+}
+
+#[test]
+fn registry_callback_may_zero_and_add() {
+    let _turn = setup();
+    static C: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    unsafe extern "C" fn zero_and_add(
+        name: *const std::ffi::c_char,
+        _: *const std::ffi::c_char,
+        _: *const u64,
+        _: usize,
+        _: *mut std::ffi::c_void,
+    ) -> std::ffi::c_int {
+        let c = C.load(std::sync::atomic::Ordering::Relaxed) as counter_u64_t;
+        // SAFETY: `name` is the walk's C string; the new name is a literal.
+        unsafe {
+            if std::ffi::CStr::from_ptr(name) == c"z.a" {
+                assert_eq!(pcpu_sysctl_zero(name), PCPU_OK);
+                assert_eq!(
+                    pcpu_sysctl_add_counter(c"z.b".as_ptr(), c"".as_ptr(), c),
+                    PCPU_OK
+                );
+            }
+        }
+        0
+    }
+    let c = counter_u64_alloc(M_WAITOK);
+    C.store(c as usize, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(pcpu_sim_bind(0), PCPU_OK);
+    unsafe { pcpu_counter_add(c, 11) };
+    pcpu_sim_unbind();
+    unsafe {
+        assert_eq!(
+            pcpu_sysctl_add_counter(c"z.a".as_ptr(), c"".as_ptr(), c),
+            PCPU_OK
+        );
+        assert_eq!(pcpu_sysctl_walk(Some(zero_and_add), null_mut()), PCPU_OK);
+        assert_eq!(counter_u64_fetch(c), 0);
+    }
+    let names: Vec<String> = walk_prefix("z.").into_iter().map(|e| e.0).collect();
+    assert_eq!(names, ["z.a", "z.b"]);
+    unsafe {
+        assert_eq!(pcpu_sysctl_remove(c"z.a".as_ptr()), PCPU_OK);
+        assert_eq!(pcpu_sysctl_remove(c"z.b".as_ptr()), PCPU_OK);
+        counter_u64_free(c);
+    }
 }

@@ -42,6 +42,14 @@ pub const PCPU_EAREAMISMATCH: c_int = -16;
 pub const PCPU_EOVERLAP: c_int = -17;
 /// The area already holds its maximum number of zones.
 pub const PCPU_EZONES: c_int = -18;
+/// A counter registry name is already registered.
+pub const PCPU_EEXIST: c_int = -19;
+/// No counter is registered under this name.
+pub const PCPU_ENOENT: c_int = -20;
+/// The counter registry holds its maximum number of names (`PCPU_SYSCTL_MAX`).
+pub const PCPU_EREGFULL: c_int = -21;
+/// A registry name or description that is empty (names only), too long or not UTF-8.
+pub const PCPU_ENAME: c_int = -22;
 
 /// The C code of `e`.
 pub(crate) fn code(e: Error) -> c_int {
@@ -98,6 +106,10 @@ pub extern "C" fn pcpu_strerror(err: c_int) -> *const c_char {
         }
         PCPU_EOVERLAP => c"the zone overlaps a live zone of the area",
         PCPU_EZONES => c"the area holds its maximum number of zones",
+        PCPU_EEXIST => c"a counter with this name is registered",
+        PCPU_ENOENT => c"no counter with this name is registered",
+        PCPU_EREGFULL => c"the counter registry is full",
+        PCPU_ENAME => c"name or description is empty, too long or not UTF-8",
         _ => c"unknown error",
     };
     text.as_ptr()

@@ -14,6 +14,7 @@
 //! | `counter_u64_array_alloc/free/zero/copy` and the `COUNTER_ARRAY_*` macros | [`crate::CounterArray`] |
 //! | `struct counter_rate`, `counter_ratecheck`, `pcpu_set_ticks` | [`crate::CounterRate`] |
 //! | `pcpu_zone_init`, `pcpu_zone_cpu_base`, `pcpu_set_cpu_base` | [`crate::install`], [`crate::Zone::cpu_base`], [`crate::arch::set_cpu_base`] |
+//! | `pcpu_sysctl_add_counter`, `pcpu_sysctl_add_counter_array` (FreeBSD's `SYSCTL_ADD_COUNTER_U64[_ARRAY]`), `pcpu_sysctl_remove`, `pcpu_sysctl_zero`, `pcpu_sysctl_walk` | [`crate::registry::Registry`] |
 //! | `pcpu_sim_machine_new`, `pcpu_sim_bind`, `pcpu_sim_unbind` (feature `std`) | [`crate::sim`] |
 //!
 //! A counter is its slot: a `counter_u64_t` is the slot's offset from the per-CPU register,
@@ -32,6 +33,7 @@ mod early;
 mod error;
 mod protect;
 mod rate;
+mod registry;
 #[cfg(feature = "std")]
 mod sim;
 mod slot;
@@ -41,6 +43,7 @@ pub use counter::*;
 pub use error::*;
 pub use protect::*;
 pub use rate::*;
+pub use registry::*;
 #[cfg(feature = "std")]
 pub use sim::*;
 pub use slot::{counter_u64_t, CounterSlot};

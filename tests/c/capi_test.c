@@ -261,6 +261,128 @@ static void check_errors(void)
 	printf("ok   error codes\n");
 }
 
+/* 6. The registry (SYSCTL_ADD_COUNTER_U64[_ARRAY]): exact values read back through the walk. */
+struct seen {
+	unsigned calls;
+	int rx_found, err_found;
+	uint64_t rx;
+	uint64_t err[3];
+	size_t err_n;
+	char err_descr[32];
+};
+
+static int collect(const char *name, const char *descr, const uint64_t *values, size_t n,
+		   void *arg)
+{
+	struct seen *s = arg;
+	s->calls++;
+	if (strcmp(name, "c.rx") == 0 && n == 1) {
+		s->rx_found++;
+		s->rx = values[0];
+	} else if (strcmp(name, "c.err") == 0 && n <= 3) {
+		s->err_found++;
+		s->err_n = n;
+		memcpy(s->err, values, n * sizeof values[0]);
+		snprintf(s->err_descr, sizeof s->err_descr, "%s", descr);
+	}
+	return 0;
+}
+
+static int stop_at_first(const char *name, const char *descr, const uint64_t *values, size_t n,
+			 void *arg)
+{
+	(void)name;
+	(void)descr;
+	(void)values;
+	(void)n;
+	++*(unsigned *)arg;
+	return 7;
+}
+
+static counter_u64_t reg_rx, reg_err[3];
+
+static void *add_registered(void *arg)
+{
+	unsigned t = *(unsigned *)arg;
+	for (unsigned r = 0; r < ROUNDS; r++) {
+		must(pcpu_sim_bind((t + r) % NCPUS), "bind");
+		for (unsigned i = 0; i < ADDS; i++) {
+			counter_u64_add(reg_rx, 1);
+			counter_u64_add(reg_err[t % 3], (int64_t)t);
+		}
+		pcpu_sim_unbind();
+	}
+	return NULL;
+}
+
+static void check_registry(void)
+{
+	reg_rx = counter_u64_alloc(M_WAITOK);
+	must(COUNTER_ARRAY_ALLOC(reg_err, 3, M_WAITOK), "array alloc");
+	must(pcpu_sysctl_add_counter("c.rx", "packets received", reg_rx), "add counter");
+	must(pcpu_sysctl_add_counter_array("c.err", "errors by kind", reg_err, 3), "add array");
+	CHECK_EQ("duplicate name", pcpu_sysctl_add_counter("c.rx", "again", reg_err[0]),
+		 (unsigned long long)(long long)PCPU_EEXIST);
+	CHECK_EQ("duplicate array name", pcpu_sysctl_add_counter_array("c.rx", "", reg_err, 3),
+		 (unsigned long long)(long long)PCPU_EEXIST);
+	CHECK_EQ("empty name", pcpu_sysctl_add_counter("", "", reg_rx),
+		 (unsigned long long)(long long)PCPU_ENAME);
+	CHECK_EQ("bad UTF-8", pcpu_sysctl_add_counter("c.\xff", "", reg_rx),
+		 (unsigned long long)(long long)PCPU_ENAME);
+	CHECK_EQ("NULL counter", pcpu_sysctl_add_counter("c.null", "", NULL),
+		 (unsigned long long)(long long)PCPU_EINVAL);
+	CHECK_EQ("strerror dup", strcmp(pcpu_strerror(PCPU_EEXIST),
+					"a counter with this name is registered"), 0);
+
+	run_threads(add_registered, NTHREADS);
+	uint64_t want_err[3] = {0, 0, 0};
+	for (unsigned t = 0; t < NTHREADS; t++)
+		want_err[t % 3] += (uint64_t)ROUNDS * ADDS * t;
+	struct seen s = {0};
+	must(pcpu_sysctl_walk(collect, &s), "walk");
+	CHECK_EQ("walk rx found", s.rx_found, 1);
+	CHECK_EQ("walk rx", s.rx, (uint64_t)ROUNDS * ADDS * NTHREADS);
+	CHECK_EQ("walk err found", s.err_found, 1);
+	CHECK_EQ("walk err n", s.err_n, 3);
+	for (unsigned i = 0; i < 3; i++)
+		CHECK_EQ("walk err", s.err[i], want_err[i]);
+	CHECK_EQ("walk err descr", strcmp(s.err_descr, "errors by kind"), 0);
+
+	unsigned calls = 0;
+	CHECK_EQ("stopped walk", pcpu_sysctl_walk(stop_at_first, &calls), 7);
+	CHECK_EQ("stopped walk calls", calls, 1);
+
+	/* Zero by name: the array's values, not the other name's. */
+	must(pcpu_sysctl_zero("c.err"), "zero by name");
+	memset(&s, 0, sizeof s);
+	must(pcpu_sysctl_walk(collect, &s), "walk");
+	for (unsigned i = 0; i < 3; i++)
+		CHECK_EQ("zeroed err", s.err[i], 0);
+	CHECK_EQ("rx not zeroed", s.rx, (uint64_t)ROUNDS * ADDS * NTHREADS);
+	CHECK_EQ("zero unknown", pcpu_sysctl_zero("c.none"),
+		 (unsigned long long)(long long)PCPU_ENOENT);
+
+	/* Remove: gone from the walk, the name free again, the counters still allocated. */
+	must(pcpu_sysctl_remove("c.rx"), "remove");
+	CHECK_EQ("remove twice", pcpu_sysctl_remove("c.rx"),
+		 (unsigned long long)(long long)PCPU_ENOENT);
+	memset(&s, 0, sizeof s);
+	must(pcpu_sysctl_walk(collect, &s), "walk");
+	CHECK_EQ("removed rx", s.rx_found, 0);
+	CHECK_EQ("err still there", s.err_found, 1);
+	CHECK_EQ("counter kept", counter_u64_fetch(reg_rx), (uint64_t)ROUNDS * ADDS * NTHREADS);
+	must(pcpu_sysctl_add_counter("c.rx", "packets received", reg_rx), "add again");
+	must(pcpu_sysctl_remove("c.rx"), "remove");
+	must(pcpu_sysctl_remove("c.err"), "remove array");
+	memset(&s, 0, sizeof s);
+	must(pcpu_sysctl_walk(collect, &s), "walk");
+	CHECK_EQ("walk after removal", s.calls, 0);
+
+	COUNTER_ARRAY_FREE(reg_err, 3);
+	counter_u64_free(reg_rx);
+	printf("ok   registry: walk, duplicate, zero and remove by name\n");
+}
+
 int main(void)
 {
 	must(pcpu_sim_machine_new(NCPUS, 4096), "machine");
@@ -271,6 +393,7 @@ int main(void)
 	check_ratecheck();
 	check_kernel();
 	check_errors();
+	check_registry();
 	if (failures) {
 		printf("%d check(s) failed\n", failures);
 		return 1;

@@ -1,0 +1,474 @@
+//! The counter registry from C: FreeBSD's `SYSCTL_ADD_COUNTER_U64` and
+//! `SYSCTL_ADD_COUNTER_U64_ARRAY`, read by a walk (a sysctl read) and zeroed by name (a
+//! sysctl write).
+//!
+//! Storage: one static [`Registry`] of [`PCPU_SYSCTL_MAX`] names and as many static cells
+//! that hold what each name counts (the first slot and the number of slots), behind `spin`
+//! locks: no allocator, so it works in a `no_std` kernel.
+//!
+//! Strings are **borrowed, not copied**, as FreeBSD's `SYSCTL_*` macros borrow theirs: the
+//! name and description must stay valid and unchanged until `pcpu_sysctl_remove` of the
+//! name returns (string literals always do). The removal waits for the walks and zeroes in
+//! progress, so the strings may be freed once it returns.
+//!
+//! Invariant: every name and description in the table is the `str` of a NUL-terminated C
+//! string starting at the same address (checked UTF-8 by [`c_str`]), so the walk hands
+//! C the pointers it was given.
+
+use core::ffi::{c_char, c_int, c_void};
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use super::error::{
+    PCPU_EEXIST, PCPU_EINVAL, PCPU_ENAME, PCPU_ENOENT, PCPU_ENOTINSTALLED, PCPU_EREGFULL, PCPU_OK,
+};
+use super::slot::{self, counter_u64_t};
+use super::zone::current_zone;
+use crate::registry::{Registry, RegistryError, Statistic};
+
+/// Names the registry holds at once.
+///
+/// ```
+/// assert_eq!(pcpu_counter::capi::PCPU_SYSCTL_MAX, 64);
+/// ```
+pub const PCPU_SYSCTL_MAX: usize = 64;
+
+/// Longest name, in bytes (without the NUL).
+///
+/// ```
+/// assert_eq!(pcpu_counter::capi::PCPU_SYSCTL_NAME_MAX, 63);
+/// ```
+pub const PCPU_SYSCTL_NAME_MAX: usize = 63;
+
+/// Longest description, in bytes (without the NUL).
+///
+/// ```
+/// assert_eq!(pcpu_counter::capi::PCPU_SYSCTL_DESCR_MAX, 255);
+/// ```
+pub const PCPU_SYSCTL_DESCR_MAX: usize = 255;
+
+/// Most counters under one name (an array); the walk reads them into a stack buffer.
+///
+/// ```
+/// assert_eq!(pcpu_counter::capi::PCPU_SYSCTL_ARRAY_MAX, 64);
+/// ```
+pub const PCPU_SYSCTL_ARRAY_MAX: usize = 64;
+
+/// What one registered name counts: `len` adjacent slots from offset `first`.
+struct Cell {
+    /// Whether an entry (or a registration in progress) owns the cell.
+    claimed: AtomicBool,
+    first: AtomicUsize,
+    len: AtomicUsize,
+    array: AtomicBool,
+}
+
+static CELLS: [Cell; PCPU_SYSCTL_MAX] = [const { Cell::free() }; PCPU_SYSCTL_MAX];
+
+static REGISTRY: Registry<'static, PCPU_SYSCTL_MAX> = Registry::new();
+
+/// Held shared by walks and zeroes (which use an entry's cell and strings after the
+/// registry's lock is dropped) and exclusively by removals (which free both).
+static LIVE: spin::RwLock<()> = spin::RwLock::new(());
+
+impl Cell {
+    /// An unclaimed cell.
+    const fn free() -> Cell {
+        Cell {
+            claimed: AtomicBool::new(false),
+            first: AtomicUsize::new(0),
+            len: AtomicUsize::new(0),
+            array: AtomicBool::new(false),
+        }
+    }
+
+    /// The offset of value `i`, resolved against the C zone (aborts if it is gone).
+    fn slot(&self, i: usize) -> (&'static crate::Zone<'static>, usize) {
+        let off = self.first.load(Ordering::Relaxed) + 8 * i;
+        slot::resolve(slot::handle(off))
+    }
+}
+
+// The registry publishes a cell under its mutex after the cell's fields are stored, and a
+// cell is only reset under `LIVE`'s exclusive lock: `Relaxed` loads see the stored values.
+impl Statistic for Cell {
+    fn len(&self) -> usize {
+        self.len.load(Ordering::Relaxed)
+    }
+    fn value(&self, i: usize) -> u64 {
+        let (zone, off) = self.slot(i);
+        zone.fetch(off)
+    }
+    fn zero_value(&self, i: usize) {
+        let (zone, off) = self.slot(i);
+        zone.fetch_and_zero(off);
+    }
+    fn is_array(&self) -> bool {
+        self.array.load(Ordering::Relaxed)
+    }
+}
+
+/// The C code of a registry error.
+fn code(e: RegistryError) -> c_int {
+    match e {
+        RegistryError::Full { .. } => PCPU_EREGFULL,
+        RegistryError::Duplicate => PCPU_EEXIST,
+        RegistryError::NotFound => PCPU_ENOENT,
+    }
+}
+
+/// The `str` of the NUL-terminated `s`: `PCPU_EINVAL` if `s` is NULL, `PCPU_ENAME` if it is
+/// longer than `max` bytes or not UTF-8. The `str` starts at `s`, so it is still the C string.
+///
+/// # Safety
+/// `s` is NULL or readable up to its NUL or its first `max + 1` bytes, whichever comes first,
+/// and stays valid and unchanged for `'s`.
+unsafe fn c_str<'s>(s: *const c_char, max: usize) -> Result<&'s str, c_int> {
+    if s.is_null() {
+        return Err(PCPU_EINVAL);
+    }
+    let mut len = 0;
+    // SAFETY: bytes up to the NUL or `max + 1` bytes are readable (the caller's contract);
+    // the loop stops at whichever comes first.
+    while unsafe { *s.add(len) } != 0 {
+        if len == max {
+            return Err(PCPU_ENAME);
+        }
+        len += 1;
+    }
+    // SAFETY: the `len` bytes before the NUL were just read, and stay valid for `'s`.
+    let bytes = unsafe { core::slice::from_raw_parts(s.cast::<u8>(), len) };
+    core::str::from_utf8(bytes).map_err(|_| PCPU_ENAME)
+}
+
+/// A name to look up: a C string of 1 to `PCPU_SYSCTL_NAME_MAX` bytes of UTF-8.
+///
+/// # Safety
+/// As [`c_str`].
+unsafe fn c_name<'s>(name: *const c_char) -> Result<&'s str, c_int> {
+    // SAFETY: the caller's contract.
+    match unsafe { c_str(name, PCPU_SYSCTL_NAME_MAX) }? {
+        "" => Err(PCPU_ENAME),
+        name => Ok(name),
+    }
+}
+
+/// Registers `len` adjacent slots from `first` under `name`.
+///
+/// # Safety
+/// `name` and `descr` are NULL or NUL-terminated, valid and unchanged until the name is
+/// removed.
+unsafe fn add(
+    name: *const c_char,
+    descr: *const c_char,
+    first: usize,
+    len: usize,
+    array: bool,
+) -> c_int {
+    // SAFETY: the strings live until the name is removed (the caller's contract), and the
+    // table drops them before that removal returns: `'static` is never outlived in use.
+    let strings = unsafe {
+        c_name(name).and_then(|name| {
+            let descr = if descr.is_null() { c"".as_ptr() } else { descr };
+            Ok((name, c_str(descr, PCPU_SYSCTL_DESCR_MAX)?))
+        })
+    };
+    let (name, descr): (&'static str, &'static str) = match strings {
+        Ok(strings) => strings,
+        Err(e) => return e,
+    };
+    let Some(cell) = CELLS.iter().find(|c| {
+        c.claimed
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }) else {
+        return PCPU_EREGFULL;
+    };
+    cell.first.store(first, Ordering::Relaxed);
+    cell.len.store(len, Ordering::Relaxed);
+    cell.array.store(array, Ordering::Relaxed);
+    match REGISTRY.register(name, descr, cell) {
+        Ok(()) => PCPU_OK,
+        Err(e) => {
+            cell.claimed.store(false, Ordering::Release);
+            code(e)
+        }
+    }
+}
+
+/// The slot offset of `c` after checking it is a slot of the C zone.
+fn slot_of(c: counter_u64_t) -> Result<usize, c_int> {
+    let zone = current_zone().ok_or(PCPU_ENOTINSTALLED)?;
+    let off = c as usize;
+    if off == 0 || !zone.holds_offset(off) {
+        return Err(PCPU_EINVAL);
+    }
+    Ok(off)
+}
+
+/// `SYSCTL_ADD_COUNTER_U64`: registers counter `c` as `name`, described by `descr`.
+///
+/// `name` (1 to `PCPU_SYSCTL_NAME_MAX` bytes of UTF-8) and `descr` (up to
+/// `PCPU_SYSCTL_DESCR_MAX` bytes of UTF-8; NULL is "") are borrowed, not copied: keep them
+/// valid and unchanged until `pcpu_sysctl_remove(name)` returns (string literals are). A
+/// counter may be registered under several names; remove its names before freeing it.
+///
+/// Returns 0, `PCPU_EINVAL` (NULL `name`, `c` NULL or not a counter of the zone),
+/// `PCPU_ENOTINSTALLED`, `PCPU_ENAME`, `PCPU_EEXIST` (the name is taken) or
+/// `PCPU_EREGFULL` (`PCPU_SYSCTL_MAX` names are registered).
+///
+/// # Safety
+/// `name` and `descr` are NULL or NUL-terminated strings, valid as above.
+///
+/// ```
+/// # use pcpu_counter::capi::*;
+/// # assert_eq!(pcpu_sim_machine_new(1, 64), 0);
+/// let c = counter_u64_alloc(M_WAITOK);
+/// unsafe {
+///     assert_eq!(pcpu_sysctl_add_counter(c"rx".as_ptr(), c"packets".as_ptr(), c), 0);
+///     assert_eq!(pcpu_sysctl_add_counter(c"rx".as_ptr(), c"again".as_ptr(), c), PCPU_EEXIST);
+///     assert_eq!(pcpu_sysctl_add_counter(c"".as_ptr(), c"empty".as_ptr(), c), PCPU_ENAME);
+///     assert_eq!(pcpu_sysctl_remove(c"rx".as_ptr()), 0);
+///     counter_u64_free(c);
+/// }
+/// ```
+#[no_mangle]
+pub unsafe extern "C" fn pcpu_sysctl_add_counter(
+    name: *const c_char,
+    descr: *const c_char,
+    c: counter_u64_t,
+) -> c_int {
+    match slot_of(c) {
+        // SAFETY: the caller's contract.
+        Ok(off) => unsafe { add(name, descr, off, 1, false) },
+        Err(e) => e,
+    }
+}
+
+/// `SYSCTL_ADD_COUNTER_U64_ARRAY`: registers the `n` counters of `a` as `name`.
+///
+/// The counters are one run of adjacent slots, as `counter_u64_array_alloc` makes them;
+/// the run (first slot and `n`) is copied, so `a` itself may go once this returns. The
+/// strings are borrowed as for [`pcpu_sysctl_add_counter`].
+///
+/// Returns 0, `PCPU_EINVAL` (NULL `a` or `name`, `n` 0 or over `PCPU_SYSCTL_ARRAY_MAX`, a
+/// handle NULL, not of the zone or not adjacent to the one before), `PCPU_ENOTINSTALLED`,
+/// `PCPU_ENAME`, `PCPU_EEXIST` or `PCPU_EREGFULL`.
+///
+/// # Safety
+/// `a` is NULL or valid for reading `n` handles; the strings as for
+/// [`pcpu_sysctl_add_counter`].
+///
+/// ```
+/// # use pcpu_counter::capi::*;
+/// # assert_eq!(pcpu_sim_machine_new(1, 64), 0);
+/// let mut a = [core::ptr::null_mut(); 3];
+/// unsafe {
+///     assert_eq!(counter_u64_array_alloc(a.as_mut_ptr(), 3, M_WAITOK), 0);
+///     assert_eq!(pcpu_sysctl_add_counter_array(c"errs".as_ptr(), c"by kind".as_ptr(), a.as_ptr(), 3), 0);
+///     assert_eq!(pcpu_sysctl_add_counter_array(c"none".as_ptr(), c"".as_ptr(), a.as_ptr(), 0), PCPU_EINVAL);
+///     a.swap(0, 1);
+///     assert_eq!(pcpu_sysctl_add_counter_array(c"mixed".as_ptr(), c"".as_ptr(), a.as_ptr(), 3), PCPU_EINVAL);
+///     assert_eq!(pcpu_sysctl_remove(c"errs".as_ptr()), 0);
+///     counter_u64_array_free(a.as_mut_ptr(), 3);
+/// }
+/// ```
+#[no_mangle]
+pub unsafe extern "C" fn pcpu_sysctl_add_counter_array(
+    name: *const c_char,
+    descr: *const c_char,
+    a: *const counter_u64_t,
+    n: usize,
+) -> c_int {
+    if a.is_null() || n == 0 || n > PCPU_SYSCTL_ARRAY_MAX {
+        return PCPU_EINVAL;
+    }
+    // SAFETY: `a` is valid for `n` reads (the caller's contract) and not NULL.
+    let a = unsafe { core::slice::from_raw_parts(a, n) };
+    let first = match slot_of(a[0]) {
+        Ok(first) => first,
+        Err(e) => return e,
+    };
+    for (i, &c) in a.iter().enumerate() {
+        match slot_of(c) {
+            Ok(off) if off == first + 8 * i => {}
+            Ok(_) => return PCPU_EINVAL,
+            Err(e) => return e,
+        }
+    }
+    // SAFETY: the caller's contract.
+    unsafe { add(name, descr, first, n, true) }
+}
+
+/// Removes `name` (FreeBSD's `sysctl_remove_oid`); its counters stay allocated.
+///
+/// Waits for the walks and zeroes in progress, so when it returns the name's strings are no
+/// longer used. Calling it from a walk's callback deadlocks.
+///
+/// Returns 0, `PCPU_EINVAL` (NULL `name`), `PCPU_ENAME` or `PCPU_ENOENT`.
+///
+/// # Safety
+/// `name` is NULL or a NUL-terminated string.
+///
+/// ```
+/// # use pcpu_counter::capi::*;
+/// # assert_eq!(pcpu_sim_machine_new(1, 64), 0);
+/// let c = counter_u64_alloc(M_WAITOK);
+/// unsafe {
+///     assert_eq!(pcpu_sysctl_add_counter(c"tx".as_ptr(), c"sent".as_ptr(), c), 0);
+///     assert_eq!(pcpu_sysctl_remove(c"tx".as_ptr()), 0);
+///     assert_eq!(pcpu_sysctl_remove(c"tx".as_ptr()), PCPU_ENOENT);
+///     assert_eq!(pcpu_sysctl_add_counter(c"tx".as_ptr(), c"sent".as_ptr(), c), 0);
+/// #   assert_eq!(pcpu_sysctl_remove(c"tx".as_ptr()), 0);
+/// #   counter_u64_free(c);
+/// }
+/// ```
+#[no_mangle]
+pub unsafe extern "C" fn pcpu_sysctl_remove(name: *const c_char) -> c_int {
+    // SAFETY: `name` is only used during the call.
+    let name = match unsafe { c_name(name) } {
+        Ok(name) => name,
+        Err(e) => return e,
+    };
+    let _exclusive = LIVE.write();
+    let Some(stat) = REGISTRY.get(name) else {
+        return PCPU_ENOENT;
+    };
+    if let Err(e) = REGISTRY.unregister(name) {
+        return code(e);
+    }
+    // Only this module registers, and only cells: the entry's statistic is one of them.
+    if let Some(cell) = CELLS
+        .iter()
+        .find(|c| core::ptr::addr_eq(*c as *const Cell, stat as *const dyn Statistic))
+    {
+        cell.len.store(0, Ordering::Relaxed);
+        cell.claimed.store(false, Ordering::Release);
+    }
+    PCPU_OK
+}
+
+/// Zeroes every counter registered as `name` (a sysctl write), losslessly.
+///
+/// Returns 0, `PCPU_EINVAL` (NULL `name`), `PCPU_ENAME` or `PCPU_ENOENT`. May be called
+/// from a walk's callback.
+///
+/// # Safety
+/// `name` is NULL or a NUL-terminated string.
+///
+/// ```
+/// # use pcpu_counter::capi::*;
+/// # assert_eq!(pcpu_sim_machine_new(1, 64), 0);
+/// let c = counter_u64_alloc(M_WAITOK);
+/// assert_eq!(pcpu_sim_bind(0), 0);
+/// unsafe { pcpu_counter_add(c, 7) };
+/// pcpu_sim_unbind();
+/// unsafe {
+///     assert_eq!(pcpu_sysctl_add_counter(c"drops".as_ptr(), c"dropped".as_ptr(), c), 0);
+///     assert_eq!(pcpu_sysctl_zero(c"drops".as_ptr()), 0);
+///     assert_eq!(counter_u64_fetch(c), 0);
+///     assert_eq!(pcpu_sysctl_zero(c"nope".as_ptr()), PCPU_ENOENT);
+/// #   assert_eq!(pcpu_sysctl_remove(c"drops".as_ptr()), 0);
+/// #   counter_u64_free(c);
+/// }
+/// ```
+#[no_mangle]
+pub unsafe extern "C" fn pcpu_sysctl_zero(name: *const c_char) -> c_int {
+    // SAFETY: `name` is only used during the call.
+    let name = match unsafe { c_name(name) } {
+        Ok(name) => name,
+        Err(e) => return e,
+    };
+    let _shared = LIVE.read();
+    REGISTRY.zero(name).map_or_else(code, |()| PCPU_OK)
+}
+
+/// The callback of [`pcpu_sysctl_walk`], called once per name; nonzero stops the walk.
+///
+/// It gets one registered name, its description, its `n` values (1 for a counter) and the
+/// walk's `arg`. The pointers are valid only during the call.
+///
+/// ```
+/// use core::ffi::{c_char, c_int, c_void};
+/// unsafe extern "C" fn count(_: *const c_char, _: *const c_char, _: *const u64, n: usize, arg: *mut c_void) -> c_int {
+///     unsafe { *arg.cast::<usize>() += n };
+///     0
+/// }
+/// let cb: pcpu_counter::capi::pcpu_sysctl_walk_fn = Some(count);
+/// # assert!(cb.is_some());
+/// ```
+pub type pcpu_sysctl_walk_fn = Option<
+    unsafe extern "C" fn(
+        name: *const c_char,
+        descr: *const c_char,
+        values: *const u64,
+        n: usize,
+        arg: *mut c_void,
+    ) -> c_int,
+>;
+
+/// Calls `cb` for each registered name, in table order, with its values read just before.
+///
+/// A nonzero return of `cb` stops the walk and is returned; otherwise 0 (`PCPU_EINVAL` for
+/// a NULL `cb`). The callback may call `pcpu_sysctl_zero` and `pcpu_sysctl_add_*`, not
+/// `pcpu_sysctl_remove` (which waits for the walk: a deadlock).
+///
+/// # Safety
+/// `cb` is safe to call with the pointers described at [`pcpu_sysctl_walk_fn`] and `arg`.
+///
+/// ```
+/// use core::ffi::{c_char, c_int, c_void, CStr};
+/// # use pcpu_counter::capi::*;
+/// unsafe extern "C" fn collect(name: *const c_char, _: *const c_char, v: *const u64, n: usize, arg: *mut c_void) -> c_int {
+///     let out = unsafe { &mut *arg.cast::<Vec<(String, Vec<u64>)>>() };
+///     let name = unsafe { CStr::from_ptr(name) }.to_str().unwrap().to_owned();
+///     out.push((name, unsafe { core::slice::from_raw_parts(v, n) }.to_vec()));
+///     0
+/// }
+/// # assert_eq!(pcpu_sim_machine_new(2, 64), 0);
+/// let c = counter_u64_alloc(M_WAITOK);
+/// let mut a = [core::ptr::null_mut(); 2];
+/// assert_eq!(unsafe { counter_u64_array_alloc(a.as_mut_ptr(), 2, M_WAITOK) }, 0);
+/// assert_eq!(pcpu_sim_bind(1), 0);
+/// unsafe { pcpu_counter_add(c, 3); pcpu_counter_add(a[1], 5) };
+/// pcpu_sim_unbind();
+/// unsafe {
+///     assert_eq!(pcpu_sysctl_add_counter(c"rx".as_ptr(), c"received".as_ptr(), c), 0);
+///     assert_eq!(pcpu_sysctl_add_counter_array(c"err".as_ptr(), c"errors".as_ptr(), a.as_ptr(), 2), 0);
+/// }
+/// let mut got: Vec<(String, Vec<u64>)> = Vec::new();
+/// assert_eq!(unsafe { pcpu_sysctl_walk(Some(collect), (&mut got as *mut Vec<_>).cast()) }, 0);
+/// assert_eq!(got, [("rx".into(), vec![3]), ("err".into(), vec![0, 5])]);
+/// # unsafe { pcpu_sysctl_remove(c"rx".as_ptr()); pcpu_sysctl_remove(c"err".as_ptr()) };
+/// ```
+#[no_mangle]
+pub unsafe extern "C" fn pcpu_sysctl_walk(cb: pcpu_sysctl_walk_fn, arg: *mut c_void) -> c_int {
+    let Some(cb) = cb else {
+        return PCPU_EINVAL;
+    };
+    let _shared = LIVE.read();
+    let mut values = [0u64; PCPU_SYSCTL_ARRAY_MAX];
+    for i in 0..PCPU_SYSCTL_MAX {
+        let Some((name, descr, stat)) = REGISTRY.entry(i) else {
+            continue;
+        };
+        let n = stat.len().min(PCPU_SYSCTL_ARRAY_MAX);
+        for (j, v) in values[..n].iter_mut().enumerate() {
+            *v = stat.value(j);
+        }
+        // SAFETY: `name` and `descr` start NUL-terminated C strings (the module's invariant),
+        // kept alive by `LIVE`; `values` holds `n` values; `cb` per the caller's contract.
+        let rc = unsafe {
+            cb(
+                name.as_ptr().cast(),
+                descr.as_ptr().cast(),
+                values.as_ptr(),
+                n,
+                arg,
+            )
+        };
+        if rc != 0 {
+            return rc;
+        }
+    }
+    PCPU_OK
+}

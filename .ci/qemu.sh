@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # CI part "qemu": boots the QEMU test kernels (x86_64 and aarch64 on 4 vCPUs, aarch64 with
-# LL/SC and LSE, i386 with and without CX8) with `cargo xtask qemu all`. Installs what is
+# LL/SC and LSE, i386 with and without CX8, and the C-only kernels c-x86_64 and c-aarch64 with
+# their broken-add runs) with `cargo xtask qemu all`. Installs what is
 # missing first; idempotent. About 4 minutes on 2 cores (three core builds), a few seconds
 # per boot.
 set -euo pipefail
@@ -12,7 +13,8 @@ command -v qemu-system-aarch64 >/dev/null || need+=(qemu-system-arm)
 command -v aarch64-linux-gnu-ld >/dev/null || need+=(binutils-aarch64-linux-gnu)
 command -v i686-linux-gnu-ld >/dev/null || need+=(binutils-i686-linux-gnu)
 command -v ld >/dev/null || need+=(binutils)
-command -v gcc >/dev/null || need+=(gcc)   # tests/c/kernel_check.c in the x86_64 kernel
+command -v gcc >/dev/null || need+=(gcc)   # tests/c/kernel_check.c, the c-x86_64 kernel
+command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu)   # c-aarch64
 # Debian's rustc/cargo with the library source: the kernels build core with -Zbuild-std.
 [ -x /usr/bin/cargo ] && [ -f /usr/lib/rustlib/src/rust/library/core/src/lib.rs ] \
     || need+=(rustc-web cargo-web rust-web-src)

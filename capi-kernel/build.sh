@@ -16,7 +16,7 @@ if ! [ -x "$cargo_bin" ]; then
     exit 1
 fi
 for t in "${targets[@]}"; do
-    PATH="/usr/bin:$PATH" RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$PWD/target/capi-kernel" \
+    PATH="$(dirname "$cargo_bin"):$PATH" RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$PWD/target/capi-kernel" \
         "$cargo_bin" build --quiet --release --manifest-path capi-kernel/Cargo.toml --target "$t" \
         -Zbuild-std=core,compiler_builtins -Zbuild-std-features=compiler-builtins-mem
     mkdir -p "target/capi-lib/$t"

@@ -2,10 +2,12 @@
 //!
 //! - `cargo xtask cross`: the host suite on aarch64 and i686 (under qemu-user), and no_std
 //!   builds for the bare-metal targets.
-//! - `cargo xtask qemu [x86_64|aarch64|i386|all]`: builds and boots the QEMU test kernels.
+//! - `cargo xtask qemu [x86_64|aarch64|i386|c-x86_64|c-aarch64|c|all]`: builds and boots the
+//!   QEMU test kernels (Rust, and C-only with the C library).
 //! - `cargo xtask bench`: runs the benchmarks and writes docs/BENCHMARKS.md.
 
 mod bench;
+mod ckernel;
 mod cross;
 mod qemu;
 mod toolchain;
@@ -23,7 +25,9 @@ fn main() -> ExitCode {
         "qemu" => qemu::run(rest),
         "bench" => bench::run(rest),
         _ => {
-            eprintln!("usage: cargo xtask <cross | qemu [x86_64|aarch64|i386|all] | bench>");
+            eprintln!(
+                "usage: cargo xtask <cross | qemu [x86_64|aarch64|i386|c-x86_64|c-aarch64|c|all] | bench>"
+            );
             return ExitCode::from(2);
         }
     };

@@ -1,6 +1,7 @@
-//! `cargo xtask qemu [x86_64|aarch64|i386|all]`: builds the QEMU test kernels (`kernel/`, boot
-//! code under `arch/<arch>/boot/`), boots each under `qemu-system-*` with a timeout, prints its
-//! serial output and fails on any `FAIL` line, a missing verdict, a wrong exit status or a hang.
+//! `cargo xtask qemu [x86_64|aarch64|i386|c-x86_64|c-aarch64|c|all]`: builds the QEMU test
+//! kernels (`kernel/` in Rust, `ckernel/` in C only; boot code under `arch/<arch>/boot/`),
+//! boots each under `qemu-system-*` with a timeout, prints its serial output and fails on any
+//! `FAIL` line, a missing verdict, a wrong exit status or a hang.
 //!
 //! The runs:
 //!
@@ -11,6 +12,9 @@
 //! | `aarch64-lse` | `qemu-system-aarch64 -M virt -cpu max -smp 4` | the same target with `+lse` (stadd) |
 //! | `i386-cx8` | `qemu-system-i386 -smp 4` (default CPU: CX8, local APIC) | `arch/i386/i586-unknown-none.json` |
 //! | `i386-486` | `qemu-system-i386 -cpu 486` (no CX8, no APIC: one CPU) | the same kernel: CX8 is detected at run time |
+//! | `c-x86_64` | as `x86_64` | `ckernel/` + `arch/x86_64/boot/ckernel.c`, gcc, linked with `libpcpu_counter.a` for `x86_64-unknown-none` |
+//! | `c-aarch64` | as `aarch64-llsc` | `ckernel/` + `arch/aarch64/boot/ckernel.c`, `aarch64-linux-gnu-gcc`, the library for `aarch64-unknown-none-softfloat` |
+//! | `c-x86_64-broken`, `c-aarch64-broken` | as above | the same with `-include tests/c/broken_add.h` (load, add, store): must print `FAIL timer` |
 //!
 //! Every run uses one instruction per translation block (`-singlestep` on QEMU 7.x,
 //! `one-insn-per-tb=on` from 8.1): TCG only takes interrupts between blocks, so without it a
@@ -23,6 +27,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use crate::ckernel::{self, CBuild};
 use crate::toolchain::{self, Std};
 
 /// A hung kernel is killed after this long and counts as a failure.
@@ -58,6 +63,9 @@ struct Boot {
     /// Text a serial line must contain: proof that the intended path ran (the primitive the
     /// kernel was built with, or the CPU feature it detected).
     expect: &'static str,
+    /// For a kernel built broken on purpose: the start of the `FAIL` line its run must print
+    /// (and it must not exit with the pass status).
+    must_fail: Option<&'static str>,
 }
 
 fn x86_64_build() -> Build {
@@ -110,6 +118,7 @@ fn x86_64_boot() -> Boot {
         pass_status: X86_PASS,
         cpus: 4,
         expect: "x86_64 (gs-relative add)",
+        must_fail: None,
     }
 }
 
@@ -130,6 +139,7 @@ fn aarch64_boot(lse: bool) -> Boot {
         } else {
             "aarch64 (ldxr/stxr loop)"
         },
+        must_fail: None,
     }
 }
 
@@ -152,6 +162,65 @@ fn i386_boot(cx8: bool) -> Boot {
         } else {
             "i386: CPU has no CX8"
         },
+        must_fail: None,
+    }
+}
+
+/// The C-only kernels' runs: the same machines as the Rust kernels'; the broken builds
+/// (`tests/c/broken_add.h`) must fail the timer check.
+fn c_x86_64_boot(broken: bool) -> Boot {
+    Boot {
+        name: if broken {
+            "c-x86_64-broken"
+        } else {
+            "c-x86_64"
+        },
+        must_fail: broken.then_some("FAIL timer"),
+        expect: if broken {
+            "with tests/c/broken_add.h"
+        } else {
+            "x86_64 (inline addq to %gs: from pcpu_counter.h)"
+        },
+        ..x86_64_boot()
+    }
+}
+
+fn c_aarch64_boot(broken: bool) -> Boot {
+    Boot {
+        name: if broken {
+            "c-aarch64-broken"
+        } else {
+            "c-aarch64"
+        },
+        must_fail: broken.then_some("FAIL timer"),
+        expect: if broken {
+            "with tests/c/broken_add.h"
+        } else {
+            "aarch64 (inline ldxr/stxr on TPIDR_EL1 + c from pcpu_counter.h)"
+        },
+        ..aarch64_boot(false)
+    }
+}
+
+/// A kernel to build: the Rust one (`kernel/`) for a target, or a C-only one.
+enum Kernel {
+    Rust(Build),
+    C(CBuild),
+}
+
+impl Kernel {
+    fn name(&self) -> &'static str {
+        match self {
+            Kernel::Rust(b) => b.name,
+            Kernel::C(b) => b.name,
+        }
+    }
+
+    fn build(&self) -> Result<PathBuf, String> {
+        match self {
+            Kernel::Rust(b) => build_kernel(b),
+            Kernel::C(b) => b.build(),
+        }
     }
 }
 
@@ -164,29 +233,42 @@ fn machine_args(boot: &Boot) -> &'static [&'static str] {
 }
 
 pub fn run(args: &[String]) -> Result<(), String> {
+    const KERNELS: [&str; 5] = ["x86_64", "aarch64", "i386", "c-x86_64", "c-aarch64"];
     let which = match args {
         [] => "all",
         [one] => one.as_str(),
-        _ => return Err("usage: cargo xtask qemu [x86_64|aarch64|i386|all]".into()),
+        _ => {
+            return Err(format!(
+                "usage: cargo xtask qemu [{}|c|all]",
+                KERNELS.join("|")
+            ))
+        }
     };
-    let plan: Vec<(Build, Vec<Boot>)> = match which {
-        "x86_64" | "aarch64" | "i386" => plan_for(which),
-        "all" => ["x86_64", "aarch64", "i386"]
+    let plan: Vec<(Kernel, Vec<Boot>)> = match which {
+        "all" => KERNELS.into_iter().flat_map(plan_for).collect(),
+        "c" => ["c-x86_64", "c-aarch64"]
             .into_iter()
             .flat_map(plan_for)
             .collect(),
+        one if KERNELS.contains(&one) => plan_for(one),
         other => {
             return Err(format!(
-                "unknown kernel `{other}`: use x86_64, aarch64, i386 or all"
+                "unknown kernel `{other}`: use {}, c (both C kernels) or all",
+                KERNELS.join(", ")
             ))
         }
     };
     // Every tool first, so that a missing one is reported before minutes of building.
-    for (build, boots) in &plan {
-        toolchain::cargo_for(&build.target)?;
-        if build.name == "x86_64" {
-            // kernel/build.rs compiles tests/c/kernel_check.c into the x86_64 kernel.
-            toolchain::require_tool("gcc", "gcc")?;
+    for (kernel, boots) in &plan {
+        match kernel {
+            Kernel::Rust(build) => {
+                toolchain::cargo_for(&build.target)?;
+                if build.name == "x86_64" {
+                    // kernel/build.rs compiles tests/c/kernel_check.c into the x86_64 kernel.
+                    toolchain::require_tool("gcc", "gcc")?;
+                }
+            }
+            Kernel::C(build) => build.require_tools()?,
         }
         for boot in boots {
             toolchain::require_tool(boot.qemu, boot.package)?;
@@ -196,10 +278,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let mut passed = Vec::new();
     for (build, boots) in &plan {
         // A kernel that does not build fails its runs; the other kernels still run.
-        let kernel = match build_kernel(build) {
+        let kernel = match build.build() {
             Ok(kernel) => kernel,
             Err(why) => {
-                eprintln!("[{}] FAILED: {why}", build.name);
+                eprintln!("[{}] FAILED: {why}", build.name());
                 failed.extend(boots.iter().map(|boot| boot.name));
                 continue;
             }
@@ -229,14 +311,21 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
 }
 
-fn plan_for(arch: &str) -> Vec<(Build, Vec<Boot>)> {
-    match arch {
-        "x86_64" => vec![(x86_64_build(), vec![x86_64_boot()])],
+fn plan_for(kernel: &str) -> Vec<(Kernel, Vec<Boot>)> {
+    use Kernel::{Rust, C};
+    match kernel {
+        "x86_64" => vec![(Rust(x86_64_build()), vec![x86_64_boot()])],
         "aarch64" => vec![
-            (aarch64_build(false), vec![aarch64_boot(false)]),
-            (aarch64_build(true), vec![aarch64_boot(true)]),
+            (Rust(aarch64_build(false)), vec![aarch64_boot(false)]),
+            (Rust(aarch64_build(true)), vec![aarch64_boot(true)]),
         ],
-        _ => vec![(i386_build(), vec![i386_boot(true), i386_boot(false)])],
+        "i386" => vec![(Rust(i386_build()), vec![i386_boot(true), i386_boot(false)])],
+        "c-x86_64" => [false, true]
+            .map(|broken| (C(ckernel::x86_64(broken)), vec![c_x86_64_boot(broken)]))
+            .into(),
+        _ => [false, true]
+            .map(|broken| (C(ckernel::aarch64(broken)), vec![c_aarch64_boot(broken)]))
+            .into(),
     }
 }
 
@@ -363,6 +452,9 @@ fn boot_kernel(boot: &Boot, kernel: &Path) -> Result<f64, String> {
 /// A run passes only with the pass status, a `DONE ... 0 failed` line, no `FAIL` line, the
 /// expected number of CPUs started and the line that shows the intended path ran.
 fn judge(boot: &Boot, code: Option<i32>, lines: &[String]) -> Result<(), String> {
+    if let Some(wanted) = boot.must_fail {
+        return judge_broken(boot, wanted, code, lines);
+    }
     if let Some(fail) = lines.iter().find(|l| l.contains("FAIL")) {
         return Err(format!("kernel reported: {fail}"));
     }
@@ -388,5 +480,31 @@ fn judge(boot: &Boot, code: Option<i32>, lines: &[String]) -> Result<(), String>
             boot.pass_status
         ));
     }
+    Ok(())
+}
+
+/// A broken kernel's run passes when it ran the broken path, printed the `FAIL` line it must
+/// and did not exit with the pass status: the check caught the broken add.
+fn judge_broken(
+    boot: &Boot,
+    wanted: &str,
+    code: Option<i32>,
+    lines: &[String],
+) -> Result<(), String> {
+    if !lines.iter().any(|l| l.contains(boot.expect)) {
+        return Err(format!(
+            "no line with `{}`: not the broken build",
+            boot.expect
+        ));
+    }
+    let Some(caught) = lines.iter().find(|l| l.starts_with(wanted)) else {
+        return Err(format!(
+            "no `{wanted}` line: the checks did not catch the broken add"
+        ));
+    };
+    if code == Some(boot.pass_status) {
+        return Err("exited with the pass status despite a FAIL line".into());
+    }
+    println!("[{}] caught, as it must be: {caught}", boot.name);
     Ok(())
 }

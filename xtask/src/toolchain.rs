@@ -116,6 +116,11 @@ impl Toolchain {
         cmd
     }
 
+    /// This toolchain's `cargo`, for scripts that take it in `CARGO`.
+    pub fn cargo_program(&self) -> PathBuf {
+        self.bin_dir.join("cargo")
+    }
+
     /// Whether the standard library is built from source.
     pub fn builds_std(&self) -> bool {
         self.build_std

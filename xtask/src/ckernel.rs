@@ -1,0 +1,190 @@
+//! The C-only test kernels (`ckernel/` and `arch/<arch>/boot/ckernel.c`): built with the
+//! cross gcc and GNU ld against `libpcpu_counter.a` (`capi-kernel/build.sh`) and the header,
+//! with no Rust of their own, for `cargo xtask qemu c-x86_64 | c-aarch64`.
+//!
+//! Each arch also builds a broken kernel: the same sources with `-include
+//! tests/c/broken_add.h`, whose `counter_u64_add` is a load, an add and a store. Its run must
+//! fail the timer check; `qemu.rs` judges it so.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::toolchain;
+
+/// One C kernel build.
+pub struct CBuild {
+    /// Folder under `target/qemu/`.
+    pub name: &'static str,
+    /// The arch folder under `arch/` (boot code and linker script).
+    arch: &'static str,
+    /// The Rust target `capi-kernel/build.sh` builds the library for.
+    lib_target: &'static str,
+    /// The C compiler, the linker and the apt packages that have them.
+    cc: (&'static str, &'static str),
+    ld: (&'static str, &'static str),
+    /// Arch code-generation flags (kernel ABI: no FP/SIMD registers, no red zone, ...).
+    cflags: &'static [&'static str],
+    /// Whether `counter_u64_add` is the broken one.
+    pub broken: bool,
+}
+
+const COMMON_CFLAGS: &[&str] = &[
+    "-std=c11",
+    "-O2",
+    "-ffreestanding",
+    "-fno-pic",
+    "-fno-pie",
+    "-fno-stack-protector",
+    "-fno-asynchronous-unwind-tables",
+    "-Wall",
+    "-Wextra",
+    "-Werror",
+];
+
+/// The portable sources, then the arch's glue.
+const SOURCES: &[&str] = &[
+    "ckernel/main.c",
+    "tests/c/freebsd_style.c",
+    "tests/c/kernel_check.c",
+];
+
+pub fn x86_64(broken: bool) -> CBuild {
+    CBuild {
+        name: if broken {
+            "c-x86_64-broken"
+        } else {
+            "c-x86_64"
+        },
+        arch: "x86_64",
+        lib_target: "x86_64-unknown-none",
+        cc: ("gcc", "gcc"),
+        ld: ("ld", "binutils"),
+        cflags: &["-mno-red-zone", "-mgeneral-regs-only", "-mcmodel=small"],
+        broken,
+    }
+}
+
+pub fn aarch64(broken: bool) -> CBuild {
+    CBuild {
+        name: if broken {
+            "c-aarch64-broken"
+        } else {
+            "c-aarch64"
+        },
+        arch: "aarch64",
+        lib_target: "aarch64-unknown-none-softfloat",
+        cc: ("aarch64-linux-gnu-gcc", "gcc-aarch64-linux-gnu"),
+        ld: ("aarch64-linux-gnu-ld", "binutils-aarch64-linux-gnu"),
+        // MMU off: Device memory, so no unaligned accesses; atomics inline, not libgcc's.
+        cflags: &[
+            "-mgeneral-regs-only",
+            "-mstrict-align",
+            "-mno-outline-atomics",
+        ],
+        broken,
+    }
+}
+
+impl CBuild {
+    /// The tools, checked before anything is built.
+    pub fn require_tools(&self) -> Result<(), String> {
+        toolchain::require_tool(self.cc.0, self.cc.1)?;
+        toolchain::require_tool(self.ld.0, self.ld.1)?;
+        toolchain::require_tool("bash", "bash")?;
+        Ok(())
+    }
+
+    /// Builds the library (once per target), compiles and links the kernel; returns its ELF.
+    pub fn build(&self) -> Result<PathBuf, String> {
+        let root = toolchain::repo_root();
+        println!(
+            "[{}] building libpcpu_counter.a for {}",
+            self.name, self.lib_target
+        );
+        let toolchain = toolchain::cargo_for(self.lib_target)?;
+        run(Command::new("bash")
+            .arg(root.join("capi-kernel/build.sh"))
+            .arg(self.lib_target)
+            .env("CARGO", toolchain.cargo_program())
+            .env_remove("RUSTUP_TOOLCHAIN")
+            .env_remove("RUSTC")
+            .env_remove("RUSTC_WRAPPER"))?;
+        let lib = root
+            .join("target/capi-lib")
+            .join(self.lib_target)
+            .join("libpcpu_counter.a");
+        let out = root.join("target/qemu").join(self.name);
+        std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+        let boot = root.join("arch").join(self.arch).join("boot");
+        let glue = boot.join("ckernel.c");
+        let mut objects = Vec::new();
+        let sources = SOURCES.iter().map(|s| root.join(s)).chain([glue]);
+        for source in sources {
+            let object = out.join(object_name(&source));
+            let mut cc = Command::new(self.cc.0);
+            cc.args(COMMON_CFLAGS).args(self.cflags);
+            for dir in ["include", "ckernel", "tests/c"] {
+                cc.arg("-I").arg(root.join(dir));
+            }
+            if self.broken {
+                cc.arg("-include").arg(root.join("tests/c/broken_add.h"));
+            }
+            run(cc.arg("-c").arg(&source).arg("-o").arg(&object))?;
+            objects.push(object);
+        }
+        // The Rust kernel's own assembly: the boot entry (and x86_64's interrupt stubs).
+        for asm in ["entry.s", "vectors.s"] {
+            let source = boot.join(asm);
+            if source.exists() {
+                let object = out.join(object_name(&source));
+                run(Command::new(self.cc.0)
+                    .arg("-c")
+                    .arg(&source)
+                    .arg("-o")
+                    .arg(&object))?;
+                objects.push(object);
+            }
+        }
+        let kernel = out.join("kernel");
+        run(Command::new(self.ld.0)
+            .args([
+                "-nostdlib",
+                "-static",
+                "-z",
+                "max-page-size=0x1000",
+                "-z",
+                "noexecstack",
+            ])
+            .arg("--no-warn-rwx-segments")
+            .arg("-T")
+            .arg(boot.join("link.ld"))
+            .arg("-o")
+            .arg(&kernel)
+            .args(&objects)
+            .arg(&lib))?;
+        Ok(kernel)
+    }
+}
+
+/// `dir_file.o`, so that two sources with one file name do not collide.
+fn object_name(source: &Path) -> String {
+    let dir = source
+        .parent()
+        .and_then(Path::file_name)
+        .map_or(String::new(), |d| d.to_string_lossy().into_owned());
+    let stem = source
+        .file_stem()
+        .map_or(String::new(), |s| s.to_string_lossy().into_owned());
+    format!("{dir}_{stem}.o")
+}
+
+fn run(cmd: &mut Command) -> Result<(), String> {
+    let status = cmd
+        .status()
+        .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{cmd:?} failed ({status})"))
+    }
+}

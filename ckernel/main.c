@@ -37,9 +37,7 @@ struct block {
 _Static_assert(sizeof(struct block) == BLOCK, "one block per page");
 
 static struct block blocks[MAX_CPUS];
-/* A zero baseline and a bitmap bit per slot: pcpu_counter::meta_words(SLOTS). */
-#define META_WORDS (SLOTS + (SLOTS + 63) / 64)
-static uint64_t meta[META_WORDS];
+static uint64_t meta[PCPU_META_WORDS(SLOTS)];
 
 static counter_u64_t sum_a, sum_b, batched, raced, zeroed, timed;
 static unsigned ncpus;
@@ -308,7 +306,7 @@ void kernel_bsp_main(void)
 		.len = SLOTS * 8,
 		.ncpus = MAX_CPUS,
 	};
-	int rc = pcpu_zone_init(&layout, meta, META_WORDS);
+	int rc = pcpu_zone_init(&layout, meta, PCPU_META_WORDS(SLOTS));
 	if (rc != 0) {
 		kernel_print("FAIL pcpu_zone_init: ");
 		kernel_print(pcpu_strerror(rc));

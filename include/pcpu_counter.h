@@ -20,6 +20,10 @@
 #define COUNTER_ARRAY_ZERO(a, n) counter_u64_array_zero((a), (n))
 #define COUNTER_ARRAY_COPY(a, dstp, n) counter_u64_array_copy((a), (uint64_t *)(dstp), (n))
 
+/* Words of pcpu_zone_init's metadata for a zone of `counters` counters: a zero baseline and a
+ * bitmap bit per counter (pcpu_counter::meta_words in Rust). */
+#define PCPU_META_WORDS(counters) ((counters) + ((counters) + 63) / 64)
+
 
 /*
  How many zones can live in one area at once.

@@ -2,11 +2,13 @@
 //! peers (benches/peers) and writes docs/BENCHMARKS.md and docs/throughput.svg (or into DIR).
 //!
 //! It builds the bench in release with the cargo that runs it, runs the binary (a full run
-//! takes about two minutes on the 2-core machines here), disassembles the single-thread loops
+//! takes about two minutes on the 2-core machines here) and the C fast path's bench
+//! (`benches/c/c_add.c`, with gcc), disassembles the single-thread loops
 //! with `objdump` where it is installed, and renders the report from the result lines.
 //! `--from FILE` renders an earlier run's result lines instead of running; `--quick` runs
 //! short rounds (a smoke test: CI renders it into a scratch folder with `--docs`).
 
+mod c;
 mod plot;
 mod report;
 mod results;
@@ -80,6 +82,12 @@ pub fn run(args: &[String]) -> Result<(), String> {
             if !status.success() {
                 return Err(format!("the benchmark failed ({status})"));
             }
+            eprintln!("xtask bench: running the C fast path (benches/c/c_add.c)");
+            let lines = c::run(&root, quick)?;
+            let mut all = std::fs::read_to_string(&file)
+                .map_err(|e| format!("read {}: {e}", file.display()))?;
+            all.push_str(&lines);
+            std::fs::write(&file, all).map_err(|e| format!("write {}: {e}", file.display()))?;
             file
         }
     };

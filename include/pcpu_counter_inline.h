@@ -11,8 +11,9 @@
  *   i386:    where the library's cached CPUID answer pcpu_cx8 says CX8 (2), a cmpxchg8b
  *            loop on %fs:(c) without lock prefix (only interrupts and migration race with
  *            it; a changed slot fails the compare and retries); not asked yet (0) or no CX8
- *            (1, a 486: a plain add under protection), the library's pcpu_counter_add.
- *   others, and aarch64 and i386 under the host simulation (PCPU_COUNTER_SIM): the library's
+ *            (1, a 486: a plain add under protection), and under PCPU_COUNTER_SIM, the
+ *            library's pcpu_counter_add.
+ *   others, and aarch64 under the host simulation (PCPU_COUNTER_SIM, EL0): the library's
  *            pcpu_counter_add.
  */
 #ifndef PCPU_COUNTER_INLINE_H

@@ -66,7 +66,9 @@ if [ -x /usr/bin/cargo ] && [ -d "$(/usr/bin/rustc --print sysroot)/lib/rustlib/
     PATH="/usr/bin:$PATH" RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$CARGO_TARGET_DIR/cross" \
         /usr/bin/cargo check --quiet --lib --target x86_64-unknown-none -Zbuild-std=core --features capi
     echo "== the no_std library for C-only kernels (artifacts: target/capi-lib/<target>/libpcpu_counter.a)"
-    bash capi-kernel/build.sh x86_64-unknown-none aarch64-unknown-none-softfloat
+    bash capi-kernel/build.sh x86_64-unknown-none aarch64-unknown-none-softfloat i586-unknown-none
+    echo "== the i386 inline counter_u64_add at run time (tests/c/i386_inline.sh)"
+    bash tests/c/i386_inline.sh
 else
     echo "skipped: Debian's cargo with the library source is not installed"
 fi

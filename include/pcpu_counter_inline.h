@@ -8,6 +8,11 @@
  *   aarch64: mrs tpidr_el1, then an ldxr/stxr loop on base + c, or one stadd with LSE
  *            (__ARM_FEATURE_ATOMICS); a migration in between adds atomically to the old
  *            CPU's slot, which fetch counts too.
+ *   i386:    where the library's cached CPUID answer pcpu_cx8 says CX8 (2), a cmpxchg8b
+ *            loop on %fs:(c) without lock prefix (only interrupts and migration race with
+ *            it; a changed slot fails the compare and retries); not asked yet (0) or no CX8
+ *            (1, a 486: a plain add under protection), and under PCPU_COUNTER_SIM, the
+ *            library's pcpu_counter_add.
  *   others, and aarch64 under the host simulation (PCPU_COUNTER_SIM, EL0): the library's
  *            pcpu_counter_add.
  */
@@ -15,6 +20,36 @@
 #define PCPU_COUNTER_INLINE_H
 
 #include <stdint.h>
+
+#if defined(__i386__) && !defined(PCPU_COUNTER_SIM)
+/* The library's CX8 cache (Rust's AtomicU8): 0 not asked yet, 1 no cmpxchg8b, 2 cmpxchg8b. */
+extern const volatile uint8_t pcpu_cx8;
+
+/*
+ * The CX8 add, as FreeBSD's i386 counter_64_inc_8b: edx:eax = %fs:(c), ecx:ebx = edx:eax + v,
+ * cmpxchg8b %fs:(c), again while it fails. No lock prefix: the slot is this CPU's own. v's
+ * halves are "rm" operands, so that a frame pointer or the PIC register (ebx is saved by the
+ * compiler, as a clobber) leaves the compiler enough registers: memory when it runs out.
+ */
+static inline void pcpu_counter_add_cx8(counter_u64_t c, int64_t v)
+{
+	uint32_t lo, hi;
+	__asm__ __volatile__("movl %%fs:(%2), %%eax\n\t"
+			     "movl %%fs:4(%2), %%edx\n"
+			     "1:\n\t"
+			     "movl %%eax, %%ebx\n\t"
+			     "movl %%edx, %%ecx\n\t"
+			     "addl %3, %%ebx\n\t"
+			     "adcl %4, %%ecx\n\t"
+			     "cmpxchg8b %%fs:(%2)\n\t"
+			     "jnz 1b"
+			     : "=&a"(lo), "=&d"(hi)
+			     : "r"(c), "rm"((uint32_t)v), "rm"((uint32_t)((uint64_t)v >> 32))
+			     : "ebx", "ecx", "memory", "cc");
+	(void)lo;
+	(void)hi;
+}
+#endif
 
 static inline void counter_u64_add(counter_u64_t c, int64_t v)
 {
@@ -37,6 +72,11 @@ static inline void counter_u64_add(counter_u64_t c, int64_t v)
 			     : "r"(v)
 			     : "memory");
 #endif
+#elif defined(__i386__) && !defined(PCPU_COUNTER_SIM)
+	if (__builtin_expect(pcpu_cx8 == 2, 1))
+		pcpu_counter_add_cx8(c, v);
+	else
+		pcpu_counter_add(c, v);
 #else
 	pcpu_counter_add(c, v);
 #endif
@@ -47,6 +87,11 @@ static inline void counter_u64_add_protected(counter_u64_t c, int64_t v)
 {
 #if defined(__x86_64__) || (defined(__aarch64__) && !defined(PCPU_COUNTER_SIM))
 	counter_u64_add(c, v);
+#elif defined(__i386__) && !defined(PCPU_COUNTER_SIM)
+	if (__builtin_expect(pcpu_cx8 == 2, 1))
+		pcpu_counter_add_cx8(c, v);
+	else
+		pcpu_counter_add_protected(c, v);
 #else
 	pcpu_counter_add_protected(c, v);
 #endif

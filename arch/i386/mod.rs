@@ -32,6 +32,13 @@ use crate::Zone;
 pub const NAME: &str = "i386 (fs-relative cmpxchg8b loop, plain add without CX8)";
 
 /// The cached CX8 answer: 0 not asked yet, 1 no CX8, 2 CX8.
+///
+/// With feature `capi` this very byte is the C symbol `pcpu_cx8` (declared in
+/// `include/pcpu_counter_inline.h`): the header's inline `counter_u64_add` runs the
+/// `cmpxchg8b` loop itself when it reads 2 and otherwise calls `pcpu_counter_add`, which asks
+/// CPUID on the first call (0) and takes protection without CX8 (1). One object, so C and Rust
+/// never disagree; an `AtomicU8` has the layout of C's `uint8_t`.
+#[cfg_attr(feature = "capi", export_name = "pcpu_cx8")]
 static CX8: AtomicU8 = AtomicU8::new(0);
 
 /// Whether this CPU has `cmpxchg8b`: asks CPUID once, then answers from the cache.

@@ -40,9 +40,29 @@ if command -v aarch64-linux-gnu-gcc >/dev/null; then
     done
 fi
 if command -v i686-linux-gnu-gcc >/dev/null; then
-    i686-linux-gnu-gcc -std=c11 -march=i586 -ffreestanding -Wall -Wextra -Werror -pedantic \
+    # i386 has few registers: the cmpxchg8b loop takes eax, ebx, ecx, edx; ebx is the PIC
+    # register with -fPIC, and -O0 keeps a frame pointer.
+    for std in c99 c11; do
+        for pic in -fPIC -fno-pic; do
+            for mode in "" -ffreestanding; do
+                for opt in -O0 -O2; do
+                    i686-linux-gnu-gcc -std=$std $pic $mode $opt -march=i586 -Wall -Wextra -Werror -pedantic \
+                        -Iinclude -c "$out/probe.c" -o "$out/p.o"
+                done
+                echo "ok   i686-linux-gnu-gcc -std=$std $pic $mode (-O0, -O2)"
+            done
+        done
+    done
+    i686-linux-gnu-gcc -std=c11 -DPCPU_COUNTER_SIM -Wall -Wextra -Werror -pedantic \
         -Iinclude -c "$out/probe.c" -o "$out/p.o"
-    echo "ok   i686-linux-gnu-gcc -march=i586 (calls out)"
+    echo "ok   i686-linux-gnu-gcc -DPCPU_COUNTER_SIM (calls out)"
+    if command -v clang >/dev/null; then
+        for pic in -fPIC -fno-pic; do
+            clang --target=i686-linux-gnu -std=c11 $pic -ffreestanding -O2 -Wall -Wextra -Werror -pedantic \
+                -Iinclude -c "$out/probe.c" -o "$out/p.o"
+            echo "ok   clang --target=i686-linux-gnu $pic -ffreestanding"
+        done
+    fi
 fi
 
 # The instructions of function $2 in object $1, one per line, without addresses.
@@ -121,5 +141,125 @@ C
     echo "ok   rejected plain"
 else
     echo "skipped aarch64: aarch64-linux-gnu-gcc / binutils-aarch64-linux-gnu not installed"
+fi
+# i386: the instructions of function $2 in object $1 as "address<TAB>instruction", with the
+# symbol of a relocation in it appended as " @symbol".
+body_i386() {
+    i686-linux-gnu-objdump -dr --no-show-raw-insn "$1" | awk -v f="<$2>:" '
+        $2 == f { on = 1; next }
+        on && /^$/ { exit }
+        on && $2 ~ /^R_386_/ { sym = $3; sub(/[+-]0x[0-9a-f]+$/, "", sym); line = line " @" sym; next }
+        on {
+            if (line != "") print line
+            a = $1; sub(/:$/, "", a); sub(/^ *[0-9a-f]+:\t/, ""); line = a "\t" $0
+        }
+        END { if (line != "") print line }'
+}
+
+# i386: the guard, then the loop. pcpu_cx8 compared with 2 and a jne to the out-of-line part
+# (so 0, not asked yet, calls out too); two loads of edx:eax from %fs:, then a loop of add,
+# adc and one non-locked cmpxchg8b on %fs: closed by a jne back; a ret before the out-of-line
+# part, which is the one call (or tail jmp) of $2. No %gs:, no other %fs: access, no lock, no
+# other call but the PIC thunk. Prints why it rejects.
+check_i386() {
+    awk -F'\t' -v ool="$2" '
+        function hex(s,    i, n, c) {
+            n = 0; s = tolower(s)
+            for (i = 1; i <= length(s); i++) {
+                c = index("0123456789abcdef", substr(s, i, 1)); if (!c) return -1; n = n * 16 + c - 1
+            }
+            return n
+        }
+        function no(why) { if (!bad) print "    rejected: " why; bad = 1 }
+        {
+            n++; addr[n] = hex($1); ins[n] = $2; split($2, w, / +/); op[n] = w[1]; tgt[n] = hex(w[2])
+            t = $2; sub(/ <[^>]*>/, "", t); sub(/ @.*/, "", t)   # without labels and relocations
+            if (t ~ /lock/) no("lock prefix: " $2)
+            if (t ~ /%gs:/) no("%gs: " $2)
+            if (op[n] == "cmpxchg8b") { ncx++; cx = n; if (w[2] !~ /^%fs:/) no("cmpxchg8b not on %fs: " $2) }
+            else if (t ~ /%fs:/) {
+                if (t ~ /^mov +%fs:[^,]*,%e[ad]x$/) { nload++; lastload = n; if (!firstload) firstload = n }
+                else no("another %fs: access: " $2)
+            }
+            if ($2 ~ /@pcpu_cx8$/ && !ref) ref = n
+            if (op[n] ~ /^(call|jmp)/ && $2 ~ /@/) {
+                if ($2 ~ ("@" ool "$")) { ncall++; call = n }
+                else if ($2 !~ /@__x86\.get_pc_thunk\./) no("calls " $2)
+            } else if (op[n] ~ /^call/) no("a call without relocation: " $2)
+        }
+        END {
+            if (ncx != 1) no(ncx + 0 " cmpxchg8b")
+            if (nload != 2) no(nload + 0 " loads from %fs:, not 2")
+            if (bad) exit 1
+            back = cx + 1
+            if (op[back] != "jne" || tgt[back] >= addr[cx] || tgt[back] <= addr[lastload]) no("no jne back to the loop after cmpxchg8b")
+            for (i = lastload + 1; i < cx; i++) { if (op[i] == "add") sawadd = 1; if (op[i] == "adc") sawadc = 1 }
+            if (!sawadd || !sawadc) no("no add and adc in the loop")
+            if (!ref) no("pcpu_cx8 is not read")
+            for (g = ref; g <= n && !(op[g] ~ /^j/ && op[g] != "jmp"); g++) if (op[g] ~ /^cmp/ && ins[g] ~ /\$0x2,/) cmp2 = 1
+            if (!cmp2 || op[g] != "jne" || g >= firstload) no("no guard: cmp $0x2 with pcpu_cx8 and a jne, before the loop")
+            if (ncall != 1) no(ncall + 0 " calls of " ool)
+            if (bad) exit 1
+            if (tgt[g] <= addr[back] || addr[call] < tgt[g]) no("the out-of-line call is not behind the guard jne")
+            for (i = back + 1; i <= n && addr[i] < tgt[g]; i++) if (op[i] == "ret") ret = 1
+            if (!ret) no("the loop does not return before the out-of-line part")
+            exit bad
+        }' <<<"$1"
+}
+
+if command -v i686-linux-gnu-gcc >/dev/null && command -v i686-linux-gnu-objdump >/dev/null; then
+    for pic in -fno-pic -fPIC; do
+        echo "== disassembly: i386 $pic (i686-linux-gnu-gcc -O2)"
+        i686-linux-gnu-gcc -std=c11 -O2 $pic -Iinclude -c "$out/probe.c" -o "$out/i.o"
+        for f in probe_add:pcpu_counter_add probe_protected:pcpu_counter_add_protected; do
+            insns="$(body_i386 "$out/i.o" "${f%%:*}")"
+            printf '%s:\n%s\n' "${f%%:*}" "$(sed 's/^/    /' <<<"$insns")"
+            check_i386 "$insns" "${f#*:}" || { echo "FAIL: i386 ${f%%:*} ($pic)"; exit 1; }
+        done
+    done
+    echo "== i386 under the simulation: only the out-of-line call"
+    i686-linux-gnu-gcc -std=c11 -O2 -DPCPU_COUNTER_SIM -Iinclude -c "$out/probe.c" -o "$out/i.o"
+    insns="$(body_i386 "$out/i.o" probe_add)"
+    if grep -q 'cmpxchg8b\|%fs:\|pcpu_cx8' <<<"$insns" || ! grep -q '@pcpu_counter_add$' <<<"$insns"; then
+        echo "FAIL: i386 probe_add with PCPU_COUNTER_SIM does not just call pcpu_counter_add"; exit 1
+    fi
+    echo "ok   calls pcpu_counter_add"
+    echo "== the i386 checker accepts the right loop and rejects broken ones"
+    cat > "$out/broken_i.c" <<'C'
+#include <stdint.h>
+extern const volatile uint8_t pcpu_cx8;
+extern void pcpu_counter_add(uintptr_t, int64_t);
+#define LOOP(lock, seg, jnz) "movl %%" seg ":(%2), %%eax\n\tmovl %%" seg ":4(%2), %%edx\n1:\n\t" \
+    "movl %%eax, %%ebx\n\tmovl %%edx, %%ecx\n\taddl %3, %%ebx\n\tadcl %4, %%ecx\n\t" \
+    lock "cmpxchg8b %%" seg ":(%2)\n\t" jnz
+#define ASM(text) do { uint32_t lo, hi; __asm__ __volatile__(text : "=&a"(lo), "=&d"(hi) \
+    : "r"(c), "rm"((uint32_t)v), "rm"((uint32_t)((uint64_t)v >> 32)) : "ebx", "ecx", "memory", "cc"); \
+    (void)lo; (void)hi; } while (0)
+#define GUARDED(cond, add) if (__builtin_expect(cond, 1)) { add; } else pcpu_counter_add(c, v)
+void good(uintptr_t c, int64_t v) { GUARDED(pcpu_cx8 == 2, ASM(LOOP("", "fs", "jnz 1b"))); }
+void locked(uintptr_t c, int64_t v) { GUARDED(pcpu_cx8 == 2, ASM(LOOP("lock; ", "fs", "jnz 1b"))); }
+void gs(uintptr_t c, int64_t v) { GUARDED(pcpu_cx8 == 2, ASM(LOOP("", "gs", "jnz 1b"))); }
+void once(uintptr_t c, int64_t v) { GUARDED(pcpu_cx8 == 2, ASM(LOOP("", "fs", ""))); }
+void plain(uintptr_t c, int64_t v) {
+    GUARDED(pcpu_cx8 == 2, __asm__ __volatile__("addl %1, %%fs:(%0)\n\tadcl %2, %%fs:4(%0)"
+        : : "r"(c), "r"((uint32_t)v), "r"((uint32_t)((uint64_t)v >> 32)) : "memory", "cc"));
+}
+void unguarded(uintptr_t c, int64_t v) { ASM(LOOP("", "fs", "jnz 1b")); }
+void unknown_as_cx8(uintptr_t c, int64_t v) { GUARDED(pcpu_cx8 != 1, ASM(LOOP("", "fs", "jnz 1b"))); }
+void called(uintptr_t c, int64_t v) { pcpu_counter_add(c, v); pcpu_counter_add(c, v); }
+C
+    for pic in -fno-pic -fPIC; do
+        i686-linux-gnu-gcc -std=c11 -O2 $pic -c "$out/broken_i.c" -o "$out/bi.o"
+        check_i386 "$(body_i386 "$out/bi.o" good)" pcpu_counter_add \
+            || { echo "FAIL: the i386 checker rejected the right loop ($pic)"; exit 1; }
+        for f in locked gs once plain unguarded unknown_as_cx8 called; do
+            if check_i386 "$(body_i386 "$out/bi.o" $f)" pcpu_counter_add; then
+                echo "FAIL: the i386 checker accepted the broken add '$f' ($pic)"; exit 1
+            fi
+            echo "ok   rejected $f ($pic)"
+        done
+    done
+else
+    echo "skipped i386: i686-linux-gnu-gcc / binutils-i686-linux-gnu not installed"
 fi
 echo "header check: all passed"

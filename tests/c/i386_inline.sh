@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The header's i386 inline counter_u64_add at run time: builds the host library (capi/) for
+# i686-unknown-linux-gnu with Debian's cargo (-Zbuild-std), links tests/c/i386_inline_test.c
+# with tests/c/i386_inline_add.c (the fast path, compiled without PCPU_COUNTER_SIM, -fno-pic
+# and -fPIC), and runs it natively and under qemu-i386, with CX8 (the inline cmpxchg8b loop)
+# and with PCPU_COUNTER_FORCE_NO_CX8=1 (pcpu_cx8 is 1: the out-of-line add).
+# Needs rustc-web cargo-web rust-web-src, gcc-i686-linux-gnu, libc6-dev-i386-cross; qemu-user
+# is optional.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+loader=/usr/i686-linux-gnu/lib/ld-linux.so.2
+if ! [ -x /usr/bin/cargo ] || ! command -v i686-linux-gnu-gcc >/dev/null || ! [ -e "$loader" ]; then
+    echo "skipped: needs Debian's cargo (rustc-web cargo-web rust-web-src), gcc-i686-linux-gnu, libc6-dev-i386-cross"
+    exit 0
+fi
+dir="$PWD/target/capi-i686"
+PATH="/usr/bin:$PATH" RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$dir" \
+    /usr/bin/cargo build --quiet --manifest-path capi/Cargo.toml --target i686-unknown-linux-gnu \
+    -Zbuild-std=std,panic_abort
+lib="$dir/i686-unknown-linux-gnu/debug/libpcpu_counter_capi.a"
+flags=(-std=c11 -O2 -Wall -Wextra -Werror -pedantic -Iinclude)
+for pic in -fno-pic -fPIC; do
+    link=-no-pie; [ "$pic" = -fPIC ] && link=-pie
+    exe="$dir/i386_inline_test$pic"
+    i686-linux-gnu-gcc "${flags[@]}" $pic -c tests/c/i386_inline_add.c -o "$dir/i386_inline_add.o"
+    i686-linux-gnu-gcc "${flags[@]}" $pic $link -D_GNU_SOURCE tests/c/i386_inline_test.c \
+        "$dir/i386_inline_add.o" "$lib" -lpthread -ldl -lm \
+        -Wl,--dynamic-linker=$loader -Wl,-rpath,/usr/i686-linux-gnu/lib -o "$exe"
+    runners=(env)   # native: the x86_64 kernel runs i386 binaries
+    command -v qemu-i386 >/dev/null && runners+=("qemu-i386 -L /usr/i686-linux-gnu")
+    for runner in "${runners[@]}"; do
+        for force in "" 1; do
+            printf '%-8s %-9s %-28s ' "$pic" "$([ "$runner" = env ] && echo native || echo qemu-i386)" "${force:+PCPU_COUNTER_FORCE_NO_CX8=1}"
+            if [ -n "$force" ]; then
+                PCPU_COUNTER_FORCE_NO_CX8=1 $runner "$exe"
+            else
+                $runner "$exe"
+            fi
+        done
+    done
+done
+echo "i386 inline: all passed"

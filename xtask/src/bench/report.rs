@@ -222,8 +222,12 @@ pub fn markdown(
                  8 counters (plain add {pl8:.2} ns) and {gs:.2} ns on 1 (`add [p]` without the \
                  segment {flat:.2} ns, plain add {pl1:.2} ns). The rest ({pc8:.2} and {pc1:.2} ns \
                  for `Counter::add`) is the reload of the handle's offset that the `asm!` memory \
-                 clobber forces before every add: one extra load per add, which a loop of \
-                 nothing but adds exposes and real code around an add mostly hides. FreeBSD's \
+                 clobber forces before every add, and, in this simulation only, the load and \
+                 compare of the machine's tag through GS that stops a counter from being added \
+                 on another machine's CPU (kernel builds have neither the tag nor the check): \
+                 work that a loop of nothing but adds exposes and real code around an add \
+                 mostly hides. The C header's inline add, which has no check, runs at the plain \
+                 add's speed (the C fast path section). FreeBSD's \
                  amd64 `zpcpu_add` (behind `counter_u64_add`) has the same `\"memory\"` \
                  clobber; the clobber is what keeps the add ordered with the thread's own \
                  later `fetch`. \

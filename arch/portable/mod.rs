@@ -10,7 +10,12 @@ use crate::platform::{self, Protection};
 use crate::Zone;
 
 /// The arch this build's primitives are for.
+#[cfg(not(feature = "broken-portable-unprotected-add"))]
 pub const NAME: &str = "portable (plain add under local protection)";
+/// The arch this build's primitives are for: broken on purpose (test only).
+#[cfg(feature = "broken-portable-unprotected-add")]
+pub const NAME: &str =
+    "portable (plain add WITHOUT protection: broken-portable-unprotected-add, test only)";
 
 /// Adds `v` to the current CPU's slot at offset `off`, inside local protection.
 ///
@@ -18,8 +23,12 @@ pub const NAME: &str = "portable (plain add under local protection)";
 /// `off` is a live slot of `zone`.
 #[inline]
 pub(crate) unsafe fn add(zone: &Zone<'_>, off: usize, v: i64) {
+    // The test-only feature drops this protection: an interrupt between the load and the
+    // store of `add_protected` then loses an add, which the firmware's timer check must see.
+    #[cfg(not(feature = "broken-portable-unprotected-add"))]
     let _protection = Protection::acquire();
-    // SAFETY: same contract, and protection is held.
+    // SAFETY: same contract, and protection is held (except in the test-only broken build,
+    // where the add may lose updates but never touches memory outside this CPU's slot).
     unsafe { add_protected(zone, off, v) }
 }
 

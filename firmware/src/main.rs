@@ -29,19 +29,19 @@ use pcpu_counter::{
 };
 
 /// Adds per CPU on each of the four `sums` counters.
-const SUM_ADDS: u64 = 2_000;
+const SUM_ADDS: u64 = 10_000;
 /// `counter_enter` .. `counter_exit` batches per CPU.
-const BATCHES: u64 = 2_000;
+const BATCHES: u64 = 5_000;
 /// Adds per CPU in the `fetch_and_zero` race (with SysTick adding), and how often it zeroes.
-const RACE_ADDS: u64 = 5_000;
+const RACE_ADDS: u64 = 20_000;
 const RACE_EVERY: u64 = 61;
 /// What the SysTick handler adds to the race counter each time.
 const RACE_HANDLER_ADD: u64 = 7;
 /// Adds per CPU before and after `zero`.
-const ZERO_ADDS: u64 = 1_000;
+const ZERO_ADDS: u64 = 2_000;
 /// The timer phase runs until a CPU has made this many adds and taken this many ticks...
-const TIMER_MIN_ADDS: u64 = 5_000;
-const TIMER_MIN_TICKS: u64 = 200;
+const TIMER_MIN_ADDS: u64 = 20_000;
+const TIMER_MIN_TICKS: u64 = 500;
 /// ... or gives up after this many adds (a timer that never fires is a failure, not a hang).
 const TIMER_MAX_ADDS: u64 = 5_000_000;
 /// What the SysTick handler adds to the timer counter each time.

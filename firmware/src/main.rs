@@ -41,7 +41,7 @@ const RACE_HANDLER_ADD: u64 = 7;
 const ZERO_ADDS: u64 = 2_000;
 /// The timer phase runs until a CPU has made this many adds and taken this many ticks...
 const TIMER_MIN_ADDS: u64 = 20_000;
-const TIMER_MIN_TICKS: u64 = 500;
+const TIMER_MIN_TICKS: u64 = 1000;
 /// ... or gives up after this many adds (a timer that never fires is a failure, not a hang).
 const TIMER_MAX_ADDS: u64 = 5_000_000;
 /// What the SysTick handler adds to the timer counter each time.

@@ -321,7 +321,11 @@ fn run(cpu: usize, zone: &'static Zone<'static>) {
             &[
                 ("sums[0]", nn * SUM_ADDS, c.sums[0].fetch()),
                 ("sums[1]", SUM_ADDS * cpus_sum, c.sums[1].fetch()),
-                ("sums[2]", (3 * nn * SUM_ADDS).wrapping_neg(), c.sums[2].fetch()),
+                (
+                    "sums[2]",
+                    (3 * nn * SUM_ADDS).wrapping_neg(),
+                    c.sums[2].fetch(),
+                ),
                 (
                     "sums[3]",
                     nn * (SUM_ADDS * ((1 << 33) + 1) + low),
@@ -353,7 +357,11 @@ fn run(cpu: usize, zone: &'static Zone<'static>) {
             &[
                 ("packets", b, counter_u64_fetch(&c.packets)),
                 ("bytes", 1500 * b, c.bytes.fetch()),
-                ("plain word under counter_enter on every CPU", b, PLAIN.get()),
+                (
+                    "plain word under counter_enter on every CPU",
+                    b,
+                    PLAIN.get(),
+                ),
             ],
             n,
         );
@@ -403,13 +411,23 @@ fn run(cpu: usize, zone: &'static Zone<'static>) {
     (0..ZERO_ADDS).for_each(|_| c.zeroed.add(7));
     barrier(cpu);
     if checker {
-        let slots = (0..n).fold(0u64, |a, i| a.wrapping_add(c.zeroed.cpu_slot(i).unwrap_or(0)));
+        let slots = (0..n).fold(0u64, |a, i| {
+            a.wrapping_add(c.zeroed.cpu_slot(i).unwrap_or(0))
+        });
         report(
             "zero",
             &[
-                ("fetch after later adds", 7 * nn * ZERO_ADDS, c.zeroed.fetch()),
+                (
+                    "fetch after later adds",
+                    7 * nn * ZERO_ADDS,
+                    c.zeroed.fetch(),
+                ),
                 ("fetch right after zero", 0, REPORT[0].get()[0]),
-                ("raw slots", ZERO_ADDS * cpus_sum + 7 * nn * ZERO_ADDS, slots),
+                (
+                    "raw slots",
+                    ZERO_ADDS * cpus_sum + 7 * nn * ZERO_ADDS,
+                    slots,
+                ),
             ],
             n,
         );
@@ -465,8 +483,16 @@ fn run(cpu: usize, zone: &'static Zone<'static>) {
                     (zone.capacity() - FIXED) as u64,
                     reports(n, 0),
                 ),
-                ("bad counters (not fresh, full zone allocated, lost adds)", 0, reports(n, 1)),
-                ("in_use after free + 1", FIXED as u64 + 1, zone.in_use() as u64),
+                (
+                    "bad counters (not fresh, full zone allocated, lost adds)",
+                    0,
+                    reports(n, 1),
+                ),
+                (
+                    "in_use after free + 1",
+                    FIXED as u64 + 1,
+                    zone.in_use() as u64,
+                ),
                 ("alloc after free is fresh", 1, fresh as u64),
             ],
             n,
@@ -510,7 +536,9 @@ fn run(cpu: usize, zone: &'static Zone<'static>) {
             ],
             n,
         );
-        println!("     timer: {adds} main-loop adds, {ticks} SysTick handler adds of {HANDLER_ADD}");
+        println!(
+            "     timer: {adds} main-loop adds, {ticks} SysTick handler adds of {HANDLER_ADD}"
+        );
     }
     barrier(cpu);
 }

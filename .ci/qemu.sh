@@ -4,8 +4,8 @@
 # their broken-add runs) with `cargo xtask qemu all`, and the Cortex-M firmware images
 # (thumbv6m, thumbv7em, thumbv8m-dual, each with its broken-add run). Installs what is
 # missing first; idempotent. About 4 minutes on 2 cores (three core builds), a few seconds
-# per boot; the Cortex-M images add about 3.5 minutes (three more core builds, about 70 s
-# each; boots 1-4 s each).
+# per boot; the Cortex-M images add about 2.5 minutes (three more core builds, 35-60 s
+# each; the six boots take under 4 s together).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # CI part "qemu": boots the QEMU test kernels (x86_64 and aarch64 on 4 vCPUs, aarch64 with
 # LL/SC and LSE, i386 with and without CX8, and the C-only kernels c-x86_64 and c-aarch64 with
-# their broken-add runs) with `cargo xtask qemu all`. Installs what is
+# their broken-add runs) with `cargo xtask qemu all`, and the Cortex-M firmware images
+# (thumbv6m, thumbv7em, thumbv8m-dual, each with its broken-add run). Installs what is
 # missing first; idempotent. About 4 minutes on 2 cores (three core builds), a few seconds
-# per boot.
+# per boot; the Cortex-M images add about 2.5 minutes (three more core builds, 35-60 s
+# each; the six boots take under 4 s together).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +17,10 @@ command -v i686-linux-gnu-ld >/dev/null || need+=(binutils-i686-linux-gnu)
 command -v ld >/dev/null || need+=(binutils)
 command -v gcc >/dev/null || need+=(gcc)   # tests/c/kernel_check.c, the c-x86_64 kernel
 command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu)   # c-aarch64
+# Cortex-M firmware (thumbv6m on microbit, thumbv7em on mps2-an386, thumbv8m-dual on
+# mps2-an521): qemu-system-arm is in qemu-system-arm, the images link with arm-none-eabi-ld.
+command -v qemu-system-arm >/dev/null || need+=(qemu-system-arm)
+command -v arm-none-eabi-ld >/dev/null || need+=(binutils-arm-none-eabi)
 # Debian's rustc/cargo with the library source: the kernels build core with -Zbuild-std.
 [ -x /usr/bin/cargo ] && [ -f /usr/lib/rustlib/src/rust/library/core/src/lib.rs ] \
     || need+=(rustc-web cargo-web rust-web-src)

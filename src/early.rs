@@ -25,7 +25,7 @@
 //! waits while `init` moves the early word (a few instructions), so an interrupt handler must
 //! not `fetch` an early counter whose `init` it may have interrupted.
 
-use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use crate::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crate::baseline;
 use crate::{Counter, Error, Zone};
@@ -211,7 +211,7 @@ impl EarlyCounter {
             // SAFETY: as in `early_add`.
             let word = unsafe { baseline::load(self.early.get()) };
             let slots = self.counter.get().map_or(0, Counter::fetch);
-            core::sync::atomic::fence(Ordering::SeqCst);
+            crate::atomic::fence(Ordering::SeqCst);
             if self.moving.load(Ordering::SeqCst) == before {
                 return slots.wrapping_add(word);
             }

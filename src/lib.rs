@@ -42,6 +42,7 @@ extern crate std;
 pub mod arch;
 mod area;
 mod array;
+mod atomic;
 mod baseline;
 mod bitmap;
 #[cfg(feature = "capi")]

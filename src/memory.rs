@@ -1,7 +1,7 @@
 //! Static zone memory for kernels without an allocator.
 
+use crate::atomic::{AtomicBool, Ordering};
 use core::cell::UnsafeCell;
-use core::sync::atomic::{AtomicBool, Ordering};
 
 /// Room for `NCPUS` CPUs times `WORDS * 64` counters, plus the zone's metadata (a zero
 /// baseline per counter and the slot bitmap), in a `static`.

@@ -6,7 +6,7 @@
 //! the count of the second before if that was over the limit (else 0). Exactly one CPU wins
 //! the reset; a CPU that finds another one resetting skips its event and returns at once.
 
-use core::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+use crate::atomic::{AtomicI32, AtomicU32, Ordering};
 
 use crate::{Counter, Zone};
 

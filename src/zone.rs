@@ -22,7 +22,7 @@ enum Backing {
 }
 
 /// The release flag of a `ZoneMemory`, type-erased over its size.
-type AtomicRelease = core::sync::atomic::AtomicBool;
+type AtomicRelease = crate::atomic::AtomicBool;
 
 /// The area a zone is carved from.
 enum AreaRef<'m> {
@@ -168,9 +168,7 @@ impl<'m> Zone<'m> {
                 Ok(zone)
             }
             Err(e) => {
-                memory
-                    .taken
-                    .store(false, core::sync::atomic::Ordering::Release);
+                memory.taken.store(false, crate::atomic::Ordering::Release);
                 Err(e)
             }
         }
@@ -411,7 +409,7 @@ impl Drop for Zone<'_> {
             Backing::Static(flag) => {
                 // SAFETY: the flag lives in the `ZoneMemory` borrowed for 'm, still alive here.
                 let flag = unsafe { flag.as_ref() };
-                flag.store(false, core::sync::atomic::Ordering::Release)
+                flag.store(false, crate::atomic::Ordering::Release)
             }
             #[cfg(feature = "alloc")]
             Backing::Heap {

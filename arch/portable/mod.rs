@@ -10,7 +10,12 @@ use crate::platform::{self, Protection};
 use crate::Zone;
 
 /// The arch this build's primitives are for.
+#[cfg(not(feature = "broken-portable-unprotected-add"))]
 pub const NAME: &str = "portable (plain add under local protection)";
+/// The arch this build's primitives are for: broken on purpose (test only).
+#[cfg(feature = "broken-portable-unprotected-add")]
+pub const NAME: &str =
+    "portable (plain add WITHOUT protection: broken-portable-unprotected-add, test only)";
 
 /// Adds `v` to the current CPU's slot at offset `off`, inside local protection.
 ///
@@ -18,8 +23,12 @@ pub const NAME: &str = "portable (plain add under local protection)";
 /// `off` is a live slot of `zone`.
 #[inline]
 pub(crate) unsafe fn add(zone: &Zone<'_>, off: usize, v: i64) {
+    // The test-only feature drops this protection: an interrupt between the load and the
+    // store of `add_protected` then loses an add, which the firmware's timer check must see.
+    #[cfg(not(feature = "broken-portable-unprotected-add"))]
     let _protection = Protection::acquire();
-    // SAFETY: same contract, and protection is held.
+    // SAFETY: same contract, and protection is held (except in the test-only broken build,
+    // where the add may lose updates but never touches memory outside this CPU's slot).
     unsafe { add_protected(zone, off, v) }
 }
 
@@ -36,9 +45,21 @@ pub(crate) unsafe fn add_protected(zone: &Zone<'_>, off: usize, v: i64) {
         zone.ncpus()
     );
     let slot = zone.slot_addr(cpu, off);
-    // SAFETY: the slot is this CPU's own, inside the zone; protection keeps every other
-    // writer of it (this CPU's interrupts, preemption) away, so load and store cannot tear.
-    unsafe { store_slot(slot, load_slot(slot).wrapping_add(v as u64)) }
+    cfg_if::cfg_if! {
+        if #[cfg(target_has_atomic = "64")] {
+            // SAFETY: the slot is this CPU's own, inside the zone; protection keeps every
+            // other writer of it (this CPU's interrupts, preemption) away, and the 64-bit
+            // atomic load and store keep remote readers from seeing a torn value.
+            unsafe { store_slot(slot, load_slot(slot).wrapping_add(v as u64)) }
+        } else {
+            // Without 64-bit atomics `load_slot`/`store_slot` each enter protection; the caller
+            // holds it already, so the read-modify-write is plain, under that one protection
+            // (on Cortex-M: one PRIMASK save/`cpsid`/restore per `add`, not three).
+            // SAFETY: as above; remote readers read the slot under protection too
+            // (`load_slot`), which on a multi-core machine must exclude the other cores.
+            unsafe { slot.write_volatile(slot.read_volatile().wrapping_add(v as u64)) }
+        }
+    }
 }
 
 /// The plain add needs local protection, so `counter_enter` enters it.

@@ -13,7 +13,7 @@
 //! it (an add in flight on another CPU or in an interrupt handler during the move could be
 //! lost).
 
-use core::sync::atomic::{AtomicPtr, Ordering};
+use crate::atomic::{AtomicPtr, Ordering};
 
 use super::slot::{self, counter_u64_t};
 use crate::{arch, baseline, Zone};

@@ -1,7 +1,7 @@
 //! `counter_ratecheck` from C, with FreeBSD's `struct counter_rate` and a tick hook.
 
+use crate::atomic::{AtomicU32, AtomicUsize, Ordering};
 use core::ffi::c_int;
-use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 use super::slot::{self, counter_u64_t};
 use crate::ratecheck::RateState;

@@ -15,8 +15,8 @@
 //! string starting at the same address (checked UTF-8 by [`c_str`]), so the walk hands
 //! C the pointers it was given.
 
+use crate::atomic::{AtomicBool, AtomicUsize, Ordering};
 use core::ffi::{c_char, c_int, c_void};
-use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use super::error::{
     PCPU_EEXIST, PCPU_EINVAL, PCPU_ENAME, PCPU_ENOENT, PCPU_ENOTINSTALLED, PCPU_EREGFULL, PCPU_OK,

@@ -17,8 +17,9 @@
 //!   under qemu-i386 as natively. The same tests pass natively on i686 and under
 //!   qemu-aarch64.
 //! - `cargo build --lib --no-default-features` and `--features alloc` for
-//!   `x86_64-unknown-none`, `aarch64-unknown-none` (with and without `+lse`) and the i386
-//!   bare-metal spec ([`toolchain::I386_BARE_METAL_SPEC`]).
+//!   `x86_64-unknown-none`, `aarch64-unknown-none` (with and without `+lse`), the i386
+//!   bare-metal spec ([`toolchain::I386_BARE_METAL_SPEC`]), `thumbv6m-none-eabi` (Cortex-M0,
+//!   no compare-and-swap) and `thumbv7em-none-eabihf` (Cortex-M4F).
 //!
 //! Doctests are not run cross (rustdoc cannot run them through a runner with `-Zbuild-std`):
 //! the host's `cargo test` runs them. The disassembly checks are tests in
@@ -142,6 +143,18 @@ pub fn run(args: &[String]) -> Result<(), String> {
         (
             "i586-unknown-none (arch/i386 spec)".into(),
             i386_spec,
+            false,
+        ),
+        // Cortex-M: M0/M0+ (no compare-and-swap: portable-atomic over critical-section) and
+        // M4F (32-bit atomics only: the portable fallback's add under local protection).
+        (
+            "thumbv6m-none-eabi".into(),
+            "thumbv6m-none-eabi".into(),
+            false,
+        ),
+        (
+            "thumbv7em-none-eabihf".into(),
+            "thumbv7em-none-eabihf".into(),
             false,
         ),
     ];

@@ -20,6 +20,9 @@
 //! `one-insn-per-tb=on` from 8.1): TCG only takes interrupts between blocks, so without it a
 //! timer interrupt could never land between the load and the store of a broken (non-atomic)
 //! add, and the timer check could not catch one. The cost is about 1 s per boot.
+//!
+//! Cortex-M firmware runs (`thumbv6m`, `thumbv7em`, `thumbv8m-dual`, each with its `-broken`
+//! run; `cortex-m` for the three): see [`cortexm`] (`xtask/src/qemu/cortexm.rs`).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -29,6 +32,9 @@ use std::time::{Duration, Instant};
 
 use crate::ckernel::{self, CBuild};
 use crate::toolchain::{self, Std};
+
+// --- Cortex-M firmware (firmware/, arch/thumb/boot/): its builds and boots live there. ---
+mod cortexm;
 
 /// A hung kernel is killed after this long and counts as a failure.
 const BOOT_TIMEOUT: Duration = Duration::from_secs(120);
@@ -206,6 +212,8 @@ fn c_aarch64_boot(broken: bool) -> Boot {
 enum Kernel {
     Rust(Build),
     C(CBuild),
+    // Cortex-M firmware image.
+    Firmware(cortexm::FirmwareBuild),
 }
 
 impl Kernel {
@@ -213,6 +221,7 @@ impl Kernel {
         match self {
             Kernel::Rust(b) => b.name,
             Kernel::C(b) => b.name,
+            Kernel::Firmware(b) => b.name,
         }
     }
 
@@ -220,6 +229,7 @@ impl Kernel {
         match self {
             Kernel::Rust(b) => build_kernel(b),
             Kernel::C(b) => b.build(),
+            Kernel::Firmware(b) => b.build(),
         }
     }
 }
@@ -228,6 +238,8 @@ impl Kernel {
 fn machine_args(boot: &Boot) -> &'static [&'static str] {
     match boot.qemu {
         "qemu-system-aarch64" => &["-nographic", "-semihosting"],
+        // Cortex-M firmware: semihosting console on stdout.
+        "qemu-system-arm" => cortexm::MACHINE_ARGS,
         _ => X86_ARGS,
     }
 }
@@ -239,13 +251,27 @@ pub fn run(args: &[String]) -> Result<(), String> {
         [one] => one.as_str(),
         _ => {
             return Err(format!(
-                "usage: cargo xtask qemu [{}|c|all]",
-                KERNELS.join("|")
+                "usage: cargo xtask qemu [{}|c|{}|cortex-m|all]",
+                KERNELS.join("|"),
+                cortexm::KINDS.join("|")
             ))
         }
     };
+    // Cortex-M firmware kinds: the images and their broken builds.
+    let firmware = |kind: &str| -> Vec<(Kernel, Vec<Boot>)> {
+        cortexm::plan(kind)
+            .into_iter()
+            .map(|(build, boots)| (Kernel::Firmware(build), boots))
+            .collect()
+    };
     let plan: Vec<(Kernel, Vec<Boot>)> = match which {
-        "all" => KERNELS.into_iter().flat_map(plan_for).collect(),
+        "all" => KERNELS
+            .into_iter()
+            .flat_map(plan_for)
+            .chain(cortexm::KINDS.into_iter().flat_map(firmware))
+            .collect(),
+        "cortex-m" => cortexm::KINDS.into_iter().flat_map(firmware).collect(),
+        one if cortexm::KINDS.contains(&one) => firmware(one),
         "c" => ["c-x86_64", "c-aarch64"]
             .into_iter()
             .flat_map(plan_for)
@@ -253,8 +279,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
         one if KERNELS.contains(&one) => plan_for(one),
         other => {
             return Err(format!(
-                "unknown kernel `{other}`: use {}, c (both C kernels) or all",
-                KERNELS.join(", ")
+                "unknown kernel `{other}`: use {}, c (both C kernels), {}, cortex-m (the \
+                 three firmware images) or all",
+                KERNELS.join(", "),
+                cortexm::KINDS.join(", ")
             ))
         }
     };
@@ -269,6 +297,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 }
             }
             Kernel::C(build) => build.require_tools()?,
+            Kernel::Firmware(build) => build.require_tools()?,
         }
         for boot in boots {
             toolchain::require_tool(boot.qemu, boot.package)?;

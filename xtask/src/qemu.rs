@@ -1,4 +1,4 @@
-//! `cargo xtask qemu [x86_64|aarch64|i386|c-x86_64|c-aarch64|c|all]`: builds the QEMU test
+//! `cargo xtask qemu [x86_64|aarch64|i386|riscv64|riscv64-broken|c-x86_64|c-aarch64|c|all]`: builds the QEMU test
 //! kernels (`kernel/` in Rust, `ckernel/` in C only; boot code under `arch/<arch>/boot/`),
 //! boots each under `qemu-system-*` with a timeout, prints its serial output and fails on any
 //! `FAIL` line, a missing verdict, a wrong exit status or a hang.
@@ -12,6 +12,8 @@
 //! | `aarch64-lse` | `qemu-system-aarch64 -M virt -cpu max -smp 4` | the same target with `+lse` (stadd) |
 //! | `i386-cx8` | `qemu-system-i386 -smp 4` (default CPU: CX8, local APIC) | `arch/i386/i586-unknown-none.json` |
 //! | `i386-486` | `qemu-system-i386 -cpu 486` (no CX8, no APIC: one CPU) | the same kernel: CX8 is detected at run time |
+//! | `riscv64` | `qemu-system-riscv64 -M virt -smp 4 -bios default` (OpenSBI, S-mode) | `riscv64imac-unknown-none-elf` (amoadd.d on tp) |
+//! | `riscv64-broken` | as `riscv64` | the same with feature `broken-riscv-plain-add` (ld, add, sd): must print `FAIL timer` |
 //! | `c-x86_64` | as `x86_64` | `ckernel/` + `arch/x86_64/boot/ckernel.c`, gcc, linked with `libpcpu_counter.a` for `x86_64-unknown-none` |
 //! | `c-aarch64` | as `aarch64-llsc` | `ckernel/` + `arch/aarch64/boot/ckernel.c`, `aarch64-linux-gnu-gcc`, the library for `aarch64-unknown-none-softfloat` |
 //! | `c-x86_64-broken`, `c-aarch64-broken` | as above | the same with `-include tests/c/broken_add.h` (load, add, store): must print `FAIL timer` |
@@ -39,7 +41,7 @@ const LINK_FLAGS: &str =
 
 /// One kernel build.
 struct Build {
-    /// Folder under `target/qemu/`.
+    /// The run's name, and its folder under `target/qemu/` unless `dir` names one.
     name: &'static str,
     /// A triple, or the i386 JSON spec.
     target: String,
@@ -47,6 +49,11 @@ struct Build {
     rustflags: &'static str,
     /// The linker and its apt package, where `toolchain` does not set one for the target.
     linker: Option<(&'static str, &'static str)>,
+    /// Cargo features of the kernel crate (`broken-riscv-plain-add`), comma-separated.
+    features: &'static str,
+    /// Folder under `target/qemu/` (builds that differ only in features share one, and so
+    /// the `core` they build).
+    dir: &'static str,
 }
 
 /// One boot of a built kernel.
@@ -74,6 +81,8 @@ fn x86_64_build() -> Build {
         target: "x86_64-unknown-none".into(),
         rustflags: "-C relocation-model=static",
         linker: None,
+        features: "",
+        dir: "",
     }
 }
 
@@ -85,6 +94,8 @@ fn aarch64_build(lse: bool) -> Build {
         target: "aarch64-unknown-none-softfloat".into(),
         rustflags: if lse { "-C target-feature=+lse" } else { "" },
         linker: Some(("aarch64-linux-gnu-ld", "binutils-aarch64-linux-gnu")),
+        features: "",
+        dir: "",
     }
 }
 
@@ -94,6 +105,21 @@ fn i386_build() -> Build {
         target: toolchain::i386_bare_metal_spec().display().to_string(),
         rustflags: "",
         linker: None,
+        features: "",
+        dir: "",
+    }
+}
+
+fn riscv64_build(broken: bool) -> Build {
+    Build {
+        name: if broken { "riscv64-broken" } else { "riscv64" },
+        // No floating point, as in most kernels: the trap entry saves only integer registers.
+        // The A extension has amoadd.d.
+        target: "riscv64imac-unknown-none-elf".into(),
+        rustflags: "",
+        linker: Some(("riscv64-linux-gnu-ld", "binutils-riscv64-linux-gnu")),
+        features: if broken { "broken-riscv-plain-add" } else { "" },
+        dir: "riscv64",
     }
 }
 
@@ -166,6 +192,25 @@ fn i386_boot(cx8: bool) -> Boot {
     }
 }
 
+/// The riscv64 kernel on 4 harts; its broken build (`broken-riscv-plain-add`: the add as
+/// `ld; add; sd`) must fail the timer check.
+fn riscv64_boot(broken: bool) -> Boot {
+    Boot {
+        name: if broken { "riscv64-broken" } else { "riscv64" },
+        qemu: "qemu-system-riscv64",
+        package: "qemu-system-misc",
+        args: &["-M", "virt", "-smp", "4"],
+        pass_status: 0,
+        cpus: 4,
+        expect: if broken {
+            "riscv64 (BROKEN plain ld/add/sd, test only)"
+        } else {
+            "riscv64 (amoadd.d on tp + offset)"
+        },
+        must_fail: broken.then_some("FAIL timer"),
+    }
+}
+
 /// The C-only kernels' runs: the same machines as the Rust kernels'; the broken builds
 /// (`tests/c/broken_add.h`) must fail the timer check.
 fn c_x86_64_boot(broken: bool) -> Boot {
@@ -228,18 +273,27 @@ impl Kernel {
 fn machine_args(boot: &Boot) -> &'static [&'static str] {
     match boot.qemu {
         "qemu-system-aarch64" => &["-nographic", "-semihosting"],
+        // OpenSBI from qemu-system-data; the kernel exits through the sifive_test device.
+        "qemu-system-riscv64" => &["-nographic", "-bios", "default"],
         _ => X86_ARGS,
     }
 }
 
 pub fn run(args: &[String]) -> Result<(), String> {
-    const KERNELS: [&str; 5] = ["x86_64", "aarch64", "i386", "c-x86_64", "c-aarch64"];
+    const KERNELS: [&str; 6] = [
+        "x86_64",
+        "aarch64",
+        "i386",
+        "riscv64",
+        "c-x86_64",
+        "c-aarch64",
+    ];
     let which = match args {
         [] => "all",
         [one] => one.as_str(),
         _ => {
             return Err(format!(
-                "usage: cargo xtask qemu [{}|c|all]",
+                "usage: cargo xtask qemu [{}|riscv64-broken|c|all]",
                 KERNELS.join("|")
             ))
         }
@@ -250,10 +304,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
             .into_iter()
             .flat_map(plan_for)
             .collect(),
-        one if KERNELS.contains(&one) => plan_for(one),
+        one if KERNELS.contains(&one) || one == "riscv64-broken" => plan_for(one),
         other => {
             return Err(format!(
-                "unknown kernel `{other}`: use {}, c (both C kernels) or all",
+                "unknown kernel `{other}`: use {}, riscv64-broken, c (both C kernels) or all",
                 KERNELS.join(", ")
             ))
         }
@@ -320,6 +374,10 @@ fn plan_for(kernel: &str) -> Vec<(Kernel, Vec<Boot>)> {
             (Rust(aarch64_build(true)), vec![aarch64_boot(true)]),
         ],
         "i386" => vec![(Rust(i386_build()), vec![i386_boot(true), i386_boot(false)])],
+        "riscv64" => [false, true]
+            .map(|broken| (Rust(riscv64_build(broken)), vec![riscv64_boot(broken)]))
+            .into(),
+        "riscv64-broken" => vec![(Rust(riscv64_build(true)), vec![riscv64_boot(true)])],
         "c-x86_64" => [false, true]
             .map(|broken| (C(ckernel::x86_64(broken)), vec![c_x86_64_boot(broken)]))
             .into(),
@@ -338,8 +396,15 @@ fn build_kernel(build: &Build) -> Result<PathBuf, String> {
         let key = toolchain.target_env("LINKER");
         toolchain.set_env(&key, &path.to_string_lossy());
     }
-    let target_dir = root.join("target/qemu").join(build.name);
+    let target_dir = root.join("target/qemu").join(if build.dir.is_empty() {
+        build.name
+    } else {
+        build.dir
+    });
     let mut cmd = toolchain.cargo("build", Std::Core);
+    if !build.features.is_empty() {
+        cmd.args(["--features", build.features]);
+    }
     cmd.arg("--release")
         .arg("--manifest-path")
         .arg(root.join("kernel/Cargo.toml"))

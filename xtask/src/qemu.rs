@@ -12,7 +12,8 @@
 //! | `aarch64-lse` | `qemu-system-aarch64 -M virt -cpu max -smp 4` | the same target with `+lse` (stadd) |
 //! | `i386-cx8` | `qemu-system-i386 -smp 4` (default CPU: CX8, local APIC) | `arch/i386/i586-unknown-none.json` |
 //! | `i386-486` | `qemu-system-i386 -cpu 486` (no CX8, no APIC: one CPU) | the same kernel: CX8 is detected at run time |
-//! | `riscv64` | `qemu-system-riscv64 -M virt -smp 4 -bios default` (OpenSBI, S-mode) | `riscv64imac-unknown-none-elf` (amoadd.d on tp) |
+//! | `riscv64` | `qemu-system-riscv64 -M virt -smp 4 -bios default` (OpenSBI, S-mode) | `riscv64imac-unknown-none-elf` (amoadd.d on tp), linked with `--no-relax` |
+//! | `riscv64-gp` | as `riscv64` | the same with feature `riscv-gp` (amoadd.d on gp) |
 //! | `riscv64-broken` | as `riscv64` | the same with feature `broken-riscv-plain-add` (ld, add, sd): must print `FAIL timer` |
 //! | `c-x86_64` | as `x86_64` | `ckernel/` + `arch/x86_64/boot/ckernel.c`, gcc, linked with `libpcpu_counter.a` for `x86_64-unknown-none` |
 //! | `c-aarch64` | as `aarch64-llsc` | `ckernel/` + `arch/aarch64/boot/ckernel.c`, `aarch64-linux-gnu-gcc`, the library for `aarch64-unknown-none-softfloat` |
@@ -110,15 +111,32 @@ fn i386_build() -> Build {
     }
 }
 
-fn riscv64_build(broken: bool) -> Build {
+/// The riscv64 kernel: the real add on `tp`, on `gp` (`riscv-gp`), or broken on purpose.
+#[derive(Clone, Copy, PartialEq)]
+enum Rv {
+    Tp,
+    Gp,
+    Broken,
+}
+
+fn riscv64_build(kind: Rv) -> Build {
     Build {
-        name: if broken { "riscv64-broken" } else { "riscv64" },
+        name: match kind {
+            Rv::Tp => "riscv64",
+            Rv::Gp => "riscv64-gp",
+            Rv::Broken => "riscv64-broken",
+        },
         // No floating point, as in most kernels: the trap entry saves only integer registers.
-        // The A extension has amoadd.d.
+        // The A extension has amoadd.d. `--no-relax` for every build (gp must stay the
+        // kernel's with `riscv-gp`; the same flags let the three builds share one `core`).
         target: "riscv64imac-unknown-none-elf".into(),
-        rustflags: "",
+        rustflags: "-C link-arg=--no-relax",
         linker: Some(("riscv64-linux-gnu-ld", "binutils-riscv64-linux-gnu")),
-        features: if broken { "broken-riscv-plain-add" } else { "" },
+        features: match kind {
+            Rv::Tp => "",
+            Rv::Gp => "riscv-gp",
+            Rv::Broken => "broken-riscv-plain-add",
+        },
         dir: "riscv64",
     }
 }
@@ -194,20 +212,20 @@ fn i386_boot(cx8: bool) -> Boot {
 
 /// The riscv64 kernel on 4 harts; its broken build (`broken-riscv-plain-add`: the add as
 /// `ld; add; sd`) must fail the timer check.
-fn riscv64_boot(broken: bool) -> Boot {
+fn riscv64_boot(kind: Rv) -> Boot {
     Boot {
-        name: if broken { "riscv64-broken" } else { "riscv64" },
+        name: riscv64_build(kind).name,
         qemu: "qemu-system-riscv64",
         package: "qemu-system-misc",
         args: &["-M", "virt", "-smp", "4"],
         pass_status: 0,
         cpus: 4,
-        expect: if broken {
-            "riscv64 (BROKEN plain ld/add/sd, test only)"
-        } else {
-            "riscv64 (amoadd.d on tp + offset)"
+        expect: match kind {
+            Rv::Tp => "riscv64 (amoadd.d on tp + offset)",
+            Rv::Gp => "riscv64 (amoadd.d on gp + offset)",
+            Rv::Broken => "riscv64 (BROKEN plain ld/add/sd, test only)",
         },
-        must_fail: broken.then_some("FAIL timer"),
+        must_fail: (kind == Rv::Broken).then_some("FAIL timer"),
     }
 }
 
@@ -374,10 +392,13 @@ fn plan_for(kernel: &str) -> Vec<(Kernel, Vec<Boot>)> {
             (Rust(aarch64_build(true)), vec![aarch64_boot(true)]),
         ],
         "i386" => vec![(Rust(i386_build()), vec![i386_boot(true), i386_boot(false)])],
-        "riscv64" => [false, true]
-            .map(|broken| (Rust(riscv64_build(broken)), vec![riscv64_boot(broken)]))
+        "riscv64" => [Rv::Tp, Rv::Gp, Rv::Broken]
+            .map(|kind| (Rust(riscv64_build(kind)), vec![riscv64_boot(kind)]))
             .into(),
-        "riscv64-broken" => vec![(Rust(riscv64_build(true)), vec![riscv64_boot(true)])],
+        "riscv64-broken" => vec![(
+            Rust(riscv64_build(Rv::Broken)),
+            vec![riscv64_boot(Rv::Broken)],
+        )],
         "c-x86_64" => [false, true]
             .map(|broken| (C(ckernel::x86_64(broken)), vec![c_x86_64_boot(broken)]))
             .into(),

@@ -4,7 +4,8 @@
 //!
 //! The boot hart is whichever OpenSBI picked (its hart id arrives in a0): it becomes CPU 0,
 //! and the other harts, in hart id order, CPUs 1, 2, ... `sscratch` holds each hart's CPU
-//! index (`cpu_id`), and `tp` its block of a zone on static memory ([`ZoneMemory`]), set with
+//! index (`cpu_id`), and `tp` (`gp` with the `riscv-gp` feature, linked with `--no-relax`)
+//! its block of a zone on static memory ([`ZoneMemory`]), set with
 //! [`pcpu_counter::arch::set_cpu_base`].
 //!
 //! Built for `riscv64imac-unknown-none-elf` (no floating point), so that the trap entry saves
@@ -21,7 +22,7 @@ global_asm!(include_str!("entry.s"));
 
 /// The machine, for the banner.
 pub const NAME: &str =
-    "qemu-system-riscv64 -M virt (OpenSBI, SBI HSM, tp per hart, SBI timer)";
+    "qemu-system-riscv64 -M virt (OpenSBI, SBI HSM, per-CPU base per hart, SBI timer)";
 
 /// 4 CPUs x 128 counters.
 static MEMORY: ZoneMemory<MAX_CPUS, 2> = ZoneMemory::new();
@@ -165,12 +166,13 @@ pub fn make_zone() -> Zone<'static> {
     }
 }
 
-/// Points this hart's `tp` at `base`.
+/// Points this hart's `tp` (`gp`) at `base`.
 ///
 /// # Safety
 /// Runs in S-mode on the hart whose block `base` is.
 pub unsafe fn set_cpu_base(_cpu: usize, base: usize) {
-    // SAFETY: per the caller; nothing else in this kernel uses tp (no TLS).
+    // SAFETY: per the caller; nothing else in this kernel uses tp (no TLS) or gp (linked
+    // with --no-relax, no `__global_pointer$`).
     unsafe { pcpu_counter::arch::set_cpu_base(base) };
 }
 

@@ -15,6 +15,10 @@
 //! | `riscv64` | `qemu-system-riscv64 -M virt -smp 4 -bios default` (OpenSBI, S-mode) | `riscv64imac-unknown-none-elf` (amoadd.d on tp), linked with `--no-relax` |
 //! | `riscv64-gp` | as `riscv64` | the same with feature `riscv-gp` (amoadd.d on gp) |
 //! | `riscv64-broken` | as `riscv64` | the same with feature `broken-riscv-plain-add` (ld, add, sd): must print `FAIL timer` |
+//!
+//! Before they boot, the riscv64 kernels' add is disassembled and pinned
+//! ([`check_riscv64_add`]): `ld; mv tp (gp); add; amoadd.d zero; ret`, which the broken build
+//! must fail.
 //! | `c-x86_64` | as `x86_64` | `ckernel/` + `arch/x86_64/boot/ckernel.c`, gcc, linked with `libpcpu_counter.a` for `x86_64-unknown-none` |
 //! | `c-aarch64` | as `aarch64-llsc` | `ckernel/` + `arch/aarch64/boot/ckernel.c`, `aarch64-linux-gnu-gcc`, the library for `aarch64-unknown-none-softfloat` |
 //! | `c-x86_64-broken`, `c-aarch64-broken` | as above | the same with `-include tests/c/broken_add.h` (load, add, store): must print `FAIL timer` |
@@ -358,6 +362,15 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 continue;
             }
         };
+        if let Kernel::Rust(rust) = build {
+            if rust.dir == "riscv64" {
+                if let Err(why) = check_riscv64_add(rust, &kernel) {
+                    eprintln!("[{}] FAILED: {why}", rust.name);
+                    failed.extend(boots.iter().map(|boot| boot.name));
+                    continue;
+                }
+            }
+        }
         for boot in boots {
             match boot_kernel(boot, &kernel) {
                 Ok(seconds) => passed.push(format!("{} ({seconds:.1} s)", boot.name)),
@@ -406,6 +419,88 @@ fn plan_for(kernel: &str) -> Vec<(Kernel, Vec<Boot>)> {
             .map(|broken| (C(ckernel::aarch64(broken)), vec![c_aarch64_boot(broken)]))
             .into(),
     }
+}
+
+/// The riscv64 kernels' add, disassembled from `pcpu_probe_riscv64_kernel_add` (in
+/// `arch/riscv64/boot/mod.rs`, kept by its `link.ld`): exactly `ld` the handle's offset, `mv`
+/// the per-CPU register (`tp`, or `gp` with `riscv-gp`), `add`, `amoadd.d zero, v, (slot)`,
+/// `ret`. The broken build must fail this same check (its add is `ld; add; sd`).
+fn check_riscv64_add(build: &Build, kernel: &Path) -> Result<(), String> {
+    let objdump =
+        toolchain::require_tool("riscv64-linux-gnu-objdump", "binutils-riscv64-linux-gnu")?;
+    let symbol = "pcpu_probe_riscv64_kernel_add";
+    let out = Command::new(&objdump)
+        .args(["-d", "--no-show-raw-insn"])
+        .arg(format!("--disassemble={symbol}"))
+        .arg(kernel)
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", objdump.display()))?;
+    let insns: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with(' ') && l.contains(":\t"))
+        .filter_map(|l| {
+            l.split_once(":\t")
+                .map(|(_, i)| i.trim().replace('\t', " "))
+        })
+        .collect();
+    if insns.is_empty() {
+        return Err(format!("{symbol} not found in {}", kernel.display()));
+    }
+    let register = if build.features.contains("riscv-gp") {
+        "gp"
+    } else {
+        "tp"
+    };
+    let verdict = riscv64_add_shape(&insns, register);
+    let listing = insns.join("; ");
+    if build.features.contains("broken-riscv-plain-add") {
+        return match verdict {
+            Err(why) => {
+                println!(
+                    "[{}] kernel add rejected, as it must be ({why}): {listing}",
+                    build.name
+                );
+                Ok(())
+            }
+            Ok(()) => Err(format!(
+                "the broken add passed the disassembly check: {listing}"
+            )),
+        };
+    }
+    verdict.map_err(|why| format!("kernel add: {why}: {listing}"))?;
+    println!(
+        "[{}] kernel add ({} instructions, pinned): {listing}",
+        build.name,
+        insns.len()
+    );
+    Ok(())
+}
+
+/// `ld`, `mv <reg>, <register>`, `add` (in any order), `amoadd.d zero, ...`, `ret`.
+fn riscv64_add_shape(insns: &[String], register: &str) -> Result<(), String> {
+    let mnemonic = |i: &String| i.split_whitespace().next().unwrap_or("").to_string();
+    if insns.len() != 5 {
+        return Err(format!("{} instructions, pinned at 5", insns.len()));
+    }
+    let mut head: Vec<String> = insns[..3].iter().map(mnemonic).collect();
+    head.sort();
+    if head != ["add", "ld", "mv"] {
+        return Err(format!("not ld/mv/add before the AMO: {head:?}"));
+    }
+    let mv = insns[..3]
+        .iter()
+        .find(|i| mnemonic(i) == "mv")
+        .expect("one mv");
+    if !mv.ends_with(&format!(",{register}")) {
+        return Err(format!("the base is not read from {register}: {mv}"));
+    }
+    if mnemonic(&insns[3]) != "amoadd.d" || !insns[3].contains(" zero,") {
+        return Err(format!("no amoadd.d zero: {}", insns[3]));
+    }
+    if mnemonic(&insns[4]) != "ret" {
+        return Err(format!("no ret: {}", insns[4]));
+    }
+    Ok(())
 }
 
 /// Builds one kernel and returns the path of its ELF.

@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # CI part "cross": installs Debian's rustc/cargo with the library source (for -Zbuild-std),
-# qemu-user and the aarch64/i686 cross toolchains, then runs `cargo xtask cross`: the host
-# suite on aarch64 (qemu-aarch64) and i686 (natively and under qemu-i386, CX8 and no-CX8
-# paths) and the no_std builds for the bare-metal targets (thumbv6m-none-eabi and
-# thumbv7em-none-eabihf among them: libraries only, no linker needed). Idempotent.
+# qemu-user and the aarch64/i686/riscv64 cross toolchains, then runs `cargo xtask cross`: the
+# host suite on aarch64 (qemu-aarch64), riscv64 (qemu-riscv64) and i686 (natively and under
+# qemu-i386, CX8 and no-CX8 paths) and the no_std builds for the bare-metal targets
+# (thumbv6m-none-eabi and thumbv7em-none-eabihf among them: libraries only, no linker
+# needed). Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(
     rustc-web cargo-web rust-web-src
     qemu-user
-    gcc-aarch64-linux-gnu gcc-i686-linux-gnu
-    libc6-dev-arm64-cross libc6-dev-i386-cross
-    binutils binutils-aarch64-linux-gnu binutils-i686-linux-gnu
+    gcc-aarch64-linux-gnu gcc-i686-linux-gnu gcc-riscv64-linux-gnu
+    libc6-dev-arm64-cross libc6-dev-i386-cross libc6-dev-riscv64-cross
+    binutils binutils-aarch64-linux-gnu binutils-i686-linux-gnu binutils-riscv64-linux-gnu
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# CI part "qemu": boots the QEMU test kernels (x86_64 and aarch64 on 4 vCPUs, aarch64 with
-# LL/SC and LSE, i386 with and without CX8, and the C-only kernels c-x86_64 and c-aarch64 with
-# their broken-add runs) with `cargo xtask qemu all`, and the Cortex-M firmware images
-# (thumbv6m, thumbv7em, thumbv8m-dual, each with its broken-add run). Installs what is
-# missing first; idempotent. About 4 minutes on 2 cores (three core builds), a few seconds
-# per boot; the Cortex-M images add about 2.5 minutes (three more core builds, 35-60 s
-# each; the six boots take under 4 s together).
+# CI part "qemu": boots the QEMU test kernels (x86_64, aarch64 and riscv64 on 4 vCPUs,
+# aarch64 with LL/SC and LSE, i386 with and without CX8, riscv64 with its broken-add run, and
+# the C-only kernels c-x86_64 and c-aarch64 with their broken-add runs) and the Cortex-M
+# firmware images (thumbv6m, thumbv7em, thumbv8m-dual, each with its broken-add run) with
+# `cargo xtask qemu all`. Installs what is missing first; idempotent. About 5 minutes on 2
+# cores for the kernels (four core builds), a few seconds per boot; the Cortex-M images add
+# about 2.5 minutes (three more core builds, 35-60 s each; the six boots take under 4 s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
 command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
 command -v qemu-system-aarch64 >/dev/null || need+=(qemu-system-arm)
+command -v qemu-system-riscv64 >/dev/null || need+=(qemu-system-misc)   # with OpenSBI (-bios default)
+command -v riscv64-linux-gnu-ld >/dev/null || need+=(binutils-riscv64-linux-gnu)
 command -v aarch64-linux-gnu-ld >/dev/null || need+=(binutils-aarch64-linux-gnu)
 command -v i686-linux-gnu-ld >/dev/null || need+=(binutils-i686-linux-gnu)
 command -v ld >/dev/null || need+=(binutils)

@@ -5,6 +5,7 @@ fn main() {
         Ok("x86_64") => "x86_64",
         Ok("aarch64") => "aarch64",
         Ok("x86") => "i386",
+        Ok("riscv64") => "riscv64",
         // Host `cargo check` and friends: nothing to link.
         _ => return,
     };

@@ -12,6 +12,7 @@
 //! | x86_64 | one `add qword ptr gs:[off], v` | GS base |
 //! | x86 (i386) | `cmpxchg8b fs:[off]` loop with CX8; plain add under protection without | FS segment base (`set_cpu_base_in`) |
 //! | aarch64 | `ldxr/add/stxr/cbnz` loop, or one `stadd` with `lse` | `TPIDR_EL1` |
+//! | riscv64 | one `amoadd.d zero, v, (base + off)` | `tp` (`gp` with feature `riscv-gp`) |
 //! | others | plain add under local protection | none (`Platform::current_cpu`) |
 
 cfg_if::cfg_if! {
@@ -31,6 +32,9 @@ cfg_if::cfg_if! {
         #[cfg(feature = "std")]
         #[doc(hidden)]
         pub use imp::add_counting_retries;
+    } else if #[cfg(target_arch = "riscv64")] {
+        #[path = "../arch/riscv64/mod.rs"]
+        mod imp;
     } else {
         #[path = "../arch/portable/mod.rs"]
         mod imp;

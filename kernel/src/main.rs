@@ -39,6 +39,10 @@ mod boot;
 #[path = "../../arch/i386/boot/mod.rs"]
 mod boot;
 
+#[cfg(target_arch = "riscv64")]
+#[path = "../../arch/riscv64/boot/mod.rs"]
+mod boot;
+
 mod checks;
 mod console;
 

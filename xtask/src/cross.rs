@@ -1,4 +1,4 @@
-//! `cargo xtask cross`: the host test suite on aarch64 and i686, and `no_std` builds for the
+//! `cargo xtask cross`: the host test suite on aarch64, riscv64 and i686, and `no_std` builds for the
 //! bare-metal targets.
 //!
 //! Steps (each with the toolchain [`toolchain::cargo_for`] finds; the library is built from
@@ -16,14 +16,22 @@
 //!   Not diagnosed: small C programs with threads, signals and an LDT-loaded `%fs` behave
 //!   under qemu-i386 as natively. The same tests pass natively on i686 and under
 //!   qemu-aarch64.
+//! - `riscv64gc-unknown-linux-gnu` under `qemu-riscv64 -L /usr/riscv64-linux-gnu`: the whole
+//!   suite, then `tests/arch_riscv64.rs` under `qemu-riscv64 -singlestep`, where a signal can
+//!   land between the `ld` and the `sd` of the racy add that test must catch, with this crate
+//!   built as release builds it (opt-level 3, no debug assertions: the test pins the
+//!   optimised add's disassembly) on the first step's debug `std`, so `std` is built once.
+//!   (The whole suite in release would also need one `std` build, but there the writers of
+//!   `tests/zero.rs` can finish before its reader took enough deltas on 2 loaded cores.)
 //! - `cargo build --lib --no-default-features` and `--features alloc` for
 //!   `x86_64-unknown-none`, `aarch64-unknown-none` (with and without `+lse`), the i386
-//!   bare-metal spec ([`toolchain::I386_BARE_METAL_SPEC`]), `thumbv6m-none-eabi` (Cortex-M0,
-//!   no compare-and-swap) and `thumbv7em-none-eabihf` (Cortex-M4F).
+//!   bare-metal spec ([`toolchain::I386_BARE_METAL_SPEC`]), `riscv64gc-unknown-none-elf`
+//!   (with and without `riscv-gp`), `thumbv6m-none-eabi` (Cortex-M0, no compare-and-swap) and
+//!   `thumbv7em-none-eabihf` (Cortex-M4F).
 //!
 //! Doctests are not run cross (rustdoc cannot run them through a runner with `-Zbuild-std`):
 //! the host's `cargo test` runs them. The disassembly checks are tests in
-//! `tests/arch_i386.rs` and `tests/arch_aarch64.rs`. Prints the test counts per step and a
+//! `tests/arch_i386.rs`, `tests/arch_aarch64.rs` and `tests/arch_riscv64.rs`. Prints the test counts per step and a
 //! summary; exits non-zero if any step fails or a tool is missing.
 //!
 //! Options: `--only <substring>` runs the steps whose name contains it.
@@ -36,8 +44,13 @@ use crate::toolchain::{self, Std, Toolchain};
 
 /// Tests that take simulated interrupts, skipped under qemu-i386 (see the module docs).
 const SIGNAL_TESTS: &[&str] = &["interrupt", "handler_adds", "storm"];
-/// Tests that need signals inside a loop body: under qemu-aarch64 only with `-singlestep`.
-const SINGLESTEP_TESTS: &[&str] = &["inside_the_llsc_loop", "racy_load_add_store"];
+/// Tests that need signals inside a loop body (or between two instructions of an add): under
+/// qemu-aarch64 and qemu-riscv64 only with `-singlestep`.
+const SINGLESTEP_TESTS: &[&str] = &[
+    "inside_the_llsc_loop",
+    "racy_load_add_store",
+    "racy_ld_add_sd",
+];
 
 /// Makes a step's command, or says what is missing.
 type MakeStep = Box<dyn Fn() -> Result<Command, String>>;
@@ -92,6 +105,49 @@ pub fn run(args: &[String]) -> Result<(), String> {
         ));
     }
 
+    // riscv64 Linux under qemu-riscv64: the suite, then the arch tests again with one
+    // instruction per block, so that a signal can land between the `ld` and the `sd` of the
+    // racy add the storm must catch. That second run builds this crate (and its tests) as
+    // release does, opt-level 3 without debug assertions, for the pinned disassembly of the
+    // optimised add, but keeps the debug `std` of the first (one `std` build, not two).
+    let rv64 = "riscv64gc-unknown-linux-gnu";
+    for singlestep in [false, true] {
+        let dir = target_dir.join("base");
+        let name = if singlestep {
+            format!("test {rv64} arch_riscv64 optimised (qemu-riscv64 -singlestep)")
+        } else {
+            format!("test {rv64} (qemu-riscv64)")
+        };
+        steps.push((
+            name,
+            Box::new(move || {
+                let mut tc = toolchain::cargo_for(rv64)?;
+                let runner = toolchain::qemu_user_runner(rv64)?;
+                if singlestep {
+                    tc.set_runner(Some(&runner.replacen(" -L", " -singlestep -L", 1)));
+                    let profile = "profile.dev.package.pcpu-counter";
+                    let opt = format!("{profile}.opt-level=3");
+                    let checks = format!("{profile}.debug-assertions=false");
+                    let overflow = format!("{profile}.overflow-checks=false");
+                    let extra = [
+                        "--config",
+                        &opt,
+                        "--config",
+                        &checks,
+                        "--config",
+                        &overflow,
+                        "--test",
+                        "arch_riscv64",
+                    ];
+                    Ok(test_command(&tc, &dir, &[], &extra))
+                } else {
+                    tc.set_runner(Some(&runner));
+                    Ok(test_command(&tc, &dir, SINGLESTEP_TESTS, &[]))
+                }
+            }),
+        ));
+    }
+
     // i686 Linux natively and under qemu-i386, with CX8 and forced without.
     let i686 = "i686-unknown-linux-gnu";
     for qemu in [false, true] {
@@ -124,26 +180,43 @@ pub fn run(args: &[String]) -> Result<(), String> {
 
     // no_std builds for the bare-metal targets.
     let i386_spec = toolchain::i386_bare_metal_spec().display().to_string();
-    let bare: Vec<(String, String, bool)> = vec![
+    // (label, target, +lse, an extra crate feature)
+    let bare: Vec<(String, String, bool, Option<&str>)> = vec![
         (
             "x86_64-unknown-none".into(),
             "x86_64-unknown-none".into(),
             false,
+            None,
         ),
         (
             "aarch64-unknown-none".into(),
             "aarch64-unknown-none".into(),
             false,
+            None,
         ),
         (
             "aarch64-unknown-none +lse".into(),
             "aarch64-unknown-none".into(),
             true,
+            None,
         ),
         (
             "i586-unknown-none (arch/i386 spec)".into(),
             i386_spec,
             false,
+            None,
+        ),
+        (
+            "riscv64gc-unknown-none-elf".into(),
+            "riscv64gc-unknown-none-elf".into(),
+            false,
+            None,
+        ),
+        (
+            "riscv64gc-unknown-none-elf riscv-gp".into(),
+            "riscv64gc-unknown-none-elf".into(),
+            false,
+            Some("riscv-gp"),
         ),
         // Cortex-M: M0/M0+ (no compare-and-swap: portable-atomic over critical-section) and
         // M4F (32-bit atomics only: the portable fallback's add under local protection).
@@ -151,14 +224,16 @@ pub fn run(args: &[String]) -> Result<(), String> {
             "thumbv6m-none-eabi".into(),
             "thumbv6m-none-eabi".into(),
             false,
+            None,
         ),
         (
             "thumbv7em-none-eabihf".into(),
             "thumbv7em-none-eabihf".into(),
             false,
+            None,
         ),
     ];
-    for (label, target, lse) in bare {
+    for (label, target, lse, feature) in bare {
         for alloc in [false, true] {
             let dir = target_dir.join(if lse { "lse" } else { "base" });
             let target = target.clone();
@@ -173,8 +248,13 @@ pub fn run(args: &[String]) -> Result<(), String> {
                     let std = if alloc { Std::Alloc } else { Std::Core };
                     let mut cmd = tc.cargo("build", std);
                     cmd.args(["--lib", "--no-default-features"]);
-                    if alloc {
-                        cmd.args(["--features", "alloc"]);
+                    let features: Vec<&str> = alloc
+                        .then_some("alloc")
+                        .into_iter()
+                        .chain(feature)
+                        .collect();
+                    if !features.is_empty() {
+                        cmd.args(["--features", &features.join(",")]);
                     }
                     cmd.env("CARGO_TARGET_DIR", &dir);
                     Ok(cmd)

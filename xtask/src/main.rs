@@ -1,9 +1,9 @@
 //! `cargo xtask <command>`: the project's build and test tooling, in plain stable Rust.
 //!
-//! - `cargo xtask cross`: the host suite on aarch64 and i686 (under qemu-user), and no_std
-//!   builds for the bare-metal targets.
-//! - `cargo xtask qemu [x86_64|aarch64|i386|c-x86_64|c-aarch64|c|all]`: builds and boots the
-//!   QEMU test kernels (Rust, and C-only with the C library).
+//! - `cargo xtask cross [--only <step>]`: the host suite on aarch64, riscv64 and i686 (under
+//!   qemu-user), and no_std builds for the bare-metal targets.
+//! - `cargo xtask qemu [x86_64|aarch64|i386|riscv64|riscv64-broken|c-x86_64|c-aarch64|c|all]`:
+//!   builds and boots the QEMU test kernels (Rust, and C-only with the C library).
 //! - `cargo xtask bench`: runs the benchmarks and writes docs/BENCHMARKS.md.
 
 mod bench;
@@ -26,7 +26,7 @@ fn main() -> ExitCode {
         "bench" => bench::run(rest),
         _ => {
             eprintln!(
-                "usage: cargo xtask <cross | qemu [x86_64|aarch64|i386|c-x86_64|c-aarch64|c|all] | bench>"
+                "usage: cargo xtask <cross [--only <step>] | qemu [x86_64|aarch64|i386|riscv64|riscv64-broken|c-x86_64|c-aarch64|c|all] | bench>"
             );
             return ExitCode::from(2);
         }

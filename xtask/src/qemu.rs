@@ -1,4 +1,4 @@
-//! `cargo xtask qemu [x86_64|aarch64|i386|c-x86_64|c-aarch64|c|all]`: builds the QEMU test
+//! `cargo xtask qemu [x86_64|aarch64|i386|riscv64|riscv64-broken|c-x86_64|c-aarch64|c|all]`: builds the QEMU test
 //! kernels (`kernel/` in Rust, `ckernel/` in C only; boot code under `arch/<arch>/boot/`),
 //! boots each under `qemu-system-*` with a timeout, prints its serial output and fails on any
 //! `FAIL` line, a missing verdict, a wrong exit status or a hang.
@@ -12,6 +12,13 @@
 //! | `aarch64-lse` | `qemu-system-aarch64 -M virt -cpu max -smp 4` | the same target with `+lse` (stadd) |
 //! | `i386-cx8` | `qemu-system-i386 -smp 4` (default CPU: CX8, local APIC) | `arch/i386/i586-unknown-none.json` |
 //! | `i386-486` | `qemu-system-i386 -cpu 486` (no CX8, no APIC: one CPU) | the same kernel: CX8 is detected at run time |
+//! | `riscv64` | `qemu-system-riscv64 -M virt -smp 4 -bios default` (OpenSBI, S-mode) | `riscv64imac-unknown-none-elf` (amoadd.d on tp), linked with `--no-relax` |
+//! | `riscv64-gp` | as `riscv64` | the same with feature `riscv-gp` (amoadd.d on gp) |
+//! | `riscv64-broken` | as `riscv64` | the same with feature `broken-riscv-plain-add` (ld, add, sd): must print `FAIL timer` |
+//!
+//! Before they boot, the riscv64 kernels' add is disassembled and pinned
+//! ([`check_riscv64_add`]): `ld; mv tp (gp); add; amoadd.d zero; ret`, which the broken build
+//! must fail.
 //! | `c-x86_64` | as `x86_64` | `ckernel/` + `arch/x86_64/boot/ckernel.c`, gcc, linked with `libpcpu_counter.a` for `x86_64-unknown-none` |
 //! | `c-aarch64` | as `aarch64-llsc` | `ckernel/` + `arch/aarch64/boot/ckernel.c`, `aarch64-linux-gnu-gcc`, the library for `aarch64-unknown-none-softfloat` |
 //! | `c-x86_64-broken`, `c-aarch64-broken` | as above | the same with `-include tests/c/broken_add.h` (load, add, store): must print `FAIL timer` |
@@ -45,7 +52,7 @@ const LINK_FLAGS: &str =
 
 /// One kernel build.
 struct Build {
-    /// Folder under `target/qemu/`.
+    /// The run's name, and its folder under `target/qemu/` unless `dir` names one.
     name: &'static str,
     /// A triple, or the i386 JSON spec.
     target: String,
@@ -53,6 +60,11 @@ struct Build {
     rustflags: &'static str,
     /// The linker and its apt package, where `toolchain` does not set one for the target.
     linker: Option<(&'static str, &'static str)>,
+    /// Cargo features of the kernel crate (`broken-riscv-plain-add`), comma-separated.
+    features: &'static str,
+    /// Folder under `target/qemu/` (builds that differ only in features share one, and so
+    /// the `core` they build).
+    dir: &'static str,
 }
 
 /// One boot of a built kernel.
@@ -80,6 +92,8 @@ fn x86_64_build() -> Build {
         target: "x86_64-unknown-none".into(),
         rustflags: "-C relocation-model=static",
         linker: None,
+        features: "",
+        dir: "",
     }
 }
 
@@ -91,6 +105,8 @@ fn aarch64_build(lse: bool) -> Build {
         target: "aarch64-unknown-none-softfloat".into(),
         rustflags: if lse { "-C target-feature=+lse" } else { "" },
         linker: Some(("aarch64-linux-gnu-ld", "binutils-aarch64-linux-gnu")),
+        features: "",
+        dir: "",
     }
 }
 
@@ -100,6 +116,38 @@ fn i386_build() -> Build {
         target: toolchain::i386_bare_metal_spec().display().to_string(),
         rustflags: "",
         linker: None,
+        features: "",
+        dir: "",
+    }
+}
+
+/// The riscv64 kernel: the real add on `tp`, on `gp` (`riscv-gp`), or broken on purpose.
+#[derive(Clone, Copy, PartialEq)]
+enum Rv {
+    Tp,
+    Gp,
+    Broken,
+}
+
+fn riscv64_build(kind: Rv) -> Build {
+    Build {
+        name: match kind {
+            Rv::Tp => "riscv64",
+            Rv::Gp => "riscv64-gp",
+            Rv::Broken => "riscv64-broken",
+        },
+        // No floating point, as in most kernels: the trap entry saves only integer registers.
+        // The A extension has amoadd.d. `--no-relax` for every build (gp must stay the
+        // kernel's with `riscv-gp`; the same flags let the three builds share one `core`).
+        target: "riscv64imac-unknown-none-elf".into(),
+        rustflags: "-C link-arg=--no-relax",
+        linker: Some(("riscv64-linux-gnu-ld", "binutils-riscv64-linux-gnu")),
+        features: match kind {
+            Rv::Tp => "",
+            Rv::Gp => "riscv-gp",
+            Rv::Broken => "broken-riscv-plain-add",
+        },
+        dir: "riscv64",
     }
 }
 
@@ -172,6 +220,25 @@ fn i386_boot(cx8: bool) -> Boot {
     }
 }
 
+/// The riscv64 kernel on 4 harts; its broken build (`broken-riscv-plain-add`: the add as
+/// `ld; add; sd`) must fail the timer check.
+fn riscv64_boot(kind: Rv) -> Boot {
+    Boot {
+        name: riscv64_build(kind).name,
+        qemu: "qemu-system-riscv64",
+        package: "qemu-system-misc",
+        args: &["-M", "virt", "-smp", "4"],
+        pass_status: 0,
+        cpus: 4,
+        expect: match kind {
+            Rv::Tp => "riscv64 (amoadd.d on tp + offset)",
+            Rv::Gp => "riscv64 (amoadd.d on gp + offset)",
+            Rv::Broken => "riscv64 (BROKEN plain ld/add/sd, test only)",
+        },
+        must_fail: (kind == Rv::Broken).then_some("FAIL timer"),
+    }
+}
+
 /// The C-only kernels' runs: the same machines as the Rust kernels'; the broken builds
 /// (`tests/c/broken_add.h`) must fail the timer check.
 fn c_x86_64_boot(broken: bool) -> Boot {
@@ -240,18 +307,27 @@ fn machine_args(boot: &Boot) -> &'static [&'static str] {
         "qemu-system-aarch64" => &["-nographic", "-semihosting"],
         // Cortex-M firmware: semihosting console on stdout.
         "qemu-system-arm" => cortexm::MACHINE_ARGS,
+        // OpenSBI from qemu-system-data; the kernel exits through the sifive_test device.
+        "qemu-system-riscv64" => &["-nographic", "-bios", "default"],
         _ => X86_ARGS,
     }
 }
 
 pub fn run(args: &[String]) -> Result<(), String> {
-    const KERNELS: [&str; 5] = ["x86_64", "aarch64", "i386", "c-x86_64", "c-aarch64"];
+    const KERNELS: [&str; 6] = [
+        "x86_64",
+        "aarch64",
+        "i386",
+        "riscv64",
+        "c-x86_64",
+        "c-aarch64",
+    ];
     let which = match args {
         [] => "all",
         [one] => one.as_str(),
         _ => {
             return Err(format!(
-                "usage: cargo xtask qemu [{}|c|{}|cortex-m|all]",
+                "usage: cargo xtask qemu [{}|riscv64-broken|c|{}|cortex-m|all]",
                 KERNELS.join("|"),
                 cortexm::KINDS.join("|")
             ))
@@ -276,11 +352,11 @@ pub fn run(args: &[String]) -> Result<(), String> {
             .into_iter()
             .flat_map(plan_for)
             .collect(),
-        one if KERNELS.contains(&one) => plan_for(one),
+        one if KERNELS.contains(&one) || one == "riscv64-broken" => plan_for(one),
         other => {
             return Err(format!(
-                "unknown kernel `{other}`: use {}, c (both C kernels), {}, cortex-m (the \
-                 three firmware images) or all",
+                "unknown kernel `{other}`: use {}, riscv64-broken, c (both C kernels), {}, \
+                 cortex-m (the three firmware images) or all",
                 KERNELS.join(", "),
                 cortexm::KINDS.join(", ")
             ))
@@ -315,6 +391,15 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 continue;
             }
         };
+        if let Kernel::Rust(rust) = build {
+            if rust.dir == "riscv64" {
+                if let Err(why) = check_riscv64_add(rust, &kernel) {
+                    eprintln!("[{}] FAILED: {why}", rust.name);
+                    failed.extend(boots.iter().map(|boot| boot.name));
+                    continue;
+                }
+            }
+        }
         for boot in boots {
             match boot_kernel(boot, &kernel) {
                 Ok(seconds) => passed.push(format!("{} ({seconds:.1} s)", boot.name)),
@@ -349,6 +434,13 @@ fn plan_for(kernel: &str) -> Vec<(Kernel, Vec<Boot>)> {
             (Rust(aarch64_build(true)), vec![aarch64_boot(true)]),
         ],
         "i386" => vec![(Rust(i386_build()), vec![i386_boot(true), i386_boot(false)])],
+        "riscv64" => [Rv::Tp, Rv::Gp, Rv::Broken]
+            .map(|kind| (Rust(riscv64_build(kind)), vec![riscv64_boot(kind)]))
+            .into(),
+        "riscv64-broken" => vec![(
+            Rust(riscv64_build(Rv::Broken)),
+            vec![riscv64_boot(Rv::Broken)],
+        )],
         "c-x86_64" => [false, true]
             .map(|broken| (C(ckernel::x86_64(broken)), vec![c_x86_64_boot(broken)]))
             .into(),
@@ -356,6 +448,88 @@ fn plan_for(kernel: &str) -> Vec<(Kernel, Vec<Boot>)> {
             .map(|broken| (C(ckernel::aarch64(broken)), vec![c_aarch64_boot(broken)]))
             .into(),
     }
+}
+
+/// The riscv64 kernels' add, disassembled from `pcpu_probe_riscv64_kernel_add` (in
+/// `arch/riscv64/boot/mod.rs`, kept by its `link.ld`): exactly `ld` the handle's offset, `mv`
+/// the per-CPU register (`tp`, or `gp` with `riscv-gp`), `add`, `amoadd.d zero, v, (slot)`,
+/// `ret`. The broken build must fail this same check (its add is `ld; add; sd`).
+fn check_riscv64_add(build: &Build, kernel: &Path) -> Result<(), String> {
+    let objdump =
+        toolchain::require_tool("riscv64-linux-gnu-objdump", "binutils-riscv64-linux-gnu")?;
+    let symbol = "pcpu_probe_riscv64_kernel_add";
+    let out = Command::new(&objdump)
+        .args(["-d", "--no-show-raw-insn"])
+        .arg(format!("--disassemble={symbol}"))
+        .arg(kernel)
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", objdump.display()))?;
+    let insns: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with(' ') && l.contains(":\t"))
+        .filter_map(|l| {
+            l.split_once(":\t")
+                .map(|(_, i)| i.trim().replace('\t', " "))
+        })
+        .collect();
+    if insns.is_empty() {
+        return Err(format!("{symbol} not found in {}", kernel.display()));
+    }
+    let register = if build.features.contains("riscv-gp") {
+        "gp"
+    } else {
+        "tp"
+    };
+    let verdict = riscv64_add_shape(&insns, register);
+    let listing = insns.join("; ");
+    if build.features.contains("broken-riscv-plain-add") {
+        return match verdict {
+            Err(why) => {
+                println!(
+                    "[{}] kernel add rejected, as it must be ({why}): {listing}",
+                    build.name
+                );
+                Ok(())
+            }
+            Ok(()) => Err(format!(
+                "the broken add passed the disassembly check: {listing}"
+            )),
+        };
+    }
+    verdict.map_err(|why| format!("kernel add: {why}: {listing}"))?;
+    println!(
+        "[{}] kernel add ({} instructions, pinned): {listing}",
+        build.name,
+        insns.len()
+    );
+    Ok(())
+}
+
+/// `ld`, `mv <reg>, <register>`, `add` (in any order), `amoadd.d zero, ...`, `ret`.
+fn riscv64_add_shape(insns: &[String], register: &str) -> Result<(), String> {
+    let mnemonic = |i: &String| i.split_whitespace().next().unwrap_or("").to_string();
+    if insns.len() != 5 {
+        return Err(format!("{} instructions, pinned at 5", insns.len()));
+    }
+    let mut head: Vec<String> = insns[..3].iter().map(mnemonic).collect();
+    head.sort();
+    if head != ["add", "ld", "mv"] {
+        return Err(format!("not ld/mv/add before the AMO: {head:?}"));
+    }
+    let mv = insns[..3]
+        .iter()
+        .find(|i| mnemonic(i) == "mv")
+        .expect("one mv");
+    if !mv.ends_with(&format!(",{register}")) {
+        return Err(format!("the base is not read from {register}: {mv}"));
+    }
+    if mnemonic(&insns[3]) != "amoadd.d" || !insns[3].contains(" zero,") {
+        return Err(format!("no amoadd.d zero: {}", insns[3]));
+    }
+    if mnemonic(&insns[4]) != "ret" {
+        return Err(format!("no ret: {}", insns[4]));
+    }
+    Ok(())
 }
 
 /// Builds one kernel and returns the path of its ELF.
@@ -367,8 +541,15 @@ fn build_kernel(build: &Build) -> Result<PathBuf, String> {
         let key = toolchain.target_env("LINKER");
         toolchain.set_env(&key, &path.to_string_lossy());
     }
-    let target_dir = root.join("target/qemu").join(build.name);
+    let target_dir = root.join("target/qemu").join(if build.dir.is_empty() {
+        build.name
+    } else {
+        build.dir
+    });
     let mut cmd = toolchain.cargo("build", Std::Core);
+    if !build.features.is_empty() {
+        cmd.args(["--features", build.features]);
+    }
     cmd.arg("--release")
         .arg("--manifest-path")
         .arg(root.join("kernel/Cargo.toml"))

@@ -21,8 +21,9 @@
 //! it is always built with `-Zbuild-std` and `-Zjson-target-spec`. Cargo names its config keys
 //! and output folder after the file stem, `i586-unknown-none`.
 //!
-//! Linkers set here: `aarch64-linux-gnu-gcc` and `i686-linux-gnu-gcc` for the Linux targets,
-//! GNU `ld` / `aarch64-linux-gnu-ld` / `i686-linux-gnu-ld` for the bare-metal ones (rust-lld is
+//! Linkers set here: `aarch64-linux-gnu-gcc`, `i686-linux-gnu-gcc` and `riscv64-linux-gnu-gcc`
+//! for the Linux targets, GNU `ld` / `aarch64-linux-gnu-ld` / `i686-linux-gnu-ld` /
+//! `riscv64-linux-gnu-ld` for the bare-metal ones (rust-lld is
 //! not installed on these machines). rustc infers the `ld` flavor from a linker named `ld` or
 //! `*-ld`; a kernel may still pass `-C linker-flavor=ld` in its rustflags.
 //!
@@ -244,15 +245,20 @@ fn linker_for(target_name: &str) -> Option<(&'static str, &'static str)> {
     match target_name {
         "aarch64-unknown-linux-gnu" => Some(("aarch64-linux-gnu-gcc", "gcc-aarch64-linux-gnu")),
         "i686-unknown-linux-gnu" => Some(("i686-linux-gnu-gcc", "gcc-i686-linux-gnu")),
+        "riscv64gc-unknown-linux-gnu" => Some(("riscv64-linux-gnu-gcc", "gcc-riscv64-linux-gnu")),
         "x86_64-unknown-none" => Some(("ld", "binutils")),
         "aarch64-unknown-none" => Some(("aarch64-linux-gnu-ld", "binutils-aarch64-linux-gnu")),
         "i586-unknown-none" => Some(("i686-linux-gnu-ld", "binutils-i686-linux-gnu")),
+        "riscv64gc-unknown-none-elf" => {
+            Some(("riscv64-linux-gnu-ld", "binutils-riscv64-linux-gnu"))
+        }
         _ => None,
     }
 }
 
 /// The qemu-user runner for a Linux cross target, checked to exist with its guest libraries:
-/// `qemu-aarch64 -L /usr/aarch64-linux-gnu` or `qemu-i386 -L /usr/i686-linux-gnu`.
+/// `qemu-aarch64 -L /usr/aarch64-linux-gnu`, `qemu-i386 -L /usr/i686-linux-gnu` or
+/// `qemu-riscv64 -L /usr/riscv64-linux-gnu`.
 pub fn qemu_user_runner(target: &str) -> Result<String, String> {
     let (qemu, sysroot, loader, libc_package) = match target {
         "aarch64-unknown-linux-gnu" => (
@@ -266,6 +272,12 @@ pub fn qemu_user_runner(target: &str) -> Result<String, String> {
             "/usr/i686-linux-gnu",
             "lib/ld-linux.so.2",
             "libc6-dev-i386-cross",
+        ),
+        "riscv64gc-unknown-linux-gnu" => (
+            "qemu-riscv64",
+            "/usr/riscv64-linux-gnu",
+            "lib/ld-linux-riscv64-lp64d.so.1",
+            "libc6-dev-riscv64-cross",
         ),
         _ => return Err(format!("no qemu-user runner known for {target}")),
     };

@@ -1,0 +1,98 @@
+/* riscv64 test kernel entry, in S-mode with paging off. OpenSBI (`-bios default`) jumps to
+ * `_start` on the boot hart (random: a0 = its hart id, a1 = the DTB); SBI HSM `hart_start`
+ * starts each secondary at `riscv64_secondary_entry` with a0 = hart id, a1 = the opaque
+ * value, here the CPU index. `sscratch` holds the CPU index (the kernel never enters
+ * U-mode, so nothing else uses it); `tp` is the per-CPU register, 0 until the zone exists.
+ * `lla`, not `la`: this assembler is PIC by default and `la` would go through the GOT. */
+.section .text.boot, "ax"
+.global _start
+_start:
+    csrw sie, zero
+    csrci sstatus, 2
+    mv tp, zero
+    csrw sscratch, zero
+    lla t0, __bss_start
+    lla t1, __bss_end
+1:  bgeu t0, t1, 2f
+    sd zero, 0(t0)
+    addi t0, t0, 8
+    j 1b
+2:  lla sp, boot_stack_top
+    lla t0, riscv64_trap_entry
+    csrw stvec, t0
+    call riscv64_bsp_entry
+3:  wfi
+    j 3b
+
+.global riscv64_secondary_entry
+riscv64_secondary_entry:
+    csrw sie, zero
+    csrci sstatus, 2
+    mv tp, zero
+    csrw sscratch, a1
+    lla sp, ap_stacks
+    addi t0, a1, 1
+    slli t0, t0, 16
+    add sp, sp, t0
+    lla t0, riscv64_trap_entry
+    csrw stvec, t0
+    mv a0, a1
+    call riscv64_ap_entry
+4:  wfi
+    j 4b
+
+/* Traps (direct mode, so 4-byte aligned): save the caller-saved registers (the kernel is
+ * built without floating point, so there is no FP state), call the handler with scause,
+ * sepc and stval, restore, `sret`. The handler never enables interrupts, so sepc and
+ * sstatus survive it. */
+.section .text
+.balign 4
+.global riscv64_trap_entry
+riscv64_trap_entry:
+    addi sp, sp, -128
+    sd ra, 0(sp)
+    sd t0, 8(sp)
+    sd t1, 16(sp)
+    sd t2, 24(sp)
+    sd a0, 32(sp)
+    sd a1, 40(sp)
+    sd a2, 48(sp)
+    sd a3, 56(sp)
+    sd a4, 64(sp)
+    sd a5, 72(sp)
+    sd a6, 80(sp)
+    sd a7, 88(sp)
+    sd t3, 96(sp)
+    sd t4, 104(sp)
+    sd t5, 112(sp)
+    sd t6, 120(sp)
+    csrr a0, scause
+    csrr a1, sepc
+    csrr a2, stval
+    call riscv64_trap
+    ld ra, 0(sp)
+    ld t0, 8(sp)
+    ld t1, 16(sp)
+    ld t2, 24(sp)
+    ld a0, 32(sp)
+    ld a1, 40(sp)
+    ld a2, 48(sp)
+    ld a3, 56(sp)
+    ld a4, 64(sp)
+    ld a5, 72(sp)
+    ld a6, 80(sp)
+    ld a7, 88(sp)
+    ld t3, 96(sp)
+    ld t4, 104(sp)
+    ld t5, 112(sp)
+    ld t6, 120(sp)
+    addi sp, sp, 128
+    sret
+
+.section .bss
+.balign 16
+boot_stack:
+    .skip 65536
+boot_stack_top:
+ap_stacks:
+    .skip 5 * 65536

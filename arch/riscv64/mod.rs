@@ -1,0 +1,257 @@
+//! riscv64: the slot address from the per-CPU base plus the offset, then one
+//! `amoadd.d zero, v, (slot)`.
+//!
+//! In a kernel each hart's per-CPU base is in `tp` ([`set_cpu_base`]), or in `gp` with the
+//! `riscv-gp` feature. `tp` is the default because that is where FreeBSD's riscv kernel keeps
+//! its `struct pcpu` pointer (and Linux its `current` task), and because the psABI leaves `tp`
+//! alone in code that does not use TLS, which a kernel does not. Other kernels differ: xv6
+//! keeps the hart id in `tp` (such a kernel moves the id into a per-CPU block, points `tp` at
+//! the block and hosts the zone inside it, or enables `riscv-gp`); arceos'
+//! `percpu` crate keeps the per-CPU base in `gp`, which is only free when nothing is linked
+//! with gp relaxation: link with `--no-relax` (`-C link-arg=--no-relax`), and do not define
+//! `__global_pointer$` in the linker script, or the linker rewrites accesses near it into
+//! `gp`-relative ones that would then read the per-CPU block.
+//!
+//! Reading the base and the AMO are two instructions (`mv`/`add`, then `amoadd.d`), so an
+//! interrupt or a migration may fall in between. An interrupt handler's own adds are atomic
+//! too, and the `amoadd.d` itself cannot be split by one. After a migration the add lands,
+//! atomically, in the old hart's slot, which every fetch counts: never lost, never twice. So
+//! the add needs no protection (`counter_enter` is free), as on FreeBSD's arm64 and amd64. The
+//! AMO has no `.aq`/`.rl` bits: statistics need no ordering.
+//!
+//! Under `std` (host tests on riscv64 Linux) `tp` is glibc's thread pointer and `gp` the
+//! global pointer, neither ours: the base is a thread-local that binding a simulated CPU sets,
+//! and the same `amoadd.d` runs on it (as on aarch64, where EL0 cannot read `TPIDR_EL1`).
+//!
+//! The `broken-riscv-plain-add` feature (test only, off by default, ignored under `std`)
+//! replaces the AMO with `ld; add; sd`, so that `cargo xtask qemu riscv64-broken` can show
+//! the timer check catching an add that an interrupt splits.
+
+use core::arch::asm;
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use crate::Zone;
+
+cfg_if::cfg_if! {
+    if #[cfg(feature = "std")] {
+        /// The arch this build's primitives are for.
+        pub const NAME: &str = "riscv64 (amoadd.d, simulated per-CPU base)";
+    } else if #[cfg(feature = "broken-riscv-plain-add")] {
+        /// The arch this build's primitives are for.
+        pub const NAME: &str = "riscv64 (BROKEN plain ld/add/sd, test only)";
+    } else if #[cfg(feature = "riscv-gp")] {
+        /// The arch this build's primitives are for.
+        pub const NAME: &str = "riscv64 (amoadd.d on gp + offset)";
+    } else {
+        /// The arch this build's primitives are for.
+        pub const NAME: &str = "riscv64 (amoadd.d on tp + offset)";
+    }
+}
+
+/// The current hart's per-CPU base: `tp`.
+#[cfg(all(not(feature = "std"), not(feature = "riscv-gp")))]
+#[inline(always)]
+fn cpu_base() -> usize {
+    let base: usize;
+    // SAFETY: copies a register; no memory access. Without `std` the kernel owns `tp`.
+    unsafe { asm!("mv {}, tp", out(reg) base, options(nomem, nostack, preserves_flags)) };
+    base
+}
+
+/// The current hart's per-CPU base: `gp` (feature `riscv-gp`).
+#[cfg(all(not(feature = "std"), feature = "riscv-gp"))]
+#[inline(always)]
+fn cpu_base() -> usize {
+    let base: usize;
+    // SAFETY: copies a register; no memory access. With `riscv-gp` the kernel owns `gp`.
+    unsafe { asm!("mv {}, gp", out(reg) base, options(nomem, nostack, preserves_flags)) };
+    base
+}
+
+/// The current CPU's per-CPU base under simulation: the bound CPU's block.
+#[cfg(feature = "std")]
+#[inline(always)]
+fn cpu_base() -> usize {
+    host::BASE.with(core::cell::Cell::get)
+}
+
+/// Adds `v` to the current hart's slot at offset `off` from its per-CPU base.
+///
+/// # Safety
+/// This hart's per-CPU base must be its block of the zone that owns `off`, and `off` a live
+/// slot.
+#[inline(always)]
+pub(crate) unsafe fn add(_zone: &Zone<'_>, off: usize, v: i64) {
+    let slot = cpu_base().wrapping_add(off) as *mut u64;
+    // SAFETY: `slot` is a live, aligned slot of the zone (caller's contract).
+    unsafe { atomic_add(slot, v as u64) }
+}
+
+/// One `amoadd.d` with the result discarded (`rd = zero`), no ordering bits.
+///
+/// # Safety
+/// `slot` is a live, 8-byte aligned slot.
+#[cfg(any(feature = "std", not(feature = "broken-riscv-plain-add")))]
+#[inline(always)]
+unsafe fn atomic_add(slot: *mut u64, v: u64) {
+    // SAFETY: per the caller; `amoadd.d` is one atomic read-modify-write of the aligned slot.
+    unsafe {
+        asm!(
+            "amoadd.d zero, {v}, ({slot})",
+            v = in(reg) v,
+            slot = in(reg) slot,
+            options(nostack, preserves_flags)
+        )
+    }
+}
+
+/// TEST ONLY (feature `broken-riscv-plain-add`): a plain `ld; add; sd` that an interrupt can
+/// split, losing the handler's add. Exists so that the QEMU kernel's timer check can be shown
+/// to catch it; never enable it in a real build.
+///
+/// # Safety
+/// `slot` is a live, 8-byte aligned slot.
+#[cfg(all(not(feature = "std"), feature = "broken-riscv-plain-add"))]
+#[inline(always)]
+unsafe fn atomic_add(slot: *mut u64, v: u64) {
+    // SAFETY: the slot is live and aligned per the caller; the race with this hart's own
+    // interrupt handler is the deliberate bug (a lost count, never an out-of-bounds access).
+    unsafe {
+        asm!(
+            "ld {t}, 0({slot})",
+            "add {t}, {t}, {v}",
+            "sd {t}, 0({slot})",
+            v = in(reg) v,
+            slot = in(reg) slot,
+            t = out(reg) _,
+            options(nostack, preserves_flags)
+        )
+    }
+}
+
+/// The add needs no protection, so the protected add is the same code.
+///
+/// # Safety
+/// As [`add`].
+#[inline(always)]
+pub(crate) unsafe fn add_protected(zone: &Zone<'_>, off: usize, v: i64) {
+    // SAFETY: same contract as `add`.
+    unsafe { add(zone, off, v) }
+}
+
+/// `counter_enter` is free on riscv64: the AMO is safe against interrupts and migration.
+#[inline(always)]
+pub(crate) const fn needs_protection() -> bool {
+    false
+}
+
+/// Reads a slot of any hart: an aligned 64-bit `ld` is single-copy atomic on RV64.
+///
+/// # Safety
+/// `slot` is an aligned slot inside a live zone.
+#[inline]
+pub(crate) unsafe fn load_slot(slot: *mut u64) -> u64 {
+    // SAFETY: aligned and live per the caller.
+    unsafe { AtomicU64::from_ptr(slot) }.load(Ordering::Relaxed)
+}
+
+/// Writes a slot that no hart adds to (a slot being allocated).
+///
+/// # Safety
+/// As [`load_slot`], and no hart may add to the slot now.
+#[inline]
+pub(crate) unsafe fn store_slot(slot: *mut u64, value: u64) {
+    // SAFETY: aligned, live and unused per the caller.
+    unsafe { AtomicU64::from_ptr(slot) }.store(value, Ordering::Relaxed)
+}
+
+/// Points this hart's `tp` (with feature `riscv-gp`: `gp`) at `base` (its
+/// [`Zone::cpu_base`]). Call it once on each hart, in the kernel (S-mode or M-mode), before
+/// that hart adds to a counter. A kernel that already keeps its own per-CPU block in that
+/// register hosts the zone inside the block instead (see [`ZoneLayout`](crate::ZoneLayout))
+/// and need not call this. Under `std` (host simulation) it does nothing: there `tp` is the
+/// C library's thread pointer and binding a simulated CPU sets the base. Always returns
+/// `true`.
+///
+/// # Safety
+/// Must run in the kernel on the hart whose block `base` is; nothing else on that hart may
+/// rely on the previous `tp` (`gp`): no thread-local storage, and with `riscv-gp` no code
+/// linked with gp relaxation (link with `--no-relax`).
+pub unsafe fn set_cpu_base(base: usize) -> bool {
+    // SAFETY: per the caller's contract (this hart, its block, a register nobody else uses).
+    unsafe { write_base(base) };
+    true
+}
+
+/// Writes `tp`. rustc does not accept `tp` as an asm operand, but the template may name it.
+///
+/// # Safety
+/// As [`set_cpu_base`].
+#[cfg(all(not(feature = "std"), not(feature = "riscv-gp")))]
+#[inline(always)]
+unsafe fn write_base(base: usize) {
+    // SAFETY: per the caller: the kernel owns `tp` on this hart (no TLS).
+    unsafe { asm!("mv tp, {0}", in(reg) base, options(nomem, nostack, preserves_flags)) }
+}
+
+/// Writes `gp` (feature `riscv-gp`).
+///
+/// # Safety
+/// As [`set_cpu_base`]; nothing on this hart uses `gp` (linked with `--no-relax`).
+#[cfg(all(not(feature = "std"), feature = "riscv-gp"))]
+#[inline(always)]
+unsafe fn write_base(base: usize) {
+    // SAFETY: per the caller: the kernel owns `gp` on this hart.
+    unsafe { asm!("mv gp, {0}", in(reg) base, options(nomem, nostack, preserves_flags)) }
+}
+
+/// Under `std` the simulation's binding sets the base: nothing to write.
+///
+/// # Safety
+/// None needed.
+#[cfg(feature = "std")]
+#[inline(always)]
+unsafe fn write_base(_base: usize) {}
+
+/// The first word of the bound simulated CPU's block (the simulation's area tag).
+///
+/// # Safety
+/// The thread is bound to a simulated CPU (its base is a block of a machine's area).
+#[cfg(feature = "std")]
+#[inline(always)]
+pub(crate) unsafe fn host_block_tag() -> usize {
+    // SAFETY: per the caller, the base is the start of the bound CPU's block.
+    unsafe { (cpu_base() as *const usize).read_volatile() }
+}
+
+#[cfg(feature = "std")]
+pub(crate) use host::{host_bind, host_unbind};
+
+#[cfg(feature = "std")]
+mod host {
+    //! Host simulation: the per-CPU base in a thread-local (`tp` and `gp` belong to glibc and
+    //! the program's global pointer on riscv64 Linux).
+
+    use core::cell::Cell;
+
+    std::thread_local! {
+        /// The bound CPU's block, or 0. Read from signal handlers: a const-initialised `Cell`.
+        pub(super) static BASE: Cell<usize> = const { Cell::new(0) };
+    }
+
+    /// Sets this thread's per-CPU base to `base`.
+    ///
+    /// # Safety
+    /// `base` is a block of a live zone.
+    pub(crate) unsafe fn host_bind(base: usize) {
+        BASE.with(|b| b.set(base));
+    }
+
+    /// Clears this thread's per-CPU base, so that a stray add faults instead of counting.
+    ///
+    /// # Safety
+    /// As [`host_bind`].
+    pub(crate) unsafe fn host_unbind() {
+        BASE.with(|b| b.set(0));
+    }
+}

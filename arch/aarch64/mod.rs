@@ -37,7 +37,7 @@ fn cpu_base() -> usize {
 #[cfg(feature = "std")]
 #[inline(always)]
 fn cpu_base() -> usize {
-    host::BASE.with(core::cell::Cell::get)
+    host_base::base()
 }
 
 /// Adds `v` to the current CPU's slot at offset `off` from its per-CPU base.
@@ -139,49 +139,19 @@ pub unsafe fn set_cpu_base(base: usize) -> bool {
     true
 }
 
-/// The first word of the bound simulated CPU's block (the simulation's area tag).
-///
-/// # Safety
-/// The thread is bound to a simulated CPU (its base is a block of a machine's area).
 #[cfg(feature = "std")]
-#[inline(always)]
-pub(crate) unsafe fn host_block_tag() -> usize {
-    // SAFETY: per the caller, the base is the start of the bound CPU's block.
-    unsafe { (cpu_base() as *const usize).read_volatile() }
-}
-
+#[path = "../host_base.rs"]
+mod host_base;
 #[cfg(feature = "std")]
 pub use host::add_counting_retries;
 #[cfg(feature = "std")]
-pub(crate) use host::{host_bind, host_unbind};
+pub(crate) use host_base::{host_bind, host_block_tag, host_unbind};
 
 #[cfg(feature = "std")]
 mod host {
-    //! Host simulation: the per-CPU base in a thread-local.
+    //! Host tests only: the LL/SC loop with its retries counted.
 
     use core::arch::asm;
-    use core::cell::Cell;
-
-    std::thread_local! {
-        /// The bound CPU's block, or 0. Read from signal handlers: a const-initialised `Cell`.
-        pub(super) static BASE: Cell<usize> = const { Cell::new(0) };
-    }
-
-    /// Sets this thread's per-CPU base to `base`.
-    ///
-    /// # Safety
-    /// `base` is a block of a live zone.
-    pub(crate) unsafe fn host_bind(base: usize) {
-        BASE.with(|b| b.set(base));
-    }
-
-    /// Clears this thread's per-CPU base, so that a stray add faults instead of counting.
-    ///
-    /// # Safety
-    /// As [`host_bind`].
-    pub(crate) unsafe fn host_unbind() {
-        BASE.with(|b| b.set(0));
-    }
 
     /// Host tests only: the LL/SC loop (as [`Counter::add`](crate::Counter::add) runs it
     /// without `lse`) with a count of failed `stxr`s, i.e. of interrupts (or other writers)
@@ -191,7 +161,7 @@ mod host {
     /// The thread is bound to a simulated CPU of the zone owning slot offset `off`.
     #[doc(hidden)]
     pub unsafe fn add_counting_retries(off: usize, v: i64) -> u32 {
-        let slot = BASE.with(Cell::get).wrapping_add(off) as *mut u64;
+        let slot = super::host_base::base().wrapping_add(off) as *mut u64;
         let retries: u32;
         // SAFETY: as the LL/SC `atomic_add`, with a retry count in a register.
         unsafe {

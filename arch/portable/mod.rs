@@ -125,20 +125,10 @@ pub unsafe fn set_cpu_base(_base: usize) -> bool {
     true
 }
 
-/// Nothing to bind: the simulation's current CPU answers `current_cpu`.
+// Host simulation: the simulation's current CPU answers `current_cpu`; binding keeps the
+// block's address in a thread-local only for the area tag in its first word.
 #[cfg(feature = "std")]
-pub(crate) unsafe fn host_bind(_base: usize) {}
-
-/// The bound machine's area tag: this arch has no per-CPU register, so the simulation's
-/// thread-local binding answers.
-///
-/// # Safety
-/// None beyond the other arches' contract.
+#[path = "../host_base.rs"]
+mod host_base;
 #[cfg(feature = "std")]
-pub(crate) unsafe fn host_block_tag() -> usize {
-    crate::sim::bound_area_tag()
-}
-
-/// Nothing to unbind.
-#[cfg(feature = "std")]
-pub(crate) unsafe fn host_unbind() {}
+pub(crate) use host_base::{host_bind, host_block_tag, host_unbind};

@@ -72,7 +72,7 @@ fn cpu_base() -> usize {
 #[cfg(feature = "std")]
 #[inline(always)]
 fn cpu_base() -> usize {
-    host::BASE.with(core::cell::Cell::get)
+    host_base::base()
 }
 
 /// Adds `v` to the current hart's slot at offset `off` from its per-CPU base.
@@ -213,45 +213,8 @@ unsafe fn write_base(base: usize) {
 #[inline(always)]
 unsafe fn write_base(_base: usize) {}
 
-/// The first word of the bound simulated CPU's block (the simulation's area tag).
-///
-/// # Safety
-/// The thread is bound to a simulated CPU (its base is a block of a machine's area).
 #[cfg(feature = "std")]
-#[inline(always)]
-pub(crate) unsafe fn host_block_tag() -> usize {
-    // SAFETY: per the caller, the base is the start of the bound CPU's block.
-    unsafe { (cpu_base() as *const usize).read_volatile() }
-}
-
+#[path = "../host_base.rs"]
+mod host_base;
 #[cfg(feature = "std")]
-pub(crate) use host::{host_bind, host_unbind};
-
-#[cfg(feature = "std")]
-mod host {
-    //! Host simulation: the per-CPU base in a thread-local (`tp` and `gp` belong to glibc and
-    //! the program's global pointer on riscv64 Linux).
-
-    use core::cell::Cell;
-
-    std::thread_local! {
-        /// The bound CPU's block, or 0. Read from signal handlers: a const-initialised `Cell`.
-        pub(super) static BASE: Cell<usize> = const { Cell::new(0) };
-    }
-
-    /// Sets this thread's per-CPU base to `base`.
-    ///
-    /// # Safety
-    /// `base` is a block of a live zone.
-    pub(crate) unsafe fn host_bind(base: usize) {
-        BASE.with(|b| b.set(base));
-    }
-
-    /// Clears this thread's per-CPU base, so that a stray add faults instead of counting.
-    ///
-    /// # Safety
-    /// As [`host_bind`].
-    pub(crate) unsafe fn host_unbind() {
-        BASE.with(|b| b.set(0));
-    }
-}
+pub(crate) use host_base::{host_bind, host_block_tag, host_unbind};

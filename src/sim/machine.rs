@@ -110,7 +110,6 @@ impl Machine {
         unsafe { arch::host_bind(base) };
         // The register first, then the binding: a signal that sees the binding finds the
         // register ready.
-        super::set_bound_area(Some(self.zone().area()));
         super::set_binding(Some((self as *const Machine as usize, cpu)));
         Ok(Bound {
             machine: self,
@@ -174,7 +173,6 @@ impl Drop for Bound<'_> {
         // The binding first, then the register: a signal in between sees no CPU and does not
         // add through a stale register.
         super::set_binding(None);
-        super::set_bound_area(None);
         // SAFETY: clears this thread's register; the zone is no longer used through it.
         unsafe { arch::host_unbind() };
     }

@@ -51,21 +51,6 @@ pub(crate) fn current_cpu() -> usize {
     current_cpu_checked().expect("pcpu-counter: this thread is not bound to a simulated CPU")
 }
 
-std::thread_local! {
-    /// The area of the machine whose CPU this thread holds, or 0 (for the portable arch,
-    /// which has no per-CPU register to read the tag through).
-    static BOUND_AREA: Cell<usize> = const { Cell::new(0) };
-}
-
-pub(crate) fn set_bound_area(area: Option<&crate::Area>) {
-    BOUND_AREA.with(|b| b.set(area.map_or(0, |a| a as *const crate::Area as usize)));
-}
-
-#[allow(dead_code)] // Only the portable arch asks.
-pub(crate) fn bound_area_tag() -> usize {
-    BOUND_AREA.with(Cell::get)
-}
-
 /// The add path's check, in release builds too: the thread must hold a CPU of the counter's
 /// machine. Each machine is an area of its own, so otherwise the thread's per-CPU register
 /// points at another machine's blocks, and the add would silently change that machine's

@@ -164,3 +164,32 @@ impl RacyShared {
         unsafe { self.0.get().read_volatile() }
     }
 }
+
+/// Runs `racy_add(off, slot)`, a deliberately broken add of 1 to CPU 0's slot of a new
+/// counter (its offset `off`, CPU 0's slot address `slot`), under an interrupt storm on CPU 0
+/// until the count shows a loss, and asserts that adds were lost: the storm can catch a
+/// broken add. The arch tests' negative control.
+pub fn assert_storm_catches_racy_add(max_adds: u64, mut racy_add: impl FnMut(usize, *mut u64)) {
+    let machine = Machine::new(1);
+    let c = machine.alloc().unwrap();
+    let off = c.offset();
+    let slot = (machine.zone().cpu_base(0).unwrap() + off) as *mut u64;
+    let mut adds_done = 0u64;
+    let (adds, handled) = storm_on_cpu0(&machine, &c, max_adds, |handled| {
+        racy_add(off, slot);
+        adds_done += 1;
+        // Stop once the count shows a loss (checked now and then, and only when no interrupt
+        // ran during the check).
+        adds_done % 1024 == 0 && {
+            let before = handled.load(Ordering::Relaxed);
+            let sum = c.fetch();
+            before == handled.load(Ordering::Relaxed) && sum != adds_done + (before << 32)
+        }
+    });
+    let lost = (adds + (handled << 32)).wrapping_sub(c.fetch());
+    assert!(
+        lost > 0,
+        "a racy add lost nothing in {adds} adds ({handled} interrupts): the storm proves nothing"
+    );
+    println!("racy add lost {lost:#x} in {adds} adds, {handled} interrupts");
+}

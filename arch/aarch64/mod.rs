@@ -12,7 +12,6 @@
 //! that binding a simulated CPU sets, and the same LL/SC (or LSE) code runs on it.
 
 use core::arch::asm;
-use core::sync::atomic::{AtomicU64, Ordering};
 
 use crate::Zone;
 
@@ -105,25 +104,9 @@ pub(crate) const fn needs_protection() -> bool {
     false
 }
 
-/// Reads a slot of any CPU: an aligned 64-bit load is single-copy atomic on aarch64.
-///
-/// # Safety
-/// `slot` is an aligned slot inside a live zone.
-#[inline]
-pub(crate) unsafe fn load_slot(slot: *mut u64) -> u64 {
-    // SAFETY: aligned and live per the caller.
-    unsafe { AtomicU64::from_ptr(slot) }.load(Ordering::Relaxed)
-}
-
-/// Writes a slot that no CPU adds to (a slot being allocated).
-///
-/// # Safety
-/// As [`load_slot`], and no CPU may add to the slot now.
-#[inline]
-pub(crate) unsafe fn store_slot(slot: *mut u64, value: u64) {
-    // SAFETY: aligned, live and unused per the caller.
-    unsafe { AtomicU64::from_ptr(slot) }.store(value, Ordering::Relaxed)
-}
+#[path = "../atomic_slots.rs"]
+mod atomic_slots;
+pub(crate) use atomic_slots::{load_slot, store_slot};
 
 /// Points this CPU's `TPIDR_EL1` at `base` (its [`Zone::cpu_base`]). Call it once on each
 /// CPU, at EL1, before that CPU adds to a counter. A kernel that already keeps its own per-CPU

@@ -28,7 +28,6 @@
 //! the timer check catching an add that an interrupt splits.
 
 use core::arch::asm;
-use core::sync::atomic::{AtomicU64, Ordering};
 
 use crate::Zone;
 
@@ -145,25 +144,9 @@ pub(crate) const fn needs_protection() -> bool {
     false
 }
 
-/// Reads a slot of any hart: an aligned 64-bit `ld` is single-copy atomic on RV64.
-///
-/// # Safety
-/// `slot` is an aligned slot inside a live zone.
-#[inline]
-pub(crate) unsafe fn load_slot(slot: *mut u64) -> u64 {
-    // SAFETY: aligned and live per the caller.
-    unsafe { AtomicU64::from_ptr(slot) }.load(Ordering::Relaxed)
-}
-
-/// Writes a slot that no hart adds to (a slot being allocated).
-///
-/// # Safety
-/// As [`load_slot`], and no hart may add to the slot now.
-#[inline]
-pub(crate) unsafe fn store_slot(slot: *mut u64, value: u64) {
-    // SAFETY: aligned, live and unused per the caller.
-    unsafe { AtomicU64::from_ptr(slot) }.store(value, Ordering::Relaxed)
-}
+#[path = "../atomic_slots.rs"]
+mod atomic_slots;
+pub(crate) use atomic_slots::{load_slot, store_slot};
 
 /// Points this hart's `tp` (with feature `riscv-gp`: `gp`) at `base` (its
 /// [`Zone::cpu_base`]). Call it once on each hart, in the kernel (S-mode or M-mode), before

@@ -7,7 +7,6 @@
 //! `this_cpu_add`).
 
 use core::arch::asm;
-use core::sync::atomic::{AtomicU64, Ordering};
 
 use crate::Zone;
 
@@ -48,25 +47,9 @@ pub(crate) const fn needs_protection() -> bool {
     false
 }
 
-/// Reads a slot of any CPU: an aligned 64-bit load never tears on x86_64.
-///
-/// # Safety
-/// `slot` is an aligned slot inside a live zone.
-#[inline]
-pub(crate) unsafe fn load_slot(slot: *mut u64) -> u64 {
-    // SAFETY: aligned and live per the caller; the owner's `add` is a single store to it.
-    unsafe { AtomicU64::from_ptr(slot) }.load(Ordering::Relaxed)
-}
-
-/// Writes a slot that no CPU adds to (a slot being allocated).
-///
-/// # Safety
-/// As [`load_slot`], and no CPU may add to the slot now.
-#[inline]
-pub(crate) unsafe fn store_slot(slot: *mut u64, value: u64) {
-    // SAFETY: aligned, live and unused per the caller.
-    unsafe { AtomicU64::from_ptr(slot) }.store(value, Ordering::Relaxed)
-}
+#[path = "../atomic_slots.rs"]
+mod atomic_slots;
+pub(crate) use atomic_slots::{load_slot, store_slot};
 
 /// Points this CPU's GS base at `base` (its [`Zone::cpu_base`]) by writing the
 /// `IA32_GS_BASE` MSR through the `x86_64` crate. Call it once on each CPU, at CPL 0, before

@@ -20,7 +20,9 @@ use pcpu_counter::capi::*;
 use pcpu_counter::sim::Machine;
 use pcpu_counter::{meta_words, Error, Zone, ZoneLayout};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
+mod common;
+
+use proptest::test_runner::{TestCaseError, TestError, TestRunner};
 
 /// Runs `test` on `strategy` for `PROPTEST_CASES` (default 256) cases and prints the count;
 /// a failure panics with proptest's minimal input.
@@ -28,14 +30,7 @@ fn check<S: Strategy>(name: &str, strategy: S, test: impl Fn(S::Value) -> Result
 where
     S::Value: std::fmt::Debug,
 {
-    let config = Config {
-        cases: std::env::var("PROPTEST_CASES")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(256),
-        failure_persistence: None,
-        ..Config::default()
-    };
+    let config = common::proptest_config();
     let cases = config.cases;
     let calls = AtomicUsize::new(0);
     let start = std::time::Instant::now();

@@ -37,7 +37,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use pcpu_counter::sim::Machine;
 use pcpu_counter::{Counter, CounterArray, Error, Zone};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
+mod common;
+
+use proptest::test_runner::{TestCaseError, TestError, TestRunner};
 
 /// Array lengths the test allocates (const generics: one arm each).
 #[derive(Debug, Clone, Copy)]
@@ -491,16 +493,7 @@ fn run_case(ncpus: usize, counters: usize, ops: &[Op], seen: &Seen) -> Result<()
 
 #[test]
 fn model_based_sequences() {
-    // 256 cases unless PROPTEST_CASES says otherwise (proptest's default reads it).
-    let config = Config {
-        cases: std::env::var("PROPTEST_CASES")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(256),
-        // No regression file in the source tree: a failure prints its minimal input.
-        failure_persistence: None,
-        ..Config::default()
-    };
+    let config = common::proptest_config();
     let cases = config.cases;
     let strategy = (
         1usize..=4,

@@ -193,3 +193,16 @@ pub fn assert_storm_catches_racy_add(max_adds: u64, mut racy_add: impl FnMut(usi
     );
     println!("racy add lost {lost:#x} in {adds} adds, {handled} interrupts");
 }
+
+/// The property tests' proptest configuration: `PROPTEST_CASES` cases (default 256), and no
+/// regression file in the source tree (a failure prints its minimal input instead).
+pub fn proptest_config() -> proptest::test_runner::Config {
+    proptest::test_runner::Config {
+        cases: std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(256),
+        failure_persistence: None,
+        ..proptest::test_runner::Config::default()
+    }
+}

@@ -70,7 +70,7 @@ impl Peer {
 }
 
 /// The start barrier and stop flag of one round.
-struct Go {
+pub(crate) struct Go {
     start: Barrier,
     stop: AtomicBool,
 }
@@ -78,7 +78,7 @@ struct Go {
 impl Go {
     /// Waits for the start, then calls `add` in chunks until stopped; returns the adds made.
     #[inline(always)]
-    fn run(&self, mut add: impl FnMut()) -> u64 {
+    pub(crate) fn run(&self, mut add: impl FnMut()) -> u64 {
         self.start.wait();
         let mut adds = 0;
         while !self.stop.load(Relaxed) {
@@ -94,15 +94,15 @@ impl Go {
 }
 
 /// How long a round took, by the clock and in CPU time used by the whole process.
-struct Timing {
-    wall: Duration,
-    cpu: Duration,
+pub(crate) struct Timing {
+    pub(crate) wall: Duration,
+    pub(crate) cpu: Duration,
 }
 
 /// Runs `writer(i, go)` on `writers` threads for about `window`; returns the adds all writers
 /// made and the time from the start to the last writer's exit. Each writer does its setup,
 /// then calls `go.run`.
-fn timed(
+pub(crate) fn timed(
     writers: usize,
     window: Duration,
     writer: impl Fn(usize, &Go) -> u64 + Sync,

@@ -9,6 +9,7 @@
 //! short rounds (a smoke test: CI renders it into a scratch folder with `--docs`).
 
 mod c;
+mod linux;
 mod plot;
 mod report;
 mod results;

@@ -524,6 +524,7 @@ pub fn markdown(
     writeln!(o).unwrap();
 
     c_fast_path(o, r, pc1)?;
+    super::linux::section(o, r, cores)?;
 
     writeln!(o, "## fetch and zero against the CPU count\n").unwrap();
     writeln!(

@@ -1,0 +1,122 @@
+//! The report's "Linux programs" section: the rseq backend against what a program would
+//! otherwise use, in free-running threads (benches/peers/free_running.rs), and its targets.
+
+use std::fmt::Write;
+
+use super::results::Results;
+
+const RSEQ: &str = "pcpu-counter rseq";
+const PLAIN: &str = "plain add to a global";
+const GETCPU: &str = "sched_getcpu + locked add";
+const PER_THREAD: &str = "per-thread load+store";
+
+/// Writes the section, or says why it was not measured.
+pub fn section(o: &mut String, r: &Results, cores: usize) -> Result<(), String> {
+    writeln!(o, "## Linux programs: free-running threads (rseq)\n").unwrap();
+    if r.section("linux single").next().is_none() {
+        writeln!(
+            o,
+            "Not measured in this run (the rseq backend is Linux x86_64 and aarch64 only).\n"
+        )
+        .unwrap();
+        return Ok(());
+    }
+    let path = r.text("meta", "rseq path", "-", None).unwrap_or("?");
+    writeln!(
+        o,
+        "`pcpu_counter::rseq`: `Counter::add` from any thread of an ordinary program, no \
+         binding; the threads run where the scheduler puts them (and migrate). Path in use: \
+         **{path}**. Every peer's count is asserted exact after every round.\n"
+    )
+    .unwrap();
+
+    let single = |name: &str| r.get("linux single", name, "1", None);
+    let tp = |name: &str, w: &str| r.get("linux throughput", name, w, None);
+    let (rseq, plain, getcpu, per_thread) =
+        (single(RSEQ)?, single(PLAIN)?, single(GETCPU)?, single(PER_THREAD)?);
+    let (t2, t16) = (tp(RSEQ, "2")?, tp(RSEQ, "16")?);
+
+    writeln!(o, "### Targets (issue 13)\n").unwrap();
+    writeln!(o, "| Target | Goal | Measured | |\n|---|---|---|---|").unwrap();
+    let verdict = |met: bool| if met { "met" } else { "**missed**" };
+    let rows = [
+        (
+            "add through the public API vs a plain non-atomic add to a global",
+            "<= 2x",
+            format!("{:.2}x ({rseq:.2} vs {plain:.2} ns)", rseq / plain),
+            rseq / plain <= 2.0,
+        ),
+        (
+            "vs `sched_getcpu` + locked add on per-CPU slots",
+            ">= 8x faster",
+            format!("{:.1}x faster ({getcpu:.2} vs {rseq:.2} ns)", getcpu / rseq),
+            getcpu / rseq >= 8.0,
+        ),
+        (
+            "vs a per-thread counter with a non-locked load + store",
+            "no slower",
+            format!("{:.2}x its time ({rseq:.2} vs {per_thread:.2} ns)", rseq / per_thread),
+            rseq <= per_thread,
+        ),
+        (
+            "flat past the cores: 16 threads vs 2",
+            ">= 0.9x",
+            format!("{:.2}x ({:.1} vs {:.1} M adds/s)", t16 / t2, t16 / 1e6, t2 / 1e6),
+            t16 / t2 >= 0.9,
+        ),
+    ];
+    for (what, goal, measured, met) in &rows {
+        writeln!(o, "| {what} | {goal} | {measured} | {} |", verdict(*met)).unwrap();
+    }
+    writeln!(o).unwrap();
+
+    writeln!(o, "### One thread: ns per add\n").unwrap();
+    writeln!(
+        o,
+        "Inlined loops of 8 adds, the median of many short rounds, every variant in turn.\n"
+    )
+    .unwrap();
+    writeln!(o, "| Counter | ns per add | vs plain add |\n|---|---:|---:|").unwrap();
+    for row in r.section("linux single") {
+        let ns = single(&row.name)?;
+        writeln!(o, "| {} | {ns:.2} | {:.2}x |", row.name, ns / plain).unwrap();
+    }
+
+    writeln!(
+        o,
+        "\n### Throughput: N free-running threads, one counter (M adds/s)\n\nThe machine has \
+         {cores} cores: past {cores} threads they are time-sliced.\n"
+    )
+    .unwrap();
+    let writers = r.params("linux throughput");
+    write!(o, "| Counter |").unwrap();
+    for w in &writers {
+        write!(o, " {w} |").unwrap();
+    }
+    write!(o, "\n|---|").unwrap();
+    for _ in &writers {
+        write!(o, "---:|").unwrap();
+    }
+    writeln!(o).unwrap();
+    for name in r.names("linux throughput") {
+        write!(o, "| {name} |").unwrap();
+        for w in &writers {
+            write!(o, " {:.1} |", tp(&name, w)? / 1e6).unwrap();
+        }
+        writeln!(o).unwrap();
+    }
+
+    writeln!(o, "\n### Read cost and memory\n").unwrap();
+    writeln!(o, "| Counter | ns per read (after 2 threads added) |\n|---|---:|").unwrap();
+    for name in r.names("linux read") {
+        writeln!(o, "| {name} | {:.1} |", r.get("linux read", &name, "2", None)?).unwrap();
+    }
+    writeln!(o, "\n| Counter | bytes per counter |\n|---|---:|").unwrap();
+    for row in r.section("linux memory") {
+        if row.unit == "bytes" {
+            writeln!(o, "| {} | {} |", row.name, row.value).unwrap();
+        }
+    }
+    writeln!(o).unwrap();
+    Ok(())
+}

@@ -82,6 +82,9 @@ impl Zone {
                     .unwrap_or(std::alloc::Layout::new::<u64>()),
             );
         }
+        // No transparent huge pages: one would back 2 MiB (many blocks) at the first add.
+        // SAFETY: advice on the mapping just made; failure only leaves the default.
+        unsafe { libc::madvise(p, map_len, libc::MADV_NOHUGEPAGE) };
         let map = NonNull::new(p.cast::<u8>()).ok_or(Error::AddressOverflow)?;
         let layout = ZoneLayout::dense(map.as_ptr() as usize, stride, blocks);
         let meta: &'static mut [u64] = Box::leak(vec![0u64; layout.meta_words()].into());

@@ -77,7 +77,7 @@ fn install_handler() {
         // SAFETY: a plain handler for SIGUSR1 with SA_RESTART; the sigaction struct is zeroed.
         unsafe {
             let mut sa: libc::sigaction = core::mem::zeroed();
-            sa.sa_sigaction = on_signal as usize;
+            sa.sa_sigaction = on_signal as *const () as usize;
             sa.sa_flags = libc::SA_RESTART;
             libc::sigemptyset(&mut sa.sa_mask);
             assert_eq!(

@@ -30,7 +30,7 @@ if command -v qemu-aarch64 >/dev/null && command -v aarch64-linux-gnu-gcc >/dev/
         CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -L /usr/aarch64-linux-gnu")
     "${a64[@]}" cargo test -q -Zbuild-std=std,panic_unwind --target aarch64-unknown-linux-gnu \
         --features rseq --test rseq -- --nocapture 2>&1 | tee /tmp/pcpu-rseq-a64.log \
-        | grep -E '^path:|test result'
+        | grep -E 'path: |test result'
     grep -q 'test result: ok' /tmp/pcpu-rseq-a64.log
     echo "== aarch64 critical section (objdump)"
     bin=$(ls -t target/aarch64-unknown-linux-gnu/debug/deps/rseq-* | grep -v '\.d$' | head -1)
@@ -38,9 +38,9 @@ if command -v qemu-aarch64 >/dev/null && command -v aarch64-linux-gnu-gcc >/dev/
     # The abort handler: the signature (brk #0x45e0 = d428bc00) right before a branch back.
     echo "$dis" | grep -q 'd428bc00' || { echo "no rseq signature before the abort handler"; exit 1; }
     aarch64-linux-gnu-objdump -s --section=__rseq_cs "$bin" | head -4
-    # The section itself: the ldr/add/str commit right after the madd that forms the address.
-    aarch64-linux-gnu-objdump -d "$bin" | grep -A4 'madd' | grep -B1 -A2 -E '\sldr\s' \
-        | grep -qE '\sstr\s' || { echo "no madd; ldr; add; str commit"; exit 1; }
+    # The section itself: madd (slot address), then the ldr; add; str commit, consecutive.
+    aarch64-linux-gnu-objdump -d "$bin" | awk -F'\t' 'NF >= 3 { split($3, m, " "); printf "%s ", m[1] }' \
+        | grep -q 'madd ldr add str ' || { echo "no madd; ldr; add; str commit"; exit 1; }
     echo "aarch64: signature and ldr/add/str commit present"
 else
     echo "== aarch64: skipped (qemu-aarch64, aarch64-linux-gnu-gcc or rust-src missing; see .ci/cross.sh)"

@@ -253,6 +253,8 @@ pub(crate) unsafe fn register_at(rseq_offset: isize) -> Result<(), i32> {
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Own {
     Untried,
+    /// Registered (its out-of-range adds go to the shared block without a system call).
+    Registered,
     Failed,
 }
 
@@ -262,16 +264,22 @@ std::thread_local! {
     static OWN: core::cell::Cell<Own> = const { core::cell::Cell::new(Own::Untried) };
 }
 
-/// From the slow path of a thread whose area reads unregistered: registers it once (only
-/// when glibc's registration is off). Returns whether the fast path may be retried.
+/// From the slow path of a thread whose index read out of range: registers its area once
+/// (only when glibc's registration is off). Returns whether the fast path may be retried
+/// (`false` once tried: registered, or failed).
 pub(crate) fn register_current_thread(rseq_offset: isize) -> bool {
-    if OWN.with(|s| s.get()) == Own::Failed {
+    if OWN.with(|s| s.get()) != Own::Untried {
+        // Registered already: the index was out of range (a zone with fewer slots than
+        // CPUs), and the caller takes the shared block.
         return false;
     }
     // SAFETY: called only when glibc's registration is off, so the area at the thread
     // pointer plus `__rseq_offset` is glibc's reserved, unregistered area for this thread.
     match unsafe { register_at(rseq_offset) } {
-        Ok(()) => true,
+        Ok(()) => {
+            OWN.with(|s| s.set(Own::Registered));
+            true
+        }
         Err(_) => {
             OWN.with(|s| s.set(Own::Failed));
             false

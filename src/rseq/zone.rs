@@ -65,22 +65,35 @@ impl Zone {
             .ok_or(Error::AddressOverflow)?;
         let blocks = nslots.checked_add(1).ok_or(Error::AddressOverflow)?;
         let map_len = stride.checked_mul(blocks).ok_or(Error::AddressOverflow)?;
+        // The blocks between two inaccessible guard pages, so that the kernel never merges
+        // their mapping with a neighbour's (resident_bytes reads the mapping's own pages).
+        let reserve = map_len
+            .checked_add(2 * PAGE)
+            .ok_or(Error::AddressOverflow)?;
         // SAFETY: a fresh anonymous private mapping; no existing memory is affected.
-        let p = unsafe {
+        let r = unsafe {
             libc::mmap(
                 core::ptr::null_mut(),
-                map_len,
-                libc::PROT_READ | libc::PROT_WRITE,
+                reserve,
+                libc::PROT_NONE,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
                 -1,
                 0,
             )
         };
-        if p == libc::MAP_FAILED {
+        let oom = || {
             std::alloc::handle_alloc_error(
                 std::alloc::Layout::from_size_align(map_len, PAGE)
                     .unwrap_or(std::alloc::Layout::new::<u64>()),
-            );
+            )
+        };
+        if r == libc::MAP_FAILED {
+            oom();
+        }
+        let p = r.cast::<u8>().wrapping_add(PAGE).cast::<libc::c_void>();
+        // SAFETY: `p..p + map_len` lies inside the reservation just made.
+        if unsafe { libc::mprotect(p, map_len, libc::PROT_READ | libc::PROT_WRITE) } != 0 {
+            oom();
         }
         // No transparent huge pages: one would back 2 MiB (many blocks) at the first add.
         // SAFETY: advice on the mapping just made; failure only leaves the default.
@@ -103,7 +116,7 @@ impl Zone {
             Err(e) => {
                 // SAFETY: both are unused: the zone was not made.
                 unsafe {
-                    libc::munmap(p, map_len);
+                    libc::munmap(r, reserve);
                     drop(Box::from_raw(meta_ptr.as_ptr()));
                 }
                 Err(e)
@@ -164,8 +177,7 @@ impl Zone {
             if let Some((a, b)) = first.split_once('-') {
                 if let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
                 {
-                    // A mapping header line. Should the kernel have merged the mapping with
-                    // an anonymous neighbour, that neighbour's pages are counted too.
+                    // A mapping header line (the guard pages keep ours unmerged).
                     inside = a < end && b > start;
                     found |= inside;
                     continue;
@@ -199,7 +211,10 @@ impl Drop for Zone {
         // SAFETY: the mapping and metadata were made in `with_slots` for this zone alone, and
         // the core zone that used them is gone.
         unsafe {
-            libc::munmap(self.map.as_ptr().cast(), self.map_len);
+            libc::munmap(
+                self.map.as_ptr().wrapping_sub(PAGE).cast(),
+                self.map_len + 2 * PAGE,
+            );
             drop(Box::from_raw(self.meta.as_ptr()));
         }
     }

@@ -575,7 +575,7 @@ mod broken {
 
     #[test]
     fn harness_catches_cpu_read_outside_the_section() {
-        let loss = first_loss(split_add, 20);
+        let loss = first_loss(split_add, 60);
         eprintln!("split add: {loss:?} (attempt, expected, counted)");
         assert!(
             loss.is_some(),
@@ -589,7 +589,7 @@ mod broken {
             eprintln!("glibc's rseq registration is off: skipped");
             return;
         }
-        let loss = first_loss(giving_up_add, 20);
+        let loss = first_loss(giving_up_add, 60);
         eprintln!("giving-up abort: {loss:?} (attempt, expected, counted)");
         assert!(
             loss.is_some(),

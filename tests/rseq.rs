@@ -42,10 +42,10 @@ impl Target {
         }
     }
     fn slot0(&self) -> usize {
-        self.counter.core().zone().layout().base + self.counter.core().offset()
+        zone().layout().base + self.counter.offset()
     }
     fn stride(&self) -> usize {
-        self.counter.core().zone().layout().stride
+        zone().stride()
     }
     fn nslots(&self) -> usize {
         zone().nslots()

@@ -169,9 +169,10 @@ impl<'z> Counter<'z> {
         self.inner.cpu_slot(block)
     }
 
-    /// The core counter (offset, zone).
-    pub fn core(&self) -> &crate::Counter<'z> {
-        &self.inner
+    /// The slot's offset in every block: block `i`'s slot is at
+    /// `zone.layout().base + i * zone.stride() + offset`.
+    pub fn offset(&self) -> usize {
+        self.inner.offset()
     }
 }
 

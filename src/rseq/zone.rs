@@ -131,10 +131,15 @@ impl Zone {
         Ok(Counter::new_in(self, inner))
     }
 
-    /// The core zone: its layout, capacity and counts (blocks `0..nslots` per CPU, then the
-    /// shared block).
-    pub fn core(&self) -> &crate::Zone<'static> {
-        &self.core
+    /// Where the blocks lie: `nslots + 1` blocks (the last the shared one) of
+    /// [`stride`](Zone::stride) bytes from `base`.
+    pub fn layout(&self) -> &ZoneLayout {
+        self.core.layout()
+    }
+
+    /// Number of counters allocated now.
+    pub fn in_use(&self) -> usize {
+        self.core.in_use()
     }
 
     /// Number of counters the zone holds at once.

@@ -5,8 +5,8 @@
 # PCPU_COUNTER_RSEQ=cpu (cpu_id index) and PCPU_COUNTER_RSEQ=off (sched_getcpu + locked add),
 # printing the path in use each time. Then, where the cross tools are installed (see
 # .ci/cross.sh), tests/rseq.rs cross-built for aarch64 and run under qemu-aarch64, which has
-# no rseq (ENOSYS: the fallback runs), plus an objdump check that the aarch64 critical
-# section is built as designed (its rseq path is compiled, not executed, here).
+# no rseq (ENOSYS: the fallback runs), plus objdump checks that the x86_64 and aarch64 critical
+# sections are built as designed (the aarch64 rseq path is compiled, not executed, here).
 # Each run of tests/rseq.rs takes a few seconds; the aarch64 build (-Zbuild-std) minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +22,21 @@ run GLIBC_TUNABLES=glibc.pthread.rseq=0
 run PCPU_COUNTER_RSEQ=cpu
 run PCPU_COUNTER_RSEQ=off
 
+echo "== x86_64 critical section (objdump)"
+if [ "$(uname -m)" = x86_64 ] && command -v objdump >/dev/null; then
+    bin=$(ls -t target/debug/deps/rseq-* | grep -v '\.d$' | head -1)
+    # The abort handler behind ud1 + 0x53053053, and the commit: imul (block offset) then one
+    # add to memory with no lock prefix.
+    # (Each listing is kept in a variable first: grep -q leaving early would fail the pipe.)
+    failure=$(objdump -d --section=__rseq_failure "$bin")
+    grep -q '0f b9 3d 53 30 05 53' <<<"$failure" \
+        || { echo "no rseq signature before the abort handler"; exit 1; }
+    commits=$(objdump -d --no-show-raw-insn "$bin" | grep -A1 -E '\simul +%r')
+    grep -qE '^ *[0-9a-f]+:\s+add +%r[a-z0-9]+,\(%r' <<<"$commits" \
+        || { echo "no imul; add reg,(mem) commit"; exit 1; }
+    echo "x86_64: signature and non-locked add commit present"
+fi
+
 if command -v qemu-aarch64 >/dev/null && command -v aarch64-linux-gnu-gcc >/dev/null \
     && [ -d /usr/lib/rustlib/src/rust ]; then
     echo "== rseq tests: aarch64 under qemu-aarch64 (ENOSYS: fallback path)"
@@ -36,11 +51,11 @@ if command -v qemu-aarch64 >/dev/null && command -v aarch64-linux-gnu-gcc >/dev/
     bin=$(ls -t target/aarch64-unknown-linux-gnu/debug/deps/rseq-* | grep -v '\.d$' | head -1)
     dis=$(aarch64-linux-gnu-objdump -d --section=__rseq_failure "$bin")
     # The abort handler: the signature (brk #0x45e0 = d428bc00) right before a branch back.
-    echo "$dis" | grep -q 'd428bc00' || { echo "no rseq signature before the abort handler"; exit 1; }
-    aarch64-linux-gnu-objdump -s --section=__rseq_cs "$bin" | head -4
+    grep -q 'd428bc00' <<<"$dis" || { echo "no rseq signature before the abort handler"; exit 1; }
+    aarch64-linux-gnu-objdump -s --section=__rseq_cs "$bin" | sed -n 4,6p
     # The section itself: madd (slot address), then the ldr; add; str commit, consecutive.
-    aarch64-linux-gnu-objdump -d "$bin" | awk -F'\t' 'NF >= 3 { split($3, m, " "); printf "%s ", m[1] }' \
-        | grep -q 'madd ldr add str ' || { echo "no madd; ldr; add; str commit"; exit 1; }
+    ops=$(aarch64-linux-gnu-objdump -d "$bin" | awk -F'\t' 'NF >= 3 { split($3, m, " "); printf "%s ", m[1] }')
+    grep -q 'madd ldr add str ' <<<"$ops" || { echo "no madd; ldr; add; str commit"; exit 1; }
     echo "aarch64: signature and ldr/add/str commit present"
 else
     echo "== aarch64: skipped (qemu-aarch64, aarch64-linux-gnu-gcc or rust-src missing; see .ci/cross.sh)"

@@ -427,7 +427,12 @@ fn profiles_in_child_processes() {
     ];
     for (var, value, expect) in profiles {
         let out = std::process::Command::new(&exe)
-            .args(["--test-threads=1", "--nocapture", "storm_profile"])
+            .args([
+                "--test-threads=1",
+                "--nocapture",
+                "storm_profile",
+                "failed_registration",
+            ])
             .env_remove("PCPU_COUNTER_RSEQ")
             .env(var, value)
             .env("PCPU_COUNTER_RSEQ_CHILD", "1")
@@ -455,6 +460,65 @@ fn storm_profile() {
         rseq::path()
     );
     assert_eq!(got, expected);
+}
+
+/// A thread whose own registration fails adds to the shared block, with locked adds, exactly
+/// (only on the own-registration path: `GLIBC_TUNABLES=glibc.pthread.rseq=0`).
+#[test]
+fn failed_registration_takes_the_shared_block() {
+    let Path::Rseq {
+        glibc_registered: false,
+        ..
+    } = rseq::path()
+    else {
+        eprintln!("glibc registers the areas here: skipped");
+        return;
+    };
+    #[cfg(target_arch = "x86_64")]
+    const SIG: u32 = 0x5305_3053;
+    #[cfg(target_arch = "aarch64")]
+    const SIG: u32 = 0xd428_bc00;
+    #[repr(C, align(32))]
+    struct Area([u8; 32]);
+    fn glibc_area() -> *mut u8 {
+        // SAFETY: dlsym of glibc's constant; the thread pointer read has no side effects.
+        unsafe {
+            let off = *(libc::dlsym(libc::RTLD_DEFAULT, c"__rseq_offset".as_ptr()) as *const isize);
+            let tp: *mut u8;
+            #[cfg(target_arch = "x86_64")]
+            core::arch::asm!("mov {}, qword ptr fs:[0]", out(reg) tp);
+            #[cfg(target_arch = "aarch64")]
+            core::arch::asm!("mrs {}, tpidr_el0", out(reg) tp);
+            tp.wrapping_offset(off)
+        }
+    }
+    let c = zone().alloc().unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // glibc registers threads made by a thread that has an area registered, even with
+            // its tunable off (it copies the creator's state): unregister glibc's first.
+            let tp_area = glibc_area();
+            // SAFETY: unregistering this thread's glibc area (flag 1), with its signature.
+            unsafe { libc::syscall(libc::SYS_rseq, tp_area, 32u32, 1, SIG) };
+            // Another area registered then: the crate's registration of glibc's area fails
+            // (EINVAL). Leaked: the kernel writes it until the thread exits.
+            // cpu_id reads RSEQ_CPU_ID_UNINITIALIZED (-1), as librseq initialises its area.
+            let mut bytes = [0u8; 32];
+            bytes[4..8].copy_from_slice(&(-1i32).to_ne_bytes());
+            let other: &'static mut Area = Box::leak(Box::new(Area(bytes)));
+            // SAFETY: a 32-byte, 32-aligned area that lives forever, for this thread.
+            let r = unsafe { libc::syscall(libc::SYS_rseq, other as *mut Area, 32u32, 0, SIG) };
+            let errno = std::io::Error::last_os_error();
+            assert_eq!(r, 0, "registering another area: {errno}");
+            (0..10_000).for_each(|_| c.inc());
+        });
+    });
+    assert_eq!(c.fetch(), 10_000);
+    assert_eq!(
+        c.block_slot(zone().nslots()),
+        Ok(10_000),
+        "all in the shared block"
+    );
 }
 
 /// The deliberately broken adds, for x86_64 (on the rseq kernels they need).

@@ -7,6 +7,11 @@
 //! fallback) on an older glibc. When `__rseq_size` is 0 (`GLIBC_TUNABLES=glibc.pthread.rseq=0`,
 //! or glibc's own registration failed) the area glibc reserved is still there: each thread
 //! registers it itself, lazily, from the add's slow path ([`register_current_thread`]).
+//! Seen here (glibc 2.36, tunable off): glibc then registers, with its own area and
+//! signature, the threads made by a thread this crate registered (it copies the creator's
+//! registration state), so most threads find their area registered already (`EBUSY`, which
+//! counts as success); threads made by unregistered threads read `cpu_id` -2 and register on
+//! their first add.
 
 use core::ffi::CStr;
 use core::fmt;

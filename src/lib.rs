@@ -57,6 +57,12 @@ pub mod platform;
 mod protect;
 mod ratecheck;
 pub mod registry;
+#[cfg(all(
+    feature = "rseq",
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+pub mod rseq;
 #[cfg(feature = "std")]
 pub mod sim;
 mod zone;

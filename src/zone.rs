@@ -231,10 +231,17 @@ impl<'m> Zone<'m> {
         for slot in 0..len {
             let slot_off = off + slot * 8;
             for cpu in 0..self.ncpus() {
+                let addr = self.slot_addr(cpu, slot_off);
+                // Only a slot that reads non-zero is written: a fresh counter does not fault
+                // in (or dirty) every CPU's page of a lazily backed zone (`rseq::Zone`).
                 // SAFETY: the slot is inside the zone (the bitmap only has `capacity` bits) and
                 // newly allocated, so no CPU adds to it; the handle that publishes it to other
                 // CPUs carries the happens-before edge for these stores.
-                unsafe { arch::store_slot(self.slot_addr(cpu, slot_off), 0) };
+                unsafe {
+                    if arch::load_slot(addr) != 0 {
+                        arch::store_slot(addr, 0);
+                    }
+                }
             }
             // SAFETY: the slot's own baseline word; nobody reads it before the handle exists.
             unsafe { baseline::store(self.baseline(slot_off), 0) };

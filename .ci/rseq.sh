@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# CI part "rseq": `pcpu_counter::rseq` (feature `rseq`) on this machine's kernel, once per
+# path: the default (rseq, mm_cid where the kernel offers it), glibc's registration off
+# (GLIBC_TUNABLES=glibc.pthread.rseq=0: the crate registers each thread itself),
+# PCPU_COUNTER_RSEQ=cpu (cpu_id index) and PCPU_COUNTER_RSEQ=off (sched_getcpu + locked add),
+# printing the path in use each time. Then, where the cross tools are installed (see
+# .ci/cross.sh), tests/rseq.rs cross-built for aarch64 and run under qemu-aarch64, which has
+# no rseq (ENOSYS: the fallback runs), plus objdump checks that the x86_64 and aarch64 critical
+# sections are built as designed (the aarch64 rseq path is compiled, not executed, here).
+# Each run of tests/rseq.rs takes a few seconds; the aarch64 build (-Zbuild-std) minutes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+run() {
+    echo "== rseq tests: ${*:-default environment}"
+    env "$@" cargo test -q --features rseq --test rseq -- --nocapture reports_the_path 2>&1 \
+        | grep '^path:' || true
+    env "$@" cargo test -q --features rseq --test rseq
+}
+run
+run GLIBC_TUNABLES=glibc.pthread.rseq=0
+run PCPU_COUNTER_RSEQ=cpu
+run PCPU_COUNTER_RSEQ=off
+
+echo "== x86_64 critical section (objdump)"
+if [ "$(uname -m)" = x86_64 ] && command -v objdump >/dev/null; then
+    bin=$(ls -t target/debug/deps/rseq-* | grep -v '\.d$' | head -1)
+    # The abort handler behind ud1 + 0x53053053, and the commit: imul (block offset) then one
+    # add to memory with no lock prefix.
+    # (Each listing is kept in a variable first: grep -q leaving early would fail the pipe.)
+    failure=$(objdump -d --section=__rseq_failure "$bin")
+    grep -q '0f b9 3d 53 30 05 53' <<<"$failure" \
+        || { echo "no rseq signature before the abort handler"; exit 1; }
+    commits=$(objdump -d --no-show-raw-insn "$bin" | grep -A1 -E '\simul +%r')
+    grep -qE '^ *[0-9a-f]+:\s+add +%r[a-z0-9]+,\(%r' <<<"$commits" \
+        || { echo "no imul; add reg,(mem) commit"; exit 1; }
+    echo "x86_64: signature and non-locked add commit present"
+fi
+
+if command -v qemu-aarch64 >/dev/null && command -v aarch64-linux-gnu-gcc >/dev/null \
+    && [ -d /usr/lib/rustlib/src/rust ]; then
+    echo "== rseq tests: aarch64 under qemu-aarch64 (ENOSYS: fallback path)"
+    a64=(env PATH="/usr/bin:$PATH" RUSTC_BOOTSTRAP=1
+        CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
+        CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -L /usr/aarch64-linux-gnu")
+    "${a64[@]}" cargo test -q -Zbuild-std=std,panic_unwind --target aarch64-unknown-linux-gnu \
+        --features rseq --test rseq -- --nocapture 2>&1 | tee /tmp/pcpu-rseq-a64.log \
+        | grep -E 'path: |test result'
+    grep -q 'test result: ok' /tmp/pcpu-rseq-a64.log
+    echo "== aarch64 critical section (objdump)"
+    bin=$(ls -t target/aarch64-unknown-linux-gnu/debug/deps/rseq-* | grep -v '\.d$' | head -1)
+    dis=$(aarch64-linux-gnu-objdump -d --section=__rseq_failure "$bin")
+    # The abort handler: the signature (brk #0x45e0 = d428bc00) right before a branch back.
+    grep -q 'd428bc00' <<<"$dis" || { echo "no rseq signature before the abort handler"; exit 1; }
+    aarch64-linux-gnu-objdump -s --section=__rseq_cs "$bin" | sed -n 4,6p
+    # The section itself: madd (slot address), then the ldr; add; str commit, consecutive.
+    ops=$(aarch64-linux-gnu-objdump -d "$bin" | awk -F'\t' 'NF >= 3 { split($3, m, " "); printf "%s ", m[1] }')
+    grep -q 'madd ldr add str ' <<<"$ops" || { echo "no madd; ldr; add; str commit"; exit 1; }
+    echo "aarch64: signature and ldr/add/str commit present"
+else
+    echo "== aarch64: skipped (qemu-aarch64, aarch64-linux-gnu-gcc or rust-src missing; see .ci/cross.sh)"
+fi

@@ -1,0 +1,186 @@
+//! The user-space counter handle and its add.
+
+use super::registration::{self, config, Path};
+use super::Zone;
+
+cfg_if::cfg_if! {
+    if #[cfg(target_arch = "x86_64")] {
+        #[path = "../../arch/x86_64/rseq.rs"]
+        mod imp;
+    } else {
+        #[path = "../../arch/aarch64/rseq.rs"]
+        mod imp;
+    }
+}
+
+/// How this counter's add goes, cached from the process's [`Path`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// rseq, areas registered by glibc.
+    Rseq,
+    /// rseq, each thread's area registered by this crate on its first add.
+    RseqOwn,
+    /// `sched_getcpu()` and a locked add.
+    Fallback,
+}
+
+/// A per-CPU counter of a [`Zone`] (see the [module docs](super)); dropping it frees the
+/// slot.
+///
+/// [`add`](Counter::add) may be called from any thread, and from signal handlers, with no
+/// binding or setup.
+pub struct Counter<'z> {
+    inner: crate::Counter<'z>,
+    /// Address of the slot in block 0.
+    slot0: usize,
+    stride: usize,
+    nslots: usize,
+    rseq_offset: isize,
+    index_offset: usize,
+    mode: Mode,
+}
+
+impl<'z> Counter<'z> {
+    pub(crate) fn new_in(zone: &'z Zone, inner: crate::Counter<'z>) -> Self {
+        let cfg = config();
+        let mode = match cfg.path {
+            Path::Rseq {
+                glibc_registered: true,
+                ..
+            } => Mode::Rseq,
+            Path::Rseq { .. } => Mode::RseqOwn,
+            Path::Fallback { .. } => Mode::Fallback,
+        };
+        Counter {
+            slot0: zone.slot0(inner.offset()),
+            inner,
+            stride: zone.stride(),
+            nslots: zone.nslots(),
+            rseq_offset: cfg.rseq_offset,
+            index_offset: cfg.index_offset,
+            mode,
+        }
+    }
+
+    /// Adds `v` (which may be negative) to the slot of the current CPU (or concurrency ID).
+    ///
+    /// On the rseq path this is one restartable sequence whose commit is one non-locked add
+    /// (x86_64 `add qword ptr [slot], v`; aarch64 `ldr; add; str`): a preemption, migration
+    /// or signal inside it restarts it. See [`path`](super::path) for the others.
+    #[inline(always)]
+    pub fn add(&self, v: i64) {
+        if self.mode != Mode::Fallback {
+            // SAFETY: the slots `slot0 + i * stride` for `i < nslots` are this counter's live
+            // slots in the per-CPU blocks, which on the rseq path only rseq adds write;
+            // `rseq_offset` and `index_offset` are the process's (`registration`).
+            let done = unsafe {
+                imp::try_add(
+                    self.rseq_offset,
+                    self.index_offset,
+                    self.nslots,
+                    self.stride,
+                    self.slot0,
+                    v,
+                )
+            };
+            if done {
+                return;
+            }
+        }
+        self.add_slow(v);
+    }
+
+    /// Adds 1.
+    #[inline(always)]
+    pub fn inc(&self) {
+        self.add(1)
+    }
+
+    /// Everything but the rseq fast path: a thread to register, a thread whose registration
+    /// failed (locked add on the shared block), or the fallback (locked add on
+    /// `sched_getcpu()`'s block).
+    #[cold]
+    #[inline(never)]
+    fn add_slow(&self, v: i64) {
+        match self.mode {
+            Mode::Rseq => self.add_shared(v),
+            Mode::RseqOwn => {
+                if registration::register_current_thread(self.rseq_offset) {
+                    // SAFETY: as in `add`.
+                    let done = unsafe {
+                        imp::try_add(
+                            self.rseq_offset,
+                            self.index_offset,
+                            self.nslots,
+                            self.stride,
+                            self.slot0,
+                            v,
+                        )
+                    };
+                    if done {
+                        return;
+                    }
+                }
+                self.add_shared(v)
+            }
+            Mode::Fallback => {
+                // SAFETY: sched_getcpu has no preconditions (and is async-signal-safe).
+                let cpu = unsafe { libc::sched_getcpu() };
+                let block = if cpu >= 0 && (cpu as usize) < self.nslots {
+                    cpu as usize
+                } else {
+                    self.nslots
+                };
+                // SAFETY: `block <= nslots` is a block of the zone; on the fallback path every
+                // add to every block is locked.
+                unsafe { imp::locked_add(self.slot(block), v) }
+            }
+        }
+    }
+
+    /// A locked add on the shared block.
+    fn add_shared(&self, v: i64) {
+        // SAFETY: the shared block (`nslots`) is written only by locked adds.
+        unsafe { imp::locked_add(self.slot(self.nslots), v) }
+    }
+
+    fn slot(&self, block: usize) -> *mut u64 {
+        (self.slot0 + block * self.stride) as *mut u64
+    }
+
+    /// The sum over all blocks since the last zero (the core's
+    /// [`fetch`](crate::Counter::fetch)).
+    pub fn fetch(&self) -> u64 {
+        self.inner.fetch()
+    }
+
+    /// Resets the counter to 0, losslessly (the core's [`zero`](crate::Counter::zero)).
+    pub fn zero(&self) {
+        self.inner.zero()
+    }
+
+    /// Returns the count since the last zero and zeroes it, as one step.
+    pub fn fetch_and_zero(&self) -> u64 {
+        self.inner.fetch_and_zero()
+    }
+
+    /// The raw value of block `block`'s slot (`nslots` is the shared block).
+    pub fn block_slot(&self, block: usize) -> Result<u64, crate::Error> {
+        self.inner.cpu_slot(block)
+    }
+
+    /// The slot's offset in every block: block `i`'s slot is at
+    /// `zone.layout().base + i * zone.stride() + offset`.
+    pub fn offset(&self) -> usize {
+        self.inner.offset()
+    }
+}
+
+impl core::fmt::Debug for Counter<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Counter")
+            .field("offset", &self.inner.offset())
+            .field("value", &self.fetch())
+            .finish()
+    }
+}

@@ -1,0 +1,103 @@
+//! Per-CPU counters for ordinary Linux programs, through restartable sequences (feature
+//! `rseq`; Linux on x86_64 and aarch64).
+//!
+//! The simple case: counters from the process-wide zone, added to from any thread.
+//!
+//! ```
+//! use pcpu_counter::rseq;
+//!
+//! let requests = rseq::Counter::new().unwrap();
+//! std::thread::scope(|s| {
+//!     for _ in 0..8 {
+//!         s.spawn(|| (0..1000).for_each(|_| requests.inc()));
+//!     }
+//! });
+//! assert_eq!(requests.fetch(), 8000);
+//! println!("counting through {}", rseq::path());
+//! ```
+//!
+//! A counter is one 8-byte slot in each of `nslots + 1` page-aligned blocks (`nslots` = the
+//! possible CPUs); [`Counter::add`] adds to the current CPU's slot with one rseq critical
+//! section whose commit is a single non-locked add, with no lock and no binding: the kernel
+//! restarts the section if the thread is preempted, migrated or signalled inside it.
+//! [`Counter::fetch`] sums the blocks; `zero` and `fetch_and_zero` are the core's lossless
+//! baselines. For counters of your own lifetime and capacity, make a [`Zone`].
+//!
+//! # The path
+//! Chosen once per process, at the first zone, and reported by [`path`]:
+//! - [`Path::Rseq`] with glibc's registration (glibc 2.35+ registers every thread; it finds
+//!   the area with `__rseq_offset`). The index is `mm_cid` ([`Index::ConcurrencyId`]) when
+//!   the kernel offers it (Linux 6.3+, `getauxval(AT_RSEQ_FEATURE_SIZE) >= 28`): the blocks in
+//!   use are then as many as the threads running at once, not the CPUs. Else `cpu_id`.
+//! - With `GLIBC_TUNABLES=glibc.pthread.rseq=0` (`__rseq_size` is 0), each thread registers
+//!   glibc's reserved area itself, on its first add (one system call, async-signal-safe).
+//! - A thread whose registration fails (another library registered another area) adds with a
+//!   locked add to the shared block: exact, slower, and never mixed with the non-locked adds.
+//! - [`Path::Fallback`] when the kernel has no rseq (`ENOSYS`, as under qemu-user) or libc
+//!   lacks `__rseq_offset`: `sched_getcpu()` and a locked add on that CPU's block, every add
+//!   of the process locked, so still exact.
+//!
+//! The environment variable `PCPU_COUNTER_RSEQ`, read once, overrides the choice: `auto`
+//! (default), `cpu` (rseq with `cpu_id`), `cid` (rseq with `mm_cid` where offered, else
+//! `cpu_id`), `off` (the fallback). It is meant for tests and CI.
+//!
+//! # Memory
+//! The zone is one anonymous private mapping of `(nslots + 1) * stride` bytes, `stride` =
+//! 8 bytes per counter rounded up to a page; a block costs memory only once a thread adds to
+//! it (a new counter's slots are cleared only where they read non-zero). Resident cost:
+//! `stride` per block some thread ever added to, so with `cpu_id` the CPUs the process ran
+//! on, with `mm_cid` the concurrency IDs it used. [`Zone::resident_bytes`] reports it.
+
+mod counter;
+mod registration;
+mod zone;
+
+use std::sync::OnceLock;
+
+pub use counter::Counter;
+pub use registration::{Index, Path};
+pub use zone::Zone;
+
+use crate::Error;
+
+/// Counters in the process-wide zone of [`Counter::new`].
+pub const GLOBAL_CAPACITY: usize = 4096;
+
+static GLOBAL: OnceLock<Result<Zone, Error>> = OnceLock::new();
+
+/// The process-wide zone ([`GLOBAL_CAPACITY`] counters), made on first use.
+pub fn global_zone() -> Result<&'static Zone, Error> {
+    GLOBAL
+        .get_or_init(|| Zone::new(GLOBAL_CAPACITY))
+        .as_ref()
+        .map_err(|e| *e)
+}
+
+/// A counter from the process-wide zone (as [`Counter::new`]).
+pub fn alloc() -> Result<Counter<'static>, Error> {
+    global_zone()?.alloc()
+}
+
+impl Counter<'static> {
+    /// A counter from the process-wide zone ([`global_zone`]), reading 0. Fails with
+    /// [`Error::ZoneFull`] when its [`GLOBAL_CAPACITY`] counters are all in use.
+    pub fn new() -> Result<Self, Error> {
+        alloc()
+    }
+}
+
+/// The add path this process uses (chosen at first use; see the [module docs](self)).
+pub fn path() -> Path {
+    registration::config().path
+}
+
+/// The kernel's rseq feature size (`getauxval(AT_RSEQ_FEATURE_SIZE)`, 20 when not given):
+/// 28 or more means `mm_cid` is offered.
+pub fn kernel_feature_size() -> usize {
+    registration::kernel_feature_size()
+}
+
+#[doc(hidden)]
+pub fn parse_cpu_list(s: &str) -> Option<usize> {
+    registration::parse_cpu_list(s)
+}

@@ -1,0 +1,320 @@
+//! Finding the thread's rseq area, registering it where glibc did not, and choosing the add
+//! path once per process.
+//!
+//! glibc (2.35 and later) registers one `struct rseq` area per thread at the thread pointer
+//! plus `__rseq_offset` and reports the registered feature size in `__rseq_size`. Both
+//! symbols are looked up with `dlsym` at first use, so a binary still links (and takes the
+//! fallback) on an older glibc. When `__rseq_size` is 0 (`GLIBC_TUNABLES=glibc.pthread.rseq=0`,
+//! or glibc's own registration failed) the area glibc reserved is still there: each thread
+//! registers it itself, lazily, from the add's slow path ([`register_current_thread`]).
+//! Seen here (glibc 2.36, tunable off): glibc then registers, with its own area and
+//! signature, the threads made by a thread this crate registered (it copies the creator's
+//! registration state), so most threads find their area registered already (`EBUSY`, which
+//! counts as success); threads made by unregistered threads read `cpu_id` -2 and register on
+//! their first add.
+
+use core::ffi::CStr;
+use core::fmt;
+use std::sync::OnceLock;
+
+/// The rseq signature glibc registers, and that the abort handlers carry before them.
+#[cfg(target_arch = "x86_64")]
+pub(crate) const RSEQ_SIG: u32 = 0x5305_3053;
+/// The rseq signature glibc registers (`brk #0x45e0`), and that the abort handlers carry.
+#[cfg(target_arch = "aarch64")]
+pub(crate) const RSEQ_SIG: u32 = 0xd428_bc00;
+
+/// Offset of `cpu_id` in `struct rseq`.
+pub(crate) const CPU_ID_OFFSET: usize = 4;
+/// Offset of `mm_cid` in `struct rseq` (Linux 6.3 and later).
+pub(crate) const MM_CID_OFFSET: usize = 24;
+/// The length this crate registers an area with: the original `struct rseq` allocation.
+const RSEQ_LEN: u32 = 32;
+/// `getauxval` key of the kernel's supported rseq feature size.
+const AT_RSEQ_FEATURE_SIZE: libc::c_ulong = 27;
+
+/// Which per-thread number picks the block an rseq add writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Index {
+    /// `cpu_id`: the CPU the thread runs on. Every CPU that ever adds touches its block.
+    Cpu,
+    /// `mm_cid`, the kernel's per-process concurrency ID (Linux 6.3+): a number below the
+    /// count of the process's threads running at once, so a process with 4 threads on a
+    /// 256-CPU machine only ever touches (about) 4 blocks.
+    ConcurrencyId,
+}
+
+/// How [`Counter::add`](super::Counter::add) reaches a slot in this process; chosen once
+/// (see [`path`](super::path)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Path {
+    /// One restartable sequence per add: a non-locked add to the slot of block
+    /// `index`, the commit instruction of the critical section.
+    Rseq {
+        /// The number that picks the block.
+        index: Index,
+        /// Whether glibc registered the areas (`false`: this crate registers each thread's
+        /// area itself on its first add, glibc's own registration being off).
+        glibc_registered: bool,
+    },
+    /// No rseq: `sched_getcpu()` and a locked add to that CPU's block (every add of the
+    /// process is locked, so the sums stay exact).
+    Fallback {
+        /// Why rseq is not used.
+        reason: &'static str,
+    },
+}
+
+impl fmt::Display for Path {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Path::Rseq {
+                index,
+                glibc_registered,
+            } => {
+                let index = match index {
+                    Index::Cpu => "cpu_id",
+                    Index::ConcurrencyId => "mm_cid",
+                };
+                let by = if *glibc_registered {
+                    "glibc's registration"
+                } else {
+                    "own registration"
+                };
+                write!(f, "rseq (index {index}, {by})")
+            }
+            Path::Fallback { reason } => {
+                write!(f, "fallback: sched_getcpu + locked add ({reason})")
+            }
+        }
+    }
+}
+
+/// What every add of the process needs to know, fixed at first use.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Config {
+    pub(crate) path: Path,
+    /// `__rseq_offset`: the area's offset from the thread pointer.
+    pub(crate) rseq_offset: isize,
+    /// Offset of the index field in the area (`cpu_id` or `mm_cid`).
+    pub(crate) index_offset: usize,
+}
+
+static CONFIG: OnceLock<Config> = OnceLock::new();
+
+/// The process's configuration (computed on first call).
+pub(crate) fn config() -> &'static Config {
+    CONFIG.get_or_init(choose)
+}
+
+/// What `PCPU_COUNTER_RSEQ` asks for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Request {
+    Auto,
+    Cpu,
+    Cid,
+    Off,
+}
+
+fn request() -> Request {
+    match std::env::var("PCPU_COUNTER_RSEQ").as_deref() {
+        Ok("cpu") => Request::Cpu,
+        Ok("cid") => Request::Cid,
+        Ok("off") => Request::Off,
+        _ => Request::Auto,
+    }
+}
+
+/// Looks a data symbol of libc up by name.
+fn lookup(name: &CStr) -> *const libc::c_void {
+    // SAFETY: `name` is NUL-terminated; RTLD_DEFAULT searches the global scope.
+    unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) }.cast_const()
+}
+
+fn fallback(reason: &'static str) -> Config {
+    Config {
+        path: Path::Fallback { reason },
+        rseq_offset: 0,
+        index_offset: CPU_ID_OFFSET,
+    }
+}
+
+fn choose() -> Config {
+    let req = request();
+    if req == Request::Off {
+        return fallback("PCPU_COUNTER_RSEQ=off");
+    }
+    let off_sym = lookup(c"__rseq_offset");
+    let size_sym = lookup(c"__rseq_size");
+    if off_sym.is_null() || size_sym.is_null() {
+        return fallback("libc has no __rseq_offset/__rseq_size (glibc older than 2.35)");
+    }
+    // SAFETY: glibc defines `__rseq_offset` as a `ptrdiff_t` and `__rseq_size` as an
+    // `unsigned int`, both constant after startup.
+    let (rseq_offset, glibc_size) = unsafe {
+        (
+            off_sym.cast::<isize>().read(),
+            size_sym.cast::<libc::c_uint>().read(),
+        )
+    };
+    let glibc_registered = glibc_size != 0;
+    if !glibc_registered {
+        // Register the calling thread now: ENOSYS means no rseq on this kernel (or under
+        // qemu-user), and the whole process takes the fallback.
+        // SAFETY: glibc reserved a 32-byte aligned area at the thread pointer plus
+        // `__rseq_offset` for every thread, unused while its own registration is off.
+        // Another error (EPERM, EINVAL: some other library registered another area) leaves
+        // this thread on the shared block, and the other threads try for themselves.
+        if let Err(libc::ENOSYS) = unsafe { register_at(rseq_offset) } {
+            return fallback("the kernel has no rseq (ENOSYS)");
+        }
+    }
+    // The registered size that counts, librseq's rule: glibc reports 20 (2.35-2.39, while
+    // allocating 32) or 32 (early versions) without asking the kernel, so for those two the
+    // usable size is min(32, AT_RSEQ_FEATURE_SIZE); otherwise it is `__rseq_size`. Our own
+    // registration is 32 bytes, the same case.
+    let size = match glibc_size {
+        0 | 20 | 32 => kernel_feature_size().min(RSEQ_LEN as usize),
+        n => n as usize,
+    };
+    let cid_available = size >= MM_CID_OFFSET + 4;
+    let index = match req {
+        Request::Cpu => Index::Cpu,
+        _ if cid_available => Index::ConcurrencyId,
+        _ => Index::Cpu,
+    };
+    Config {
+        path: Path::Rseq {
+            index,
+            glibc_registered,
+        },
+        rseq_offset,
+        index_offset: match index {
+            Index::Cpu => CPU_ID_OFFSET,
+            Index::ConcurrencyId => MM_CID_OFFSET,
+        },
+    }
+}
+
+/// The kernel's supported rseq feature size: `getauxval(AT_RSEQ_FEATURE_SIZE)`, 20 if the
+/// kernel does not say (before Linux 6.3).
+pub(crate) fn kernel_feature_size() -> usize {
+    // SAFETY: getauxval has no preconditions.
+    match unsafe { libc::getauxval(AT_RSEQ_FEATURE_SIZE) } {
+        0 => 20,
+        n => n as usize,
+    }
+}
+
+/// The calling thread's rseq area (glibc's), at the thread pointer plus `rseq_offset`.
+pub(crate) fn area(rseq_offset: isize) -> *mut u8 {
+    thread_pointer().wrapping_offset(rseq_offset)
+}
+
+#[cfg(target_arch = "x86_64")]
+fn thread_pointer() -> *mut u8 {
+    let tp: *mut u8;
+    // SAFETY: on x86_64 Linux the FS base is the TCB, whose first word points at itself.
+    unsafe {
+        core::arch::asm!("mov {}, qword ptr fs:[0]", out(reg) tp, options(nostack, readonly, preserves_flags))
+    };
+    tp
+}
+
+#[cfg(target_arch = "aarch64")]
+fn thread_pointer() -> *mut u8 {
+    let tp: *mut u8;
+    // SAFETY: reading TPIDR_EL0 has no side effects.
+    unsafe {
+        core::arch::asm!("mrs {}, tpidr_el0", out(reg) tp, options(nostack, nomem, preserves_flags))
+    };
+    tp
+}
+
+/// Registers the calling thread's glibc area with the kernel.
+///
+/// `EBUSY` (this very area is already registered, with this signature) counts as success.
+/// Async-signal-safe: one system call, no allocation.
+///
+/// # Safety
+/// The area at the thread pointer plus `rseq_offset` is glibc's reserved, 32-byte aligned,
+/// 32-byte rseq area for this thread.
+pub(crate) unsafe fn register_at(rseq_offset: isize) -> Result<(), i32> {
+    let area = area(rseq_offset);
+    // SAFETY: per the caller, `area` is this thread's 32-byte rseq area, alive as long as
+    // the thread (the kernel unregisters it at thread exit).
+    let r = unsafe { libc::syscall(libc::SYS_rseq, area, RSEQ_LEN, 0, RSEQ_SIG) };
+    if r == 0 {
+        return Ok(());
+    }
+    // SAFETY: reading errno right after the failed call.
+    match unsafe { *libc::__errno_location() } {
+        libc::EBUSY => Ok(()),
+        e => Err(e),
+    }
+}
+
+/// Per-thread state of this crate's own registration (used only when glibc's is off).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Own {
+    Untried,
+    /// Registered (its out-of-range adds go to the shared block without a system call).
+    Registered,
+    Failed,
+}
+
+std::thread_local! {
+    // Const-initialised and without a destructor: a plain TLS variable, safe to touch from a
+    // signal handler.
+    static OWN: core::cell::Cell<Own> = const { core::cell::Cell::new(Own::Untried) };
+}
+
+/// From the slow path of a thread whose index read out of range: registers its area once
+/// (only when glibc's registration is off). Returns whether the fast path may be retried
+/// (`false` once tried: registered, or failed).
+pub(crate) fn register_current_thread(rseq_offset: isize) -> bool {
+    if OWN.with(|s| s.get()) != Own::Untried {
+        // Registered already: the index was out of range (a zone with fewer slots than
+        // CPUs), and the caller takes the shared block.
+        return false;
+    }
+    // SAFETY: called only when glibc's registration is off, so the area at the thread
+    // pointer plus `__rseq_offset` is glibc's reserved, unregistered area for this thread.
+    match unsafe { register_at(rseq_offset) } {
+        Ok(()) => {
+            OWN.with(|s| s.set(Own::Registered));
+            true
+        }
+        Err(_) => {
+            OWN.with(|s| s.set(Own::Failed));
+            false
+        }
+    }
+}
+
+/// Number of possible CPUs: `/sys/devices/system/cpu/possible` (ranges such as `0-3,8`),
+/// else `sysconf(_SC_NPROCESSORS_CONF)`.
+pub(crate) fn possible_cpus() -> usize {
+    if let Ok(s) = std::fs::read_to_string("/sys/devices/system/cpu/possible") {
+        if let Some(n) = parse_cpu_list(s.trim()) {
+            return n;
+        }
+    }
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
+    if n > 0 {
+        n as usize
+    } else {
+        1
+    }
+}
+
+/// One more than the highest CPU of a kernel CPU list (`0-3,8` → 9).
+pub(crate) fn parse_cpu_list(s: &str) -> Option<usize> {
+    let mut max = None;
+    for part in s.split(',') {
+        let last = part.rsplit('-').next()?.trim().parse::<usize>().ok()?;
+        max = Some(max.map_or(last, |m: usize| m.max(last)));
+    }
+    max.map(|m| m + 1)
+}

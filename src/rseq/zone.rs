@@ -1,0 +1,237 @@
+//! The user-space zone: `nslots + 1` page-aligned blocks on one lazily backed anonymous
+//! mapping, under the core [`Zone`](crate::Zone).
+
+use core::mem::ManuallyDrop;
+use core::ptr::NonNull;
+use std::boxed::Box;
+use std::vec;
+
+use super::registration::{config, possible_cpus};
+use super::{Counter, Path};
+use crate::{Error, ZoneLayout};
+
+/// The page size the blocks are aligned to.
+const PAGE: usize = 4096;
+
+/// A zone of per-CPU counters for a Linux process (see the [module docs](super)).
+///
+/// Blocks `0..nslots` are per-CPU (or per-concurrency-ID) blocks; block `nslots` is the
+/// *shared* block, written only by locked adds (threads whose rseq registration failed).
+/// [`fetch`](Counter::fetch) sums all of them. The mapping is anonymous and private: a block
+/// costs memory only once some thread adds to it.
+pub struct Zone {
+    core: ManuallyDrop<crate::Zone<'static>>,
+    map: NonNull<u8>,
+    map_len: usize,
+    meta: NonNull<[u64]>,
+    nslots: usize,
+    stride: usize,
+}
+
+// SAFETY: the core zone is Send and Sync; the mapping and the metadata are owned by the zone
+// and only released on drop (`&mut self`).
+unsafe impl Send for Zone {}
+// SAFETY: as above.
+unsafe impl Sync for Zone {}
+
+impl Zone {
+    /// A zone for at least `counters` counters, one block per possible CPU plus the shared
+    /// block, each rounded up to whole pages ([`capacity`](Zone::capacity) reports the
+    /// rounded count).
+    ///
+    /// The first zone of the process also chooses the add path ([`path`](super::path)).
+    /// Fails with [`Error::BadAreaLength`] for 0 counters and [`Error::AddressOverflow`] when
+    /// the size overflows; a failed `mmap` (no address space left) aborts as a failed
+    /// allocation does.
+    pub fn new(counters: usize) -> Result<Zone, Error> {
+        Self::with_slots(possible_cpus(), counters)
+    }
+
+    /// As [`new`](Zone::new) with `nslots` per-CPU blocks instead of the possible CPUs.
+    ///
+    /// A thread whose index (CPU or concurrency ID) is not below `nslots` adds to the shared
+    /// block with a locked add, so any `nslots >= 1` counts exactly.
+    pub fn with_slots(nslots: usize, counters: usize) -> Result<Zone, Error> {
+        config();
+        if nslots == 0 {
+            return Err(Error::NoCpus);
+        }
+        if counters == 0 {
+            return Err(Error::BadAreaLength { len: 0 });
+        }
+        let stride = counters
+            .checked_mul(8)
+            .and_then(|b| b.checked_next_multiple_of(PAGE))
+            .ok_or(Error::AddressOverflow)?;
+        let blocks = nslots.checked_add(1).ok_or(Error::AddressOverflow)?;
+        let map_len = stride.checked_mul(blocks).ok_or(Error::AddressOverflow)?;
+        // The blocks between two inaccessible guard pages, so that the kernel never merges
+        // their mapping with a neighbour's (resident_bytes reads the mapping's own pages).
+        let reserve = map_len
+            .checked_add(2 * PAGE)
+            .ok_or(Error::AddressOverflow)?;
+        // SAFETY: a fresh anonymous private mapping; no existing memory is affected.
+        let r = unsafe {
+            libc::mmap(
+                core::ptr::null_mut(),
+                reserve,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        let oom = || {
+            std::alloc::handle_alloc_error(
+                std::alloc::Layout::from_size_align(map_len, PAGE)
+                    .unwrap_or(std::alloc::Layout::new::<u64>()),
+            )
+        };
+        if r == libc::MAP_FAILED {
+            oom();
+        }
+        let p = r.cast::<u8>().wrapping_add(PAGE).cast::<libc::c_void>();
+        // SAFETY: `p..p + map_len` lies inside the reservation just made.
+        if unsafe { libc::mprotect(p, map_len, libc::PROT_READ | libc::PROT_WRITE) } != 0 {
+            oom();
+        }
+        // No transparent huge pages: one would back 2 MiB (many blocks) at the first add.
+        // SAFETY: advice on the mapping just made; failure only leaves the default.
+        unsafe { libc::madvise(p, map_len, libc::MADV_NOHUGEPAGE) };
+        let map = NonNull::new(p.cast::<u8>()).ok_or(Error::AddressOverflow)?;
+        let layout = ZoneLayout::dense(map.as_ptr() as usize, stride, blocks);
+        let meta: &'static mut [u64] = Box::leak(vec![0u64; layout.meta_words()].into());
+        let meta_ptr = NonNull::from(&mut *meta);
+        // SAFETY: the mapping is `blocks * stride` bytes, readable and writable, owned by this
+        // zone until drop; only the core zone and the counters from it touch it.
+        match unsafe { crate::Zone::from_raw_parts(layout, meta) } {
+            Ok(core) => Ok(Zone {
+                core: ManuallyDrop::new(core),
+                map,
+                map_len,
+                meta: meta_ptr,
+                nslots,
+                stride,
+            }),
+            Err(e) => {
+                // SAFETY: both are unused: the zone was not made.
+                unsafe {
+                    libc::munmap(r, reserve);
+                    drop(Box::from_raw(meta_ptr.as_ptr()));
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Allocates a counter that reads 0. Fails with [`Error::ZoneFull`] when every slot is
+    /// in use.
+    pub fn alloc(&self) -> Result<Counter<'_>, Error> {
+        let inner = self.core.alloc()?;
+        Ok(Counter::new_in(self, inner))
+    }
+
+    /// Where the blocks lie: `nslots + 1` blocks (the last the shared one) of
+    /// [`stride`](Zone::stride) bytes from `base`.
+    pub fn layout(&self) -> &ZoneLayout {
+        self.core.layout()
+    }
+
+    /// Number of counters allocated now.
+    pub fn in_use(&self) -> usize {
+        self.core.in_use()
+    }
+
+    /// Number of counters the zone holds at once.
+    pub fn capacity(&self) -> usize {
+        self.core.capacity()
+    }
+
+    /// Number of per-CPU blocks (the shared block not included).
+    pub fn nslots(&self) -> usize {
+        self.nslots
+    }
+
+    /// Bytes from one block to the next (a multiple of the page size).
+    pub fn stride(&self) -> usize {
+        self.stride
+    }
+
+    /// The add path of the process.
+    pub fn path(&self) -> Path {
+        config().path
+    }
+
+    /// Virtual size of the zone's mapping: `(nslots + 1) * stride`.
+    pub fn mapped_bytes(&self) -> usize {
+        self.map_len
+    }
+
+    /// Resident memory of the zone's mapping now (`Rss` of its `/proc/self/smaps` entry):
+    /// only the pages some thread wrote (untouched pages read as the shared zero page, which
+    /// is not counted). `None` if smaps cannot be read.
+    pub fn resident_bytes(&self) -> Option<usize> {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+        let start = self.map.as_ptr() as usize;
+        let end = start + self.map_len;
+        let mut total = 0;
+        let mut inside = false;
+        let mut found = false;
+        for line in smaps.lines() {
+            let first = line.split_whitespace().next().unwrap_or("");
+            if let Some((a, b)) = first.split_once('-') {
+                if let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
+                {
+                    // A mapping header line (the guard pages keep ours unmerged).
+                    inside = a < end && b > start;
+                    found |= inside;
+                    continue;
+                }
+            }
+            if inside {
+                if let Some(kb) = line.strip_prefix("Rss:") {
+                    total += kb
+                        .trim()
+                        .trim_end_matches("kB")
+                        .trim()
+                        .parse::<usize>()
+                        .ok()?
+                        * 1024;
+                }
+            }
+        }
+        found.then_some(total)
+    }
+
+    /// The address of counter offset `off`'s slot in block 0.
+    pub(crate) fn slot0(&self, off: usize) -> usize {
+        self.map.as_ptr() as usize + off
+    }
+}
+
+impl Drop for Zone {
+    fn drop(&mut self) {
+        // SAFETY: dropped once, here; no counter outlives the zone (they borrow it).
+        unsafe { ManuallyDrop::drop(&mut self.core) };
+        // SAFETY: the mapping and metadata were made in `with_slots` for this zone alone, and
+        // the core zone that used them is gone.
+        unsafe {
+            libc::munmap(
+                self.map.as_ptr().wrapping_sub(PAGE).cast(),
+                self.map_len + 2 * PAGE,
+            );
+            drop(Box::from_raw(self.meta.as_ptr()));
+        }
+    }
+}
+
+impl core::fmt::Debug for Zone {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Zone")
+            .field("nslots", &self.nslots)
+            .field("stride", &self.stride)
+            .field("capacity", &self.capacity())
+            .field("path", &self.path())
+            .finish()
+    }
+}

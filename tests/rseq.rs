@@ -1,0 +1,663 @@
+//! `pcpu_counter::rseq` on real threads: exact sums with more threads than cores, forced
+//! migrations, signal handlers that add, fork, thread churn and `fetch_and_zero` racing adds,
+//! on whichever path this process uses (`PCPU_COUNTER_RSEQ`, `GLIBC_TUNABLES`); the other
+//! profiles in child processes; and the same harness catching two deliberately broken adds
+//! written here (never in the crate): the CPU read outside the critical section, and an
+//! abort handler that gives up instead of retrying.
+//!
+//! Run: `cargo test --features rseq --test rseq` (see `.ci/rseq.sh` for the matrix).
+#![cfg(all(
+    feature = "rseq",
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+
+use pcpu_counter::rseq::{self, Index, Path};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+/// One harness at a time: the signal handler's target is process-wide.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn zone() -> &'static rseq::Zone {
+    static Z: OnceLock<rseq::Zone> = OnceLock::new();
+    Z.get_or_init(|| rseq::Zone::new(512).unwrap())
+}
+
+/// What the harness adds to: a counter's slots, through some add function.
+struct Target {
+    counter: rseq::Counter<'static>,
+    add: fn(&Target, i64),
+}
+
+impl Target {
+    fn new(add: fn(&Target, i64)) -> Target {
+        Target {
+            counter: zone().alloc().unwrap(),
+            add,
+        }
+    }
+    fn slot0(&self) -> usize {
+        zone().layout().base + self.counter.offset()
+    }
+    fn stride(&self) -> usize {
+        zone().stride()
+    }
+    fn nslots(&self) -> usize {
+        zone().nslots()
+    }
+}
+
+fn product_add(t: &Target, v: i64) {
+    t.counter.add(v)
+}
+
+/// The value each signal handler run adds.
+const SIG_V: i64 = 3;
+static SIG_TARGET: AtomicPtr<Target> = AtomicPtr::new(core::ptr::null_mut());
+static SIG_RUNS: AtomicU64 = AtomicU64::new(0);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    let t = SIG_TARGET.load(Ordering::Acquire);
+    if !t.is_null() {
+        // SAFETY: the harness keeps the target alive until every adder thread is joined.
+        let t = unsafe { &*t };
+        (t.add)(t, SIG_V);
+        SIG_RUNS.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+fn install_handler() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: a plain handler for SIGUSR1 with SA_RESTART; the sigaction struct is zeroed.
+        unsafe {
+            let mut sa: libc::sigaction = core::mem::zeroed();
+            sa.sa_sigaction = on_signal as *const () as usize;
+            sa.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            assert_eq!(
+                libc::sigaction(libc::SIGUSR1, &sa, core::ptr::null_mut()),
+                0
+            );
+        }
+    });
+}
+
+fn ncpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Pins the calling thread to `cpu` (modulo the CPUs), or to all of them with `None`.
+fn pin(cpu: Option<usize>) {
+    // SAFETY: a zeroed cpu_set_t filled with CPU_SET, for the calling thread (pid 0).
+    unsafe {
+        let mut set: libc::cpu_set_t = core::mem::zeroed();
+        match cpu {
+            Some(c) => libc::CPU_SET(c % ncpus(), &mut set),
+            None => (0..ncpus()).for_each(|c| libc::CPU_SET(c, &mut set)),
+        }
+        libc::sched_setaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Storm {
+    threads: usize,
+    adds: usize,
+    /// Change the thread's affinity every this many adds (0: never).
+    migrate_every: usize,
+    signals: bool,
+    /// Short-lived threads started and ended while the others add.
+    churn: usize,
+    /// A thread that runs `fetch_and_zero` in a loop and keeps the deltas.
+    zeroer: bool,
+}
+
+const STORM: Storm = Storm {
+    threads: 32,
+    adds: 40_000,
+    migrate_every: 2_000,
+    signals: true,
+    churn: 64,
+    zeroer: false,
+};
+
+/// Runs the storm on `t`; returns (expected, counted).
+fn run(t: &Target, s: Storm) -> (u64, u64) {
+    install_handler();
+    t.counter.zero();
+    SIG_RUNS.store(0, Ordering::Relaxed);
+    SIG_TARGET.store(t as *const Target as *mut Target, Ordering::Release);
+    let expected = AtomicU64::new(0);
+    let finished = AtomicUsize::new(0);
+    let stop_killer = AtomicBool::new(false);
+    let release = AtomicBool::new(false);
+    let zeroed = AtomicU64::new(0);
+    let tids: Mutex<Vec<libc::pthread_t>> = Mutex::new(Vec::new());
+    std::thread::scope(|sc| {
+        for i in 0..s.threads {
+            let (expected, finished, release, tids) = (&expected, &finished, &release, &tids);
+            sc.spawn(move || {
+                // SAFETY: pthread_self has no preconditions.
+                tids.lock().unwrap().push(unsafe { libc::pthread_self() });
+                let mut mine = 0u64;
+                for k in 0..s.adds {
+                    if s.migrate_every != 0 && k % s.migrate_every == 0 {
+                        pin(Some(i + k / s.migrate_every));
+                    }
+                    let v = (k % 7) as i64 + 1;
+                    (t.add)(t, v);
+                    mine += v as u64;
+                }
+                pin(None);
+                expected.fetch_add(mine, Ordering::Relaxed);
+                finished.fetch_add(1, Ordering::Release);
+                // Stay alive (a target of pthread_kill) until the killer has stopped.
+                while !release.load(Ordering::Acquire) {
+                    std::thread::yield_now();
+                }
+            });
+        }
+        let killer = s.signals.then(|| {
+            let (tids, stop_killer) = (&tids, &stop_killer);
+            sc.spawn(move || {
+                let mut n = 0usize;
+                while !stop_killer.load(Ordering::Acquire) {
+                    let list = tids.lock().unwrap().clone();
+                    for tid in list {
+                        // SAFETY: the adder threads stay alive until `release`, set only
+                        // after this thread stops.
+                        unsafe { libc::pthread_kill(tid, libc::SIGUSR1) };
+                        n += 1;
+                    }
+                    std::thread::yield_now();
+                }
+                n
+            })
+        });
+        if s.churn > 0 {
+            let expected = &expected;
+            sc.spawn(move || {
+                for j in 0..s.churn {
+                    std::thread::scope(|c| {
+                        c.spawn(|| {
+                            for _ in 0..500 {
+                                (t.add)(t, 2);
+                            }
+                        });
+                    });
+                    expected.fetch_add(1000, Ordering::Relaxed);
+                    let _ = j;
+                }
+            });
+        }
+        if s.zeroer {
+            let (finished, zeroed) = (&finished, &zeroed);
+            sc.spawn(move || {
+                while finished.load(Ordering::Acquire) < s.threads {
+                    zeroed.fetch_add(t.counter.fetch_and_zero(), Ordering::Relaxed);
+                }
+            });
+        }
+        while finished.load(Ordering::Acquire) < s.threads {
+            std::thread::yield_now();
+        }
+        stop_killer.store(true, Ordering::Release);
+        // The adders leave only after the killer is gone (no pthread_kill of a dead thread).
+        if let Some(k) = killer {
+            let sent = k.join().unwrap();
+            eprintln!("  {sent} signals sent");
+        }
+        release.store(true, Ordering::Release);
+    });
+    SIG_TARGET.store(core::ptr::null_mut(), Ordering::Release);
+    let expected = expected.into_inner() + SIG_RUNS.load(Ordering::Relaxed) * SIG_V as u64;
+    (expected, zeroed.into_inner() + t.counter.fetch())
+}
+
+#[test]
+fn reports_the_path() {
+    let p = rseq::path();
+    eprintln!(
+        "path: {p}; AT_RSEQ_FEATURE_SIZE {}; nslots {}",
+        rseq::kernel_feature_size(),
+        zone().nslots()
+    );
+    match std::env::var("PCPU_COUNTER_RSEQ").as_deref() {
+        Ok("off") => assert!(matches!(p, Path::Fallback { .. })),
+        Ok("cpu") => assert!(matches!(
+            p,
+            Path::Rseq {
+                index: Index::Cpu,
+                ..
+            } | Path::Fallback { .. }
+        )),
+        _ => {}
+    }
+    if std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.contains("glibc.pthread.rseq=0")) {
+        assert!(!matches!(
+            p,
+            Path::Rseq {
+                glibc_registered: true,
+                ..
+            }
+        ));
+    }
+}
+
+#[test]
+fn simple_case_global_counter() {
+    let c = rseq::Counter::new().unwrap();
+    std::thread::scope(|s| {
+        for _ in 0..8 {
+            s.spawn(|| (0..10_000).for_each(|_| c.inc()));
+        }
+    });
+    assert_eq!(c.fetch(), 80_000);
+    c.add(-80_000);
+    assert_eq!(c.fetch(), 0);
+}
+
+#[test]
+fn more_threads_than_cores_migrating_signalled() {
+    let _g = serial();
+    let t = Target::new(product_add);
+    let (expected, got) = run(&t, STORM);
+    eprintln!("storm: expected {expected}, counted {got}");
+    assert_eq!(got, expected);
+}
+
+#[test]
+fn fetch_and_zero_racing_adds() {
+    let _g = serial();
+    let t = Target::new(product_add);
+    let (expected, got) = run(
+        &t,
+        Storm {
+            zeroer: true,
+            churn: 0,
+            ..STORM
+        },
+    );
+    assert_eq!(got, expected, "deltas + final fetch");
+}
+
+#[test]
+fn threads_start_and_exit_while_others_add() {
+    let _g = serial();
+    let t = Target::new(product_add);
+    let (expected, got) = run(
+        &t,
+        Storm {
+            threads: 4,
+            signals: false,
+            churn: 400,
+            ..STORM
+        },
+    );
+    assert_eq!(got, expected);
+}
+
+#[test]
+fn fork_child_counts_on_its_own_copy() {
+    let _g = serial();
+    let c = zone().alloc().unwrap();
+    c.add(1000);
+    // SAFETY: the child only adds, reads and calls _exit (no allocation, no locks).
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        for _ in 0..100_000 {
+            c.inc();
+        }
+        let ok = c.fetch() == 101_000;
+        // SAFETY: leaving the child without running the parent's atexit handlers.
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    for _ in 0..500 {
+        c.inc();
+    }
+    let mut status = 0;
+    // SAFETY: waiting for our own child.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "child's sum"
+    );
+    assert_eq!(c.fetch(), 1500, "the parent is unaffected");
+}
+
+#[test]
+fn memory_is_lazy() {
+    let _g = serial();
+    let z = rseq::Zone::new(512).unwrap();
+    let Some(before) = z.resident_bytes() else {
+        eprintln!("no /proc/self/smaps: skipped");
+        return;
+    };
+    let c = z.alloc().unwrap();
+    assert_eq!(c.fetch(), 0);
+    let read = z.resident_bytes().unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            pin(Some(0));
+            (0..1000).for_each(|_| c.inc());
+        });
+    });
+    let one = z.resident_bytes().unwrap();
+    std::thread::scope(|s| {
+        for i in 0..8 {
+            let c = &c;
+            s.spawn(move || {
+                pin(Some(i));
+                (0..1000).for_each(|_| c.inc());
+            });
+        }
+    });
+    let all = z.resident_bytes().unwrap();
+    eprintln!(
+        "memory: mapped {} B ({} blocks of {} B); resident {before} B new, {read} B after alloc \
+         and fetch, {one} B after one pinned thread, {all} B after 8 threads; path {}",
+        z.mapped_bytes(),
+        z.nslots() + 1,
+        z.stride(),
+        z.path()
+    );
+    assert_eq!(c.fetch(), 9000);
+    assert_eq!(before, 0);
+    assert_eq!(read, 0, "alloc and fetch leave untouched blocks unbacked");
+    assert_eq!(one, z.stride(), "one thread on one CPU backs one block");
+    assert!(all <= z.mapped_bytes());
+}
+
+#[test]
+fn zone_full_and_reuse() {
+    let z = rseq::Zone::with_slots(1, 1).unwrap();
+    assert_eq!(z.capacity(), 512);
+    let cs: Vec<_> = (0..512).map(|_| z.alloc().unwrap()).collect();
+    assert!(z.alloc().is_err());
+    cs[7].add(5);
+    drop(cs);
+    let c = z.alloc().unwrap();
+    assert_eq!(c.fetch(), 0, "a reused slot reads 0");
+    // nslots 1 on a 2-CPU machine: CPU 1's adds take the shared block, still exact.
+    std::thread::scope(|s| {
+        for i in 0..4 {
+            let c = &c;
+            s.spawn(move || {
+                pin(Some(i));
+                (0..5000).for_each(|_| c.inc());
+            });
+        }
+    });
+    assert_eq!(c.fetch(), 20_000);
+}
+
+#[test]
+fn cpu_list_parsing() {
+    assert_eq!(rseq::parse_cpu_list("0-3,8"), Some(9));
+    assert_eq!(rseq::parse_cpu_list("0"), Some(1));
+    assert_eq!(rseq::parse_cpu_list("0-255"), Some(256));
+    assert_eq!(rseq::parse_cpu_list("x"), None);
+}
+
+/// The other profiles, each in a child process running the storm tests.
+#[test]
+fn profiles_in_child_processes() {
+    if std::env::var_os("PCPU_COUNTER_RSEQ_CHILD").is_some() {
+        return;
+    }
+    if let Path::Fallback { reason } = rseq::path() {
+        if reason.contains("ENOSYS") {
+            eprintln!("no rseq here ({reason}): profiles skipped");
+            return;
+        }
+    }
+    let exe = std::env::current_exe().unwrap();
+    let profiles: [(&str, &str, &str); 4] = [
+        ("PCPU_COUNTER_RSEQ", "cpu", "index cpu_id"),
+        ("PCPU_COUNTER_RSEQ", "cid", "rseq"),
+        ("PCPU_COUNTER_RSEQ", "off", "fallback"),
+        ("GLIBC_TUNABLES", "glibc.pthread.rseq=0", "own registration"),
+    ];
+    for (var, value, expect) in profiles {
+        let out = std::process::Command::new(&exe)
+            .args([
+                "--test-threads=1",
+                "--nocapture",
+                "storm_profile",
+                "failed_registration",
+            ])
+            .env_remove("PCPU_COUNTER_RSEQ")
+            .env(var, value)
+            .env("PCPU_COUNTER_RSEQ_CHILD", "1")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stderr);
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("profile:"))
+            .unwrap_or("");
+        eprintln!("{var}={value}: {line}");
+        assert!(out.status.success(), "{var}={value}:\n{text}");
+        assert!(line.contains(expect), "{var}={value}: {line}");
+    }
+}
+
+/// Run by `profiles_in_child_processes` in each child (and harmless on its own).
+#[test]
+fn storm_profile() {
+    let _g = serial();
+    let t = Target::new(product_add);
+    let (expected, got) = run(&t, STORM);
+    eprintln!(
+        "profile: {} expected {expected} counted {got}",
+        rseq::path()
+    );
+    assert_eq!(got, expected);
+}
+
+/// A thread whose own registration fails adds to the shared block, with locked adds, exactly
+/// (only on the own-registration path: `GLIBC_TUNABLES=glibc.pthread.rseq=0`).
+#[test]
+fn failed_registration_takes_the_shared_block() {
+    let Path::Rseq {
+        glibc_registered: false,
+        ..
+    } = rseq::path()
+    else {
+        eprintln!("glibc registers the areas here: skipped");
+        return;
+    };
+    #[cfg(target_arch = "x86_64")]
+    const SIG: u32 = 0x5305_3053;
+    #[cfg(target_arch = "aarch64")]
+    const SIG: u32 = 0xd428_bc00;
+    #[repr(C, align(32))]
+    struct Area([u8; 32]);
+    fn glibc_area() -> *mut u8 {
+        // SAFETY: dlsym of glibc's constant; the thread pointer read has no side effects.
+        unsafe {
+            let off = *(libc::dlsym(libc::RTLD_DEFAULT, c"__rseq_offset".as_ptr()) as *const isize);
+            let tp: *mut u8;
+            #[cfg(target_arch = "x86_64")]
+            core::arch::asm!("mov {}, qword ptr fs:[0]", out(reg) tp);
+            #[cfg(target_arch = "aarch64")]
+            core::arch::asm!("mrs {}, tpidr_el0", out(reg) tp);
+            tp.wrapping_offset(off)
+        }
+    }
+    let c = zone().alloc().unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // glibc registers threads made by a thread that has an area registered, even with
+            // its tunable off (it copies the creator's state): unregister glibc's first.
+            let tp_area = glibc_area();
+            // SAFETY: unregistering this thread's glibc area (flag 1), with its signature.
+            unsafe { libc::syscall(libc::SYS_rseq, tp_area, 32u32, 1, SIG) };
+            // Another area registered then: the crate's registration of glibc's area fails
+            // (EINVAL). Leaked: the kernel writes it until the thread exits.
+            // cpu_id reads RSEQ_CPU_ID_UNINITIALIZED (-1), as librseq initialises its area.
+            let mut bytes = [0u8; 32];
+            bytes[4..8].copy_from_slice(&(-1i32).to_ne_bytes());
+            let other: &'static mut Area = Box::leak(Box::new(Area(bytes)));
+            // SAFETY: a 32-byte, 32-aligned area that lives forever, for this thread.
+            let r = unsafe { libc::syscall(libc::SYS_rseq, other as *mut Area, 32u32, 0, SIG) };
+            let errno = std::io::Error::last_os_error();
+            assert_eq!(r, 0, "registering another area: {errno}");
+            (0..10_000).for_each(|_| c.inc());
+        });
+    });
+    assert_eq!(c.fetch(), 10_000);
+    assert_eq!(
+        c.block_slot(zone().nslots()),
+        Ok(10_000),
+        "all in the shared block"
+    );
+}
+
+/// The deliberately broken adds, for x86_64 (on the rseq kernels they need).
+#[cfg(target_arch = "x86_64")]
+mod broken {
+    use super::*;
+
+    /// The CPU read outside any critical section, then a non-locked add: the commit split
+    /// from the CPU check. A thread preempted in between and resumed on another CPU adds
+    /// (non-locked) to a slot whose CPU's thread adds to it at the same moment.
+    ///
+    /// The CPU is read on every 256th add of a thread (a check hoisted out of a loop): with
+    /// the read on every add the window is a few instructions and, on 2 cores, the harness
+    /// saw no loss in 20 attempts (nor with every 16th); hoisted further it loses adds.
+    fn split_add(t: &Target, v: i64) {
+        std::thread_local! {
+            static CACHED: core::cell::Cell<(usize, usize)> =
+                const { core::cell::Cell::new((0, 0)) };
+        }
+        let (n, cached) = CACHED.with(|c| c.get());
+        let cpu = if n % 256 == 0 {
+            // SAFETY: sched_getcpu has no preconditions.
+            unsafe { libc::sched_getcpu() as usize }
+        } else {
+            cached
+        };
+        CACHED.with(|c| c.set((n + 1, cpu)));
+        let block = cpu.min(t.nslots());
+        let slot = t.slot0() + block * t.stride();
+        // SAFETY: `slot` is the target counter's slot in a block of the zone.
+        unsafe {
+            core::arch::asm!("add qword ptr [{s}], {v}", s = in(reg) slot, v = in(reg) v,
+                options(nostack))
+        };
+    }
+
+    /// glibc's `__rseq_offset` when its registration is on (looked up once: `dlsym` is not
+    /// async-signal-safe, and the signal handler adds through `giving_up_add`).
+    fn rseq_offset() -> Option<isize> {
+        static OFF: OnceLock<Option<isize>> = OnceLock::new();
+        *OFF.get_or_init(lookup_rseq_offset)
+    }
+
+    fn lookup_rseq_offset() -> Option<isize> {
+        // SAFETY: dlsym on NUL-terminated names; the symbols are glibc's constants.
+        unsafe {
+            let off = libc::dlsym(libc::RTLD_DEFAULT, c"__rseq_offset".as_ptr());
+            let size = libc::dlsym(libc::RTLD_DEFAULT, c"__rseq_size".as_ptr());
+            if off.is_null() || size.is_null() || *(size as *const u32) == 0 {
+                return None;
+            }
+            Some(*(off as *const isize))
+        }
+    }
+
+    /// A correct critical section whose abort handler gives up (leaves as if done) instead
+    /// of retrying: every add a signal or preemption aborts is lost.
+    fn giving_up_add(t: &Target, v: i64) {
+        let roff = rseq_offset().unwrap_or(0);
+        let (slot0, stride, n) = (t.slot0(), t.stride(), t.nslots());
+        let done: usize;
+        // SAFETY: as the product's section, except the abort handler (the point).
+        unsafe {
+            core::arch::asm!(
+                "lea rcx, [rip + 3f]",
+                "mov rax, qword ptr fs:[0]",
+                "add rax, {roff}",
+                "mov qword ptr [rax + 8], rcx",
+                "2:",
+                "mov ecx, dword ptr [rax + 4]",
+                "cmp rcx, {n}",
+                "jae 8f",
+                "imul rcx, {stride}",
+                "add qword ptr [rcx + {slot0}], {v}",
+                "4:",
+                "mov ecx, 1",
+                "jmp 9f",
+                "8:",
+                "xor ecx, ecx",
+                "9:",
+                ".pushsection __rseq_cs, \"aw\"",
+                ".balign 32",
+                "3:",
+                ".long 0, 0",
+                ".quad 2b, 4b - 2b, 5f",
+                ".popsection",
+                ".pushsection __rseq_failure, \"ax\"",
+                ".byte 0x0f, 0xb9, 0x3d",
+                ".long 0x53053053",
+                "5:",
+                "mov ecx, 1",
+                "jmp 9b",
+                ".popsection",
+                roff = in(reg) roff,
+                n = in(reg) n,
+                stride = in(reg) stride,
+                slot0 = in(reg) slot0,
+                v = in(reg) v,
+                out("rax") _,
+                out("rcx") done,
+                options(nostack),
+            );
+        }
+        if done == 0 {
+            super::product_add(t, v);
+        }
+    }
+
+    /// Runs the storm on a broken add up to `attempts` times; returns the first loss seen.
+    fn first_loss(add: fn(&Target, i64), attempts: usize) -> Option<(usize, u64, u64)> {
+        let _g = serial();
+        let t = Target::new(add);
+        (1..=attempts).find_map(|a| {
+            let (expected, got) = run(&t, Storm { churn: 0, ..STORM });
+            (got != expected).then_some((a, expected, got))
+        })
+    }
+
+    #[test]
+    fn harness_catches_cpu_read_outside_the_section() {
+        let loss = first_loss(split_add, 60);
+        eprintln!("split add: {loss:?} (attempt, expected, counted)");
+        assert!(
+            loss.is_some(),
+            "the harness missed a split CPU check and commit"
+        );
+    }
+
+    #[test]
+    fn harness_catches_abort_handler_that_gives_up() {
+        if rseq_offset().is_none() || matches!(rseq::path(), Path::Fallback { .. }) {
+            eprintln!("glibc's rseq registration is off: skipped");
+            return;
+        }
+        let loss = first_loss(giving_up_add, 60);
+        eprintln!("giving-up abort: {loss:?} (attempt, expected, counted)");
+        assert!(
+            loss.is_some(),
+            "the harness missed an abort handler that does not retry"
+        );
+    }
+}

@@ -26,10 +26,10 @@
 //!   the masking test in `src/sim/interrupt.rs` waited forever for a handler to count (its
 //!   handler saw no CPU, so the interrupts went to `missed_interrupts`). `%fs` is not hit:
 //!   its LDT entry is the thread's own and reloads to the right base. (Earlier small C
-//!   programs behaved because no thread was created after the one taking signals.) Loading a
-//!   private LDT copy of the TLS into `%gs` would dodge it, but glibc's `pthread_create`
-//!   derives the new thread's GDT entry from the `%gs` selector, so threads could no longer
-//!   be created. The tests that need a signal between two instructions
+//!   programs presumably behaved because no thread was created after the one taking
+//!   signals.) Loading a private LDT copy of the TLS into `%gs` would dodge it, but glibc's
+//!   `pthread_create` derives the new thread's GDT entry from the `%gs` selector, so threads
+//!   could no longer be created. The tests that need a signal between two instructions
 //!   (`interrupts_inside_the_cmpxchg8b_loop_are_retried_exactly`,
 //!   `the_storm_catches_a_racy_split_add`) would also need `-singlestep`. All of them pass
 //!   natively on i686 (both paths) and under qemu-aarch64 and qemu-riscv64.

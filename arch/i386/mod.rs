@@ -448,10 +448,11 @@ mod host {
                 return;
             }
             let entry = desc.entry_number;
-            let written =
-                std::thread::spawn(move || set_thread_area(&mut UserDesc::data(entry, 0x1000)))
-                    .join()
-                    .unwrap_or(false);
+            let written = std::thread::Builder::new()
+                .spawn(move || set_thread_area(&mut UserDesc::data(entry, 0x1000)))
+                .ok()
+                .and_then(|thread| thread.join().ok())
+                .unwrap_or(false);
             if written && thread_area_base(entry) == Some(0) {
                 TLS_ENTRY.store(entry, Ordering::Relaxed);
             }
@@ -489,6 +490,7 @@ mod host {
             std::io::Error::last_os_error()
         );
     }
+
     /// The last LDT entry, never handed out: written (empty) at process start.
     const INIT_ENTRY: u16 = 8191;
 
@@ -520,9 +522,9 @@ mod host {
     #[link_section = ".init_array"]
     static CREATE_LDT_AT_START: extern "C" fn() = create_ldt_at_start;
 
-    /// Points this thread's `%fs` at `base`: writes the thread's TLS entry (natively) or a
-    /// free LDT entry it then keeps (see the module docs) and loads its selector (`entry << 3`,
-    /// TI = 1 for the LDT, RPL 3).
+    /// Points this thread's `%fs` at `base`: writes the thread's TLS entry (natively) or an
+    /// LDT entry it holds until it unbinds (see the module docs) and loads its selector
+    /// (`entry << 3`, TI = 1 for the LDT, RPL 3).
     ///
     /// Cost natively (a debug i686 test binary on the shared 2-core x86_64 build machine,
     /// Linux compat mode; `bind_rate` in `tests/arch_i386.rs`, 200k binds, twice each,

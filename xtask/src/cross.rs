@@ -24,8 +24,10 @@
 //!   thread it has just spawned, whose `BINDING` (`src/sim/mod.rs`) is empty. Hence the two
 //!   failures seen: handlers in `tests/interrupts.rs` found another thread's binding, and
 //!   the masking test in `src/sim/interrupt.rs` waited forever for a handler to count (its
-//!   handler saw no CPU, so the interrupts went to `missed_interrupts`). `%fs` is not hit:
-//!   its LDT entry is the thread's own and reloads to the right base. (Earlier small C
+//!   handler saw no CPU, so the interrupts went to `missed_interrupts`). `%fs` reloads from
+//!   an LDT entry, which is right only while the thread's own: with another thread's
+//!   thread-locals (`ENTRY` in `arch/i386/mod.rs`) two threads end up sharing one entry,
+//!   and a handler's add then finds another block's tag at `fs:[0]`. (Earlier small C
 //!   programs presumably behaved because no thread was created after the one taking
 //!   signals.) Loading a private LDT copy of the TLS into `%gs` would dodge it, but glibc's
 //!   `pthread_create` derives the new thread's GDT entry from the `%gs` selector, so threads

@@ -21,7 +21,10 @@
 //!   (glibc's `%gs`, selector 0x33) holds the TLS base of the thread created last, and
 //!   `sigreturn` reloads `%gs` from that descriptor. After its first handler returns, a
 //!   thread runs with another thread's thread-locals: in `interrupt_storm` that is the raiser
-//!   thread it has just spawned, whose `BINDING` (`src/sim/mod.rs`) is empty. Hence the two
+//!   thread it has just spawned, whose `BINDING` (`src/sim/mod.rs`) is empty. (Checked: a
+//!   test that binds, runs one `interrupt_storm` and reads a thread-local before and after
+//!   fails under qemu-i386 already at joining the raiser, with `EDEADLK`, glibc's answer to
+//!   a thread joining itself: the storm's thread runs on the raiser's TLS.) Hence the two
 //!   failures seen: handlers in `tests/interrupts.rs` found another thread's binding, and
 //!   the masking test in `src/sim/interrupt.rs` waited forever for a handler to count (its
 //!   handler saw no CPU, so the interrupts went to `missed_interrupts`). `%fs` reloads from

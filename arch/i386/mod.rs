@@ -371,7 +371,7 @@ mod host {
     //! calling thread's descriptor and reloads `%fs`. Elsewhere (qemu-i386, whose one GDT is
     //! shared by all threads: `tests/qemu-i386/`) it is an LDT entry per bound thread
     //! (`modify_ldt`), which on Linux installs a new LDT for the whole process (an IPI to
-    //! every CPU running it), 15-35 times slower: the numbers are at [`host_bind`].
+    //! every CPU running it), 15-40 times slower: the numbers are at [`host_bind`].
 
     use core::arch::asm;
     use core::cell::Cell;
@@ -527,10 +527,11 @@ mod host {
     /// (`entry << 3`, TI = 1 for the LDT, RPL 3).
     ///
     /// Cost natively (a debug i686 test binary on the shared 2-core x86_64 build machine,
-    /// Linux compat mode; `bind_rate` in `tests/arch_i386.rs`, 200k binds, twice each,
-    /// alternating, 2026-12-03): the TLS entry 0.21-0.50 s (400k-970k binds/s, 1.0-2.5 µs a
-    /// bind), the LDT (`PCPU_COUNTER_FORCE_LDT=1`) 7.25-7.85 s (25k-28k binds/s, 36-39 µs
-    /// a bind). Under qemu-i386 the LDT path took 2.36 s (12 µs a bind).
+    /// Linux compat mode, loaded by other builds; `bind_rate` in `tests/arch_i386.rs`, 200k
+    /// binds, 4-5 runs of each alternating with the other, 2026-12-03): the TLS entry
+    /// 0.20-0.50 s (400k-1M binds/s, 1.0-2.5 µs a bind), the LDT
+    /// (`PCPU_COUNTER_FORCE_LDT=1`) 4.46-8.57 s (23k-45k binds/s, 22-43 µs a bind). Under
+    /// qemu-i386 the LDT path took 2.36-3.13 s (12-16 µs a bind).
     ///
     /// # Safety
     /// `base` is a block of a live zone, and nothing else on this thread uses `%fs`.

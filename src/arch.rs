@@ -25,7 +25,7 @@ cfg_if::cfg_if! {
         pub use imp::{gdt_data_descriptor, has_cx8, load_fs, set_cpu_base_in};
         #[cfg(feature = "std")]
         #[doc(hidden)]
-        pub use imp::{add_counting_retries, force_no_cx8};
+        pub use imp::{add_counting_retries, force_no_cx8, host_fs_mechanism};
     } else if #[cfg(target_arch = "aarch64")] {
         #[path = "../arch/aarch64/mod.rs"]
         mod imp;

@@ -33,6 +33,7 @@ fn the_path_is_the_one_the_environment_asks_for() {
     let guard = pcpu_counter::counter_enter();
     assert_eq!(guard.holds_protection(), forced());
     drop(guard);
+    println!("i386 binds: {}", arch::host_fs_mechanism());
     println!(
         "i386 add path: {}",
         if arch::has_cx8() {
@@ -99,6 +100,33 @@ fn counter_enter_holds_protection_exactly_without_cx8() {
         assert_eq!((c.fetch(), c.cpu_slot(1)), (3, Ok(3)));
     }
     arch::force_no_cx8(false);
+}
+
+/// A measurement, not a check (run it with `-- --ignored --nocapture bind_rate`, and again
+/// with `PCPU_COUNTER_FORCE_LDT=1` for the LDT path): binds per second, one thread
+/// alternating between two CPUs and adding once on each.
+#[test]
+#[ignore = "a measurement: binds per second"]
+fn bind_rate() {
+    const BINDS: u64 = 200_000;
+    let machine = Machine::new(2);
+    let c = machine.alloc().unwrap();
+    let started = std::time::Instant::now();
+    for i in 0..BINDS {
+        let _cpu = machine.bind((i % 2) as usize).unwrap();
+        c.inc();
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    assert_eq!(
+        (c.cpu_slot(0), c.cpu_slot(1)),
+        (Ok(BINDS / 2), Ok(BINDS / 2))
+    );
+    println!(
+        "{}: {BINDS} binds in {seconds:.2} s: {:.0} binds/s, {:.2} us each",
+        arch::host_fs_mechanism(),
+        BINDS as f64 / seconds,
+        seconds * 1e6 / BINDS as f64
+    );
 }
 
 const MAX_ADDS: u64 = 200_000_000;

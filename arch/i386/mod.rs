@@ -18,9 +18,10 @@
 //! Setting up FS: [`set_cpu_base`] cannot write a descriptor table it does not know, so it
 //! returns `false` on i386. A kernel writes [`gdt_data_descriptor`]`(base)` into this CPU's
 //! GDT (each CPU has its own GDT, or its own entry) and loads the selector with [`load_fs`];
-//! [`set_cpu_base_in`] does both. In host tests (feature `std`) each bound thread gets its own
-//! LDT entry (`modify_ldt`) with the CPU's block as base, loaded into `%fs` (glibc keeps i386
-//! TLS in `%gs`, so `%fs` is free).
+//! [`set_cpu_base_in`] does both. In host tests (feature `std`) a bound thread's `%fs` is a
+//! segment with the CPU's block as base: its own GDT TLS entry (`set_thread_area`) natively,
+//! an LDT entry of its own (`modify_ldt`) under qemu-i386 (glibc keeps i386 TLS in `%gs`, so
+//! `%fs` is free).
 
 use core::arch::asm;
 use core::sync::atomic::{AtomicU8, Ordering};
@@ -356,15 +357,26 @@ pub(crate) unsafe fn host_block_tag() -> usize {
 }
 
 #[cfg(feature = "std")]
+pub use host::host_fs_mechanism;
+#[cfg(feature = "std")]
 pub(crate) use host::{host_bind, host_unbind};
 
 #[cfg(feature = "std")]
 mod host {
-    //! Host simulation: one LDT entry per bound thread, loaded into `%fs`.
+    //! Host simulation: `%fs` of a bound thread is a segment whose base is the CPU's block.
+    //!
+    //! The segment is, where the host's TLS descriptors are per-thread (Linux natively), a
+    //! GDT TLS entry of the thread's own (`set_thread_area`, the mechanism glibc uses for
+    //! `%gs`): the kernel switches those entries with the thread, so a bind rewrites only the
+    //! calling thread's descriptor and reloads `%fs`. Elsewhere (qemu-i386, whose one GDT is
+    //! shared by all threads: `tests/qemu-i386/`) it is an LDT entry per bound thread
+    //! (`modify_ldt`), which on Linux installs a new LDT for the whole process (an IPI to
+    //! every CPU running it), 15-40 times slower: the numbers are at [`host_bind`].
 
     use core::arch::asm;
     use core::cell::Cell;
-    use std::sync::Mutex;
+    use core::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::{Mutex, Once};
     use std::vec::Vec;
 
     /// LDT entries no bound thread uses (`None`: not set up yet: all but [`INIT_ENTRY`]).
@@ -386,14 +398,81 @@ mod host {
         flags: u32,
     }
 
+    impl UserDesc {
+        /// A flat 32-bit read/write data segment at `base`.
+        fn data(entry_number: u32, base: u32) -> Self {
+            UserDesc {
+                entry_number,
+                base_addr: base,
+                limit: 0xF_FFFF,
+                flags: 1 | (1 << 4) | (1 << 6),
+            }
+        }
+    }
+
+    /// `set_thread_area(desc)`: writes the calling thread's GDT TLS entry
+    /// `desc.entry_number` (`u32::MAX`: a free one, whose number the kernel writes back).
+    fn set_thread_area(desc: &mut UserDesc) -> bool {
+        // SAFETY: `desc` is a valid, writable user_desc; the call changes only the calling
+        // thread's TLS descriptors (or, under qemu-i386, the process's one GDT).
+        unsafe { libc::syscall(libc::SYS_set_thread_area, desc as *mut UserDesc) == 0 }
+    }
+
+    /// `get_thread_area`: the base of the calling thread's GDT TLS entry `entry`.
+    fn thread_area_base(entry: u32) -> Option<u32> {
+        let mut desc = UserDesc::data(entry, 0);
+        // SAFETY: `desc` is a valid, writable user_desc; the call only reads descriptors.
+        let rc = unsafe { libc::syscall(libc::SYS_get_thread_area, &mut desc as *mut UserDesc) };
+        (rc == 0).then_some(desc.base_addr)
+    }
+
+    /// The GDT TLS entry every thread binds through, or [`USE_LDT`].
+    static TLS_ENTRY: AtomicU32 = AtomicU32::new(USE_LDT);
+    /// [`TLS_ENTRY`] when TLS descriptors are not per-thread or none is free.
+    const USE_LDT: u32 = u32::MAX;
+
+    /// Picks the mechanism once: takes a free TLS entry on this thread (base 0), has a new
+    /// thread write another base into the same entry, and reads this thread's entry back.
+    /// Unchanged, the entries are per-thread and binds use it; changed (one GDT for all
+    /// threads, as qemu-i386 7.2 emulates it) or unavailable, binds use the LDT. The
+    /// environment variable `PCPU_COUNTER_FORCE_LDT` (any value, read once) forces the LDT,
+    /// so that host tests run that path natively too.
+    fn probe_tls_entry() -> u32 {
+        static PROBE: Once = Once::new();
+        PROBE.call_once(|| {
+            if std::env::var_os("PCPU_COUNTER_FORCE_LDT").is_some() {
+                return;
+            }
+            let mut desc = UserDesc::data(u32::MAX, 0);
+            if !set_thread_area(&mut desc) {
+                return;
+            }
+            let entry = desc.entry_number;
+            let written = std::thread::Builder::new()
+                .spawn(move || set_thread_area(&mut UserDesc::data(entry, 0x1000)))
+                .ok()
+                .and_then(|thread| thread.join().ok())
+                .unwrap_or(false);
+            if written && thread_area_base(entry) == Some(0) {
+                TLS_ENTRY.store(entry, Ordering::Relaxed);
+            }
+        });
+        TLS_ENTRY.load(Ordering::Relaxed)
+    }
+
+    /// Host tests only: how binds set `%fs` in this process.
+    #[doc(hidden)]
+    pub fn host_fs_mechanism() -> &'static str {
+        if probe_tls_entry() == USE_LDT {
+            "LDT entry per bound thread (modify_ldt)"
+        } else {
+            "per-thread GDT TLS entry (set_thread_area)"
+        }
+    }
+
     /// Writes LDT entry `entry` as a flat 32-bit data segment at `base` (`modify_ldt`, func 1).
     fn write_ldt(entry: u16, base: u32) {
-        let desc = UserDesc {
-            entry_number: u32::from(entry),
-            base_addr: base,
-            limit: 0xF_FFFF,
-            flags: 1 | (1 << 4) | (1 << 6),
-        };
+        let desc = UserDesc::data(u32::from(entry), base);
         // SAFETY: `desc` is a valid user_desc of the size passed; modify_ldt only changes this
         // process's LDT entry `entry`, which this thread owns.
         let rc = unsafe {
@@ -443,8 +522,16 @@ mod host {
     #[link_section = ".init_array"]
     static CREATE_LDT_AT_START: extern "C" fn() = create_ldt_at_start;
 
-    /// Points this thread's `%fs` at `base`: takes a free LDT entry, sets its base, loads its
-    /// selector (`entry << 3 | TI=1 | RPL 3`).
+    /// Points this thread's `%fs` at `base`: writes the thread's TLS entry (natively) or an
+    /// LDT entry it holds until it unbinds (see the module docs) and loads its selector
+    /// (`entry << 3`, TI = 1 for the LDT, RPL 3).
+    ///
+    /// Cost natively (a debug i686 test binary on the shared 2-core x86_64 build machine,
+    /// Linux compat mode, loaded by other builds; `bind_rate` in `tests/arch_i386.rs`, 200k
+    /// binds, 4-5 runs of each alternating with the other, 2026-12-03): the TLS entry
+    /// 0.20-0.50 s (400k-1M binds/s, 1.0-2.5 µs a bind), the LDT
+    /// (`PCPU_COUNTER_FORCE_LDT=1`) 4.46-8.57 s (23k-45k binds/s, 22-43 µs a bind). Under
+    /// qemu-i386 the LDT path took 2.36-3.13 s (12-16 µs a bind).
     ///
     /// # Safety
     /// `base` is a block of a live zone, and nothing else on this thread uses `%fs`.
@@ -452,6 +539,19 @@ mod host {
         // Keeps the constructor linked into every binary that binds.
         core::hint::black_box(&CREATE_LDT_AT_START);
         let base = u32::try_from(base).expect("32-bit address");
+        let tls = probe_tls_entry();
+        if tls != USE_LDT {
+            let written = set_thread_area(&mut UserDesc::data(tls, base));
+            assert!(
+                written,
+                "set_thread_area failed: {}",
+                std::io::Error::last_os_error()
+            );
+            // SAFETY: the entry was just written as a present data segment, and the kernel
+            // keeps it this thread's own.
+            unsafe { super::load_fs(((tls as u16) << 3) | 3) };
+            return;
+        }
         let entry = ENTRY.with(Cell::get);
         let entry = if entry != u16::MAX {
             entry

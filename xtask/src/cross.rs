@@ -10,12 +10,34 @@
 //!   blocks and only one instruction per block lets them land inside the LL/SC loop.
 //! - `i686-unknown-linux-gnu` natively, with CX8 and with `PCPU_COUNTER_FORCE_NO_CX8=1`
 //!   (every add on the no-CX8 path); then both again under `qemu-i386 -L /usr/i686-linux-gnu`,
-//!   skipping the tests that take simulated interrupts (signals). Under qemu-i386 7.2 they
-//!   fail: a handler in `tests/interrupts.rs` saw a binding of no CPU of its machine, and the
-//!   masking test in `src/sim/interrupt.rs` never saw an interrupt once unmasked (hung).
-//!   Not diagnosed: small C programs with threads, signals and an LDT-loaded `%fs` behave
-//!   under qemu-i386 as natively. The same tests pass natively on i686 and under
-//!   qemu-aarch64.
+//!   skipping the tests that take simulated interrupts (signals, [`SIGNAL_TESTS`]). Natively
+//!   a bind uses the thread's own GDT TLS entry (`set_thread_area`); under qemu-i386 the
+//!   probe in `arch/i386/mod.rs` finds the TLS descriptors shared and binds through the LDT,
+//!   so the two runs cover both ways of setting `%fs`.
+//!
+//!   Why the signal tests cannot run under qemu-i386 7.2 (a QEMU bug, reproduced by
+//!   `tests/qemu-i386/sigreturn_gs.c`): its linux-user emulation keeps one GDT for the whole
+//!   process, so the TLS descriptor that `clone(CLONE_SETTLS)` writes for every new thread
+//!   (glibc's `%gs`, selector 0x33) holds the TLS base of the thread created last, and
+//!   `sigreturn` reloads `%gs` from that descriptor. After its first handler returns, a
+//!   thread runs with another thread's thread-locals: in `interrupt_storm` that is the raiser
+//!   thread it has just spawned, whose `BINDING` (`src/sim/mod.rs`) is empty. (Checked: a
+//!   test that binds, runs one `interrupt_storm` and reads a thread-local before and after
+//!   fails under qemu-i386 already at joining the raiser, with `EDEADLK`, glibc's answer to
+//!   a thread joining itself: the storm's thread runs on the raiser's TLS.) Hence the two
+//!   failures seen: handlers in `tests/interrupts.rs` found another thread's binding, and
+//!   the masking test in `src/sim/interrupt.rs` waited forever for a handler to count (its
+//!   handler saw no CPU, so the interrupts went to `missed_interrupts`). `%fs` reloads from
+//!   an LDT entry, which is right only while the thread's own: with another thread's
+//!   thread-locals (`ENTRY` in `arch/i386/mod.rs`) two threads end up sharing one entry,
+//!   and a handler's add then finds another block's tag at `fs:[0]`. (Earlier small C
+//!   programs presumably behaved because no thread was created after the one taking
+//!   signals.) Loading a private LDT copy of the TLS into `%gs` would dodge it, but glibc's
+//!   `pthread_create` derives the new thread's GDT entry from the `%gs` selector, so threads
+//!   could no longer be created. The tests that need a signal between two instructions
+//!   (`interrupts_inside_the_cmpxchg8b_loop_are_retried_exactly`,
+//!   `the_storm_catches_a_racy_split_add`) would also need `-singlestep`. All of them pass
+//!   natively on i686 (both paths) and under qemu-aarch64 and qemu-riscv64.
 //! - `riscv64gc-unknown-linux-gnu` under `qemu-riscv64 -L /usr/riscv64-linux-gnu`: the whole
 //!   suite, then `tests/arch_riscv64.rs` under `qemu-riscv64 -singlestep`, where a signal can
 //!   land between the `ld` and the `sd` of the racy add that test must catch, with this crate
@@ -42,7 +64,8 @@ use std::time::Instant;
 
 use crate::toolchain::{self, Std, Toolchain};
 
-/// Tests that take simulated interrupts, skipped under qemu-i386 (see the module docs).
+/// Tests that take simulated interrupts, skipped under qemu-i386: its `sigreturn` restores
+/// another thread's TLS (see the module docs and `tests/qemu-i386/`).
 const SIGNAL_TESTS: &[&str] = &["interrupt", "handler_adds", "storm"];
 /// Tests that need signals inside a loop body (or between two instructions of an add): under
 /// qemu-aarch64 and qemu-riscv64 only with `-singlestep`.

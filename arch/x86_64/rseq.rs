@@ -7,9 +7,9 @@
 //!    add  rax, rseq_offset         the thread's struct rseq
 //!    mov  [rax + 8], rcx           arm: rseq_cs = &descriptor
 //! 2: mov  ecx, [rax + 4]           start_ip: cpu_id (-1/-2 when unregistered)
-//!    cmp  rcx, nslots ; jae 8f     out of range: leave, slow path
-//!    mov  ecx, [rax + index]       cpu_id again, or mm_cid
-//!    cmp  rcx, nslots ; jae 8f
+//!    and  ecx, 0x80000000          keep only its sign bit
+//!    or   ecx, [rax + index]       cpu_id again, or mm_cid (0 when unregistered), so that
+//!    cmp  rcx, nslots ; jae 8f     an unregistered thread or an index out of range leaves
 //!    imul rcx, stride
 //!    add  qword ptr [rcx + slot0], v   the commit: one non-locked add
 //! 4:                               post-commit
@@ -46,9 +46,8 @@ pub(crate) unsafe fn try_add(
             "mov qword ptr [rax + 8], rcx",
             "2:",
             "mov ecx, dword ptr [rax + 4]",
-            "cmp rcx, {n}",
-            "jae 8f",
-            "mov ecx, dword ptr [rax + {ioff}]",
+            "and ecx, 0x80000000",
+            "or ecx, dword ptr [rax + {ioff}]",
             "cmp rcx, {n}",
             "jae 8f",
             "imul rcx, {stride}",

@@ -3,7 +3,7 @@
 //! would otherwise use.
 //!
 //! Three figures per peer, all in one run: one thread's ns per add (inlined loops, 8 adds per
-//! iteration as in `single`), the throughput of 1 to 16 writer threads (the `throughput`
+//! iteration as in `single`, on one counter and, for some, on 8 counters in turn), the throughput of 1 to 16 writer threads (the `throughput`
 //! harness: a fixed window, exact counts asserted after every round) and the cost of one
 //! read. The memory per counter is the layout's, reported beside them. Linux x86_64 and
 //! aarch64 only (the backend's platforms).
@@ -34,7 +34,11 @@ impl GetcpuSlots {
     fn new() -> Self {
         // SAFETY: sysconf has no preconditions.
         let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) }.max(1) as usize;
-        GetcpuSlots((0..n).map(|_| CachePadded::new(AtomicU64::new(0))).collect())
+        GetcpuSlots(
+            (0..n)
+                .map(|_| CachePadded::new(AtomicU64::new(0)))
+                .collect(),
+        )
     }
 
     #[inline(always)]
@@ -65,6 +69,50 @@ fn per_thread_add(locals: &PerThread) {
 pub fn rseq_one(counter: &rseq::Counter<'_>, n: u64) {
     for _ in 0..n {
         eight!(counter.add(1));
+    }
+}
+
+/// The rseq add on 8 counters in turn, n rounds (8n adds): no add waits for the one before
+/// it to the same slot (store-to-load forwarding), so this shows the add's own cost.
+#[inline(never)]
+pub fn rseq_eight(counters: &[rseq::Counter<'_>; 8], n: u64) {
+    for _ in 0..n {
+        for c in counters {
+            c.add(1);
+        }
+    }
+}
+
+/// The plain add on 8 globals in turn, n rounds.
+#[inline(never)]
+pub fn plain_global_eight(n: u64) {
+    static mut GLOBALS: [u64; 8] = [0; 8];
+    for _ in 0..n {
+        for i in 0..8 {
+            // SAFETY: only the single-thread section calls this, from one thread; `i < 8`.
+            unsafe {
+                let g = (&raw mut GLOBALS).cast::<u64>().add(i);
+                ptr::write_volatile(g, ptr::read_volatile(g) + 1)
+            }
+        }
+    }
+}
+
+#[inline(never)]
+fn per_thread_eight(t: &[PerThread; 8], n: u64) {
+    for _ in 0..n {
+        for c in t {
+            per_thread_add(c);
+        }
+    }
+}
+
+#[inline(never)]
+fn getcpu_eight(s: &[GetcpuSlots; 8], n: u64) {
+    for _ in 0..n {
+        for c in s {
+            c.add(1);
+        }
     }
 }
 
@@ -147,26 +195,38 @@ fn single(sink: &mut Sink, quick: bool, zone: &rseq::Zone) {
     let tl: ThreadLocal<AtomicU64> = ThreadLocal::new();
     let pt: PerThread = ThreadLocal::new();
     let slots = GetcpuSlots::new();
-    let mut variants: Vec<(&str, Box<dyn FnMut() + '_>)> = vec![
-        ("plain add to a global", Box::new(|| plain_global(n))),
-        (PEERS[0], Box::new(|| rseq_one(&counter, n))),
-        (PEERS[1], Box::new(|| shared_one(&shared, n))),
-        (PEERS[2], Box::new(|| shared_one(&stripe, n))),
-        (PEERS[3], Box::new(|| fast_counter_one(&fast, n))),
-        (PEERS[4], Box::new(|| thread_local_one(&tl, n))),
-        (PEERS[5], Box::new(|| per_thread_one(&pt, n))),
-        (PEERS[6], Box::new(|| getcpu_one(&slots, n))),
+    let counters: [rseq::Counter<'_>; 8] = std::array::from_fn(|_| zone.alloc().expect("alloc"));
+    let pts: [PerThread; 8] = Default::default();
+    let slots8: [GetcpuSlots; 8] = std::array::from_fn(|_| GetcpuSlots::new());
+    type Call<'a> = Box<dyn FnMut() + 'a>;
+    let mut variants: Vec<(&str, usize, Call<'_>)> = vec![
+        ("plain add to a global", 1, Box::new(|| plain_global(n))),
+        (PEERS[0], 1, Box::new(|| rseq_one(&counter, n))),
+        (PEERS[1], 1, Box::new(|| shared_one(&shared, n))),
+        (PEERS[2], 1, Box::new(|| shared_one(&stripe, n))),
+        (PEERS[3], 1, Box::new(|| fast_counter_one(&fast, n))),
+        (PEERS[4], 1, Box::new(|| thread_local_one(&tl, n))),
+        (PEERS[5], 1, Box::new(|| per_thread_one(&pt, n))),
+        (PEERS[6], 1, Box::new(|| getcpu_one(&slots, n))),
+        (
+            "plain add to a global",
+            8,
+            Box::new(|| plain_global_eight(n)),
+        ),
+        (PEERS[0], 8, Box::new(|| rseq_eight(&counters, n))),
+        (PEERS[5], 8, Box::new(|| per_thread_eight(&pts, n))),
+        (PEERS[6], 8, Box::new(|| getcpu_eight(&slots8, n))),
     ];
     let mut samples = vec![Vec::with_capacity(rounds); variants.len()];
     for _ in 0..rounds {
-        for ((_, call), samples) in variants.iter_mut().zip(&mut samples) {
+        for ((_, _, call), samples) in variants.iter_mut().zip(&mut samples) {
             let start = Instant::now();
             call();
             samples.push(start.elapsed().as_nanos() as f64 / (8 * n) as f64);
         }
     }
-    for ((name, _), samples) in variants.iter().zip(&mut samples) {
-        sink.record(SINGLE, name, 1, median(samples), "ns/add");
+    for ((name, counters, _), samples) in variants.iter().zip(&mut samples) {
+        sink.record(SINGLE, name, counters, median(samples), "ns/add");
     }
     drop(variants);
     assert_eq!(counter.fetch(), calls, "rseq counter lost adds");
@@ -176,6 +236,15 @@ fn single(sink: &mut Sink, quick: bool, zone: &rseq::Zone) {
     assert_eq!(tl.iter().map(|a| a.load(Relaxed)).sum::<u64>(), calls);
     assert_eq!(pt.iter().map(|a| a.load(Relaxed)).sum::<u64>(), calls);
     assert_eq!(slots.sum(), calls);
+    let per_counter = calls / 8;
+    assert!(
+        counters.iter().all(|c| c.fetch() == per_counter),
+        "rseq counter lost adds"
+    );
+    assert!(pts
+        .iter()
+        .all(|t| t.iter().map(|a| a.load(Relaxed)).sum::<u64>() == per_counter));
+    assert!(slots8.iter().all(|s| s.sum() == per_counter));
 }
 
 /// One round of peer `p` with `writers` free-running threads: (adds made, adds counted, s).
@@ -256,7 +325,13 @@ fn throughput(sink: &mut Sink, quick: bool, zone: &rseq::Zone) {
     }
     for (p, name) in PEERS.iter().enumerate() {
         for (w, &writers) in WRITERS.iter().enumerate() {
-            sink.record(THROUGHPUT, name, writers, median(&mut rates[p][w]), "adds/s");
+            sink.record(
+                THROUGHPUT,
+                name,
+                writers,
+                median(&mut rates[p][w]),
+                "adds/s",
+            );
         }
     }
 }
@@ -265,8 +340,9 @@ fn throughput(sink: &mut Sink, quick: bool, zone: &rseq::Zone) {
 fn reads(sink: &mut Sink, quick: bool, zone: &rseq::Zone) {
     let (rounds, reads) = if quick { (3, 2_000) } else { (9, 50_000) };
     let c = zone.alloc().expect("alloc");
-    let stripes: Vec<CachePadded<AtomicU64>> =
-        (0..2).map(|_| CachePadded::new(AtomicU64::new(0))).collect();
+    let stripes: Vec<CachePadded<AtomicU64>> = (0..2)
+        .map(|_| CachePadded::new(AtomicU64::new(0)))
+        .collect();
     let fast = fast_counter::ConcurrentCounter::new(2);
     let tl: ThreadLocal<AtomicU64> = ThreadLocal::new();
     let pt: PerThread = ThreadLocal::new();
@@ -314,6 +390,12 @@ fn memory(sink: &mut Sink, zone: &rseq::Zone) {
     sink.record(MEMORY, PEERS[0], "index", rseq::path(), "");
     sink.record(MEMORY, PEERS[1], "-", 8, "bytes");
     sink.record(MEMORY, PEERS[2], "-", padded * threads, "bytes");
-    sink.record(MEMORY, PEERS[6], "-", padded * GetcpuSlots::new().0.len(), "bytes");
+    sink.record(
+        MEMORY,
+        PEERS[6],
+        "-",
+        padded * GetcpuSlots::new().0.len(),
+        "bytes",
+    );
     sink.record(MEMORY, "threads", "-", threads, "");
 }

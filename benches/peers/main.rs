@@ -8,7 +8,10 @@
 //! `--bench` (as under `cargo test --benches`) it runs the quick rounds. Every result
 //! is one tab-separated line `section, name, parameter, value, unit` on stdout and in FILE.
 
-#[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
 mod free_running;
 mod handoff;
 mod harness;
@@ -50,7 +53,10 @@ fn main() {
     single::run(&mut sink, quick);
     reads::run(&mut sink, quick);
     memory::run(&mut sink);
-    #[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
+    #[cfg(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    ))]
     free_running::run(&mut sink, quick);
     sink.record("meta", "load after", "-", load_average(), "");
 }

@@ -17,7 +17,9 @@
 //!   the allocator), so it reports races there that are not races; the step counts the
 //!   reports, requires the tests to pass and the intentionally racy broken counter
 //!   (`tests/common` `RacyShared`, the shared `+=` of `tests/counting.rs`) to be reported, and
-//!   prints the rest as unclassified rather than failing on them.
+//!   prints the rest as unclassified rather than failing on them. Skipped under TSan:
+//!   `storm_catches_a_racy_per_cpu_add` (TSan defers signals to the next interceptor, so a
+//!   simulated interrupt never lands inside the racy add that test needs it to split).
 //! - `miri`: `cargo +nightly miri test` of the portable core (lib unit tests, `tests/zone.rs`,
 //!   `array.rs`, `registry.rs`, `early.rs`, `area.rs`) for `powerpc64le-unknown-linux-gnu`, a
 //!   target with no arch module of its own, so the portable arch (a plain add under local
@@ -122,6 +124,18 @@ fn capture(mut cmd: Command, echo: bool) -> (bool, String) {
     }
 }
 
+/// The rustup `nightly` cargo (through `rustup run`: `cargo +nightly` needs the rustup proxy,
+/// and the xtask runs under the toolchain's own cargo).
+fn nightly_cargo(root: &Path) -> Command {
+    let mut cmd = Command::new("rustup");
+    cmd.args(["run", "nightly", "cargo"])
+        .env_remove("RUSTUP_TOOLCHAIN")
+        .env_remove("RUSTC")
+        .env_remove("CARGO")
+        .current_dir(root);
+    cmd
+}
+
 fn cargo(root: &Path) -> Command {
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cmd.current_dir(root);
@@ -187,7 +201,11 @@ fn fuzz(root: &Path) -> (bool, String) {
 
 /// The rustup nightly sysroot, if there is one.
 fn nightly_sysroot() -> Option<PathBuf> {
-    let out = Command::new("rustc").args(["+nightly", "--print", "sysroot"]).output().ok()?;
+    let out = Command::new("rustup")
+        .args(["run", "nightly", "rustc", "--print", "sysroot"])
+        .env_remove("RUSTUP_TOOLCHAIN")
+        .output()
+        .ok()?;
     out.status
         .success()
         .then(|| PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
@@ -211,14 +229,18 @@ fn tsan(root: &Path) -> (bool, String) {
     if let Err(e) = std::fs::create_dir_all(&logs) {
         return (false, format!("cannot create {}: {e}", logs.display()));
     }
-    let mut cmd = cargo(root);
-    cmd.args(["+nightly", "test", "--target", HOST, "--tests"]);
+    let mut cmd = nightly_cargo(root);
+    cmd.args(["test", "--no-fail-fast", "--target", HOST, "--tests"]);
     let mut flags = String::from("-Zsanitizer=thread");
     if instrumented_std {
         cmd.arg("-Zbuild-std");
     } else {
         flags.push_str(" -Cunsafe-allow-abi-mismatch=sanitizer");
     }
+    // TSan delivers a signal only at the thread's next interceptor or synchronisation, never
+    // between two plain instructions, so the storm can never split the racy load/add/store
+    // it must catch (it ran 3 minutes and failed): skipped here, it runs in `cargo test`.
+    cmd.args(["--", "--skip", "storm_catches"]);
     cmd.env("RUSTFLAGS", flags)
         .env("CARGO_TARGET_DIR", root.join("target/tsan"))
         .env(
@@ -266,13 +288,13 @@ fn tsan(root: &Path) -> (bool, String) {
 }
 
 fn miri(root: &Path) -> (bool, String) {
-    let has_miri = Command::new("cargo")
-        .args(["+nightly", "miri", "--version"])
+    let has_miri = nightly_cargo(root)
+        .args(["miri", "--version"])
         .output()
         .is_ok_and(|o| o.status.success());
     if has_miri {
-        let mut cmd = cargo(root);
-        cmd.args(["+nightly", "miri", "test", "--target", "powerpc64le-unknown-linux-gnu"])
+        let mut cmd = nightly_cargo(root);
+        cmd.args(["miri", "test", "--target", "powerpc64le-unknown-linux-gnu"])
             .args(PORTABLE_CORE)
             .args(["--", "--skip", "interrupt", "--skip", "storm"])
             .env("CARGO_TARGET_DIR", root.join("target/miri"));

@@ -84,9 +84,12 @@ fn check(name: &str, mirrors: &str, model: impl Fn() + Sync + Send + 'static, br
                 .location()
                 .is_some_and(|l| l.file().contains("/generator-"));
             if failure.is_none() && !internal {
-                let msg = info
-                    .payload_as_str()
-                    .map_or_else(|| info.to_string(), str::to_string);
+                let payload = info.payload();
+                let msg = payload
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| payload.downcast_ref::<&str>().map(|m| m.to_string()))
+                    .unwrap_or_else(|| info.to_string());
                 *failure = Some(msg.lines().next().unwrap_or("").to_string());
             }
         }));

@@ -271,7 +271,7 @@ fn tsan(root: &Path) -> (bool, String) {
         "uninstrumented std: rust-src missing for nightly (`rustup component add rust-src --toolchain nightly`), so no -Zbuild-std"
     };
     let found_broken = broken > 0;
-    let clean = instrumented_std && other == 0 || !instrumented_std;
+    let clean = !instrumented_std || other == 0;
     (
         ok && found_broken && clean,
         format!(

@@ -90,7 +90,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
         );
         outcomes.push(outcome);
     }
-    println!("== verify summary ({:.0} s)", started.elapsed().as_secs_f64());
+    println!(
+        "== verify summary ({:.0} s)",
+        started.elapsed().as_secs_f64()
+    );
     for o in &outcomes {
         println!(
             "{} {:<8} {:>4.0} s  {}",
@@ -167,7 +170,11 @@ fn loom(root: &Path) -> (bool, String) {
         .env("RUSTFLAGS", "--cfg loom")
         .env("CARGO_TARGET_DIR", root.join("target/loom"));
     let (ok, text) = capture(cmd, false);
-    let models: Vec<&str> = text.lines().filter_map(|l| l.split_once("loom ")).map(|(_, m)| m).collect();
+    let models: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.split_once("loom "))
+        .map(|(_, m)| m)
+        .collect();
     for m in &models {
         println!("  loom {m}");
     }
@@ -196,7 +203,10 @@ fn fuzz(root: &Path) -> (bool, String) {
         .env("PROPTEST_CASES", &cases);
     let (ok, text) = capture(cmd, false);
     let (passed, failed) = test_counts(&text);
-    (ok, format!("PROPTEST_CASES={cases}: {passed} properties passed, {failed} failed"))
+    (
+        ok,
+        format!("PROPTEST_CASES={cases}: {passed} properties passed, {failed} failed"),
+    )
 }
 
 /// The rustup nightly sysroot, if there is one.
@@ -212,16 +222,28 @@ fn nightly_sysroot() -> Option<PathBuf> {
 }
 
 fn has_rust_src(sysroot: &Path) -> bool {
-    sysroot.join("lib/rustlib/src/rust/library/std/Cargo.toml").exists()
+    sysroot
+        .join("lib/rustlib/src/rust/library/std/Cargo.toml")
+        .exists()
 }
 
 fn tsan(root: &Path) -> (bool, String) {
     let Some(sysroot) = nightly_sysroot() else {
-        return (true, "not run: missing the rustup `nightly` toolchain (`rustup toolchain install nightly`)".into());
+        return (
+            true,
+            "not run: missing the rustup `nightly` toolchain (`rustup toolchain install nightly`)"
+                .into(),
+        );
     };
     let runtime = sysroot.join(format!("lib/rustlib/{HOST}/lib/librustc-nightly_rt.tsan.a"));
     if !runtime.exists() {
-        return (true, format!("not run: missing the ThreadSanitizer runtime {}", runtime.display()));
+        return (
+            true,
+            format!(
+                "not run: missing the ThreadSanitizer runtime {}",
+                runtime.display()
+            ),
+        );
     }
     let instrumented_std = has_rust_src(&sysroot);
     let logs = root.join("target/tsan/logs");
@@ -300,7 +322,12 @@ fn miri(root: &Path) -> (bool, String) {
             .env("CARGO_TARGET_DIR", root.join("target/miri"));
         let (ok, text) = capture(cmd, false);
         let (passed, failed) = test_counts(&text);
-        return (ok, format!("cargo miri test, portable arch (powerpc64le): {passed} passed, {failed} failed"));
+        return (
+            ok,
+            format!(
+                "cargo miri test, portable arch (powerpc64le): {passed} passed, {failed} failed"
+            ),
+        );
     }
     let mut missing = String::from("the nightly `miri` component (cargo-miri: `rustup component add miri --toolchain nightly`)");
     if !nightly_sysroot().is_some_and(|s| has_rust_src(&s)) {

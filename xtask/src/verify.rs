@@ -25,7 +25,10 @@
 //!   target with no arch module of its own, so the portable arch (a plain add under local
 //!   protection) is the one that runs, not inline assembly that Miri cannot execute. Where
 //!   `cargo miri` is missing it says what is missing and runs the next best: the same tests in
-//!   the dev profile (debug assertions and overflow checks) on the host arch.
+//!   the dev profile (debug assertions and overflow checks) on the host arch. The Miri command
+//!   has not been run on these machines (no Miri here): the simulation's local protection
+//!   (`pthread_sigmask`) and thread-local per-CPU base need Miri shims; if one is missing,
+//!   narrow the selection rather than drop the step.
 //!
 //! A missing tool is reported and skipped, never a failure; a failing model, test or
 //! sanitizer finding is.

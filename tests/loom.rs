@@ -23,7 +23,7 @@
 //! [`arch_add_against_an_interrupt`], where the arch's add needs its own atomicity or
 //! protection.
 //!
-//! Bound: loom's exhaustive DPOR exploration with at most `PREEMPTIONS` (default 3,
+//! Bound: loom's exhaustive DPOR exploration with at most `PREEMPTIONS` (default 4,
 //! `LOOM_MAX_PREEMPTIONS` overrides) preemptions per execution, 2 simulated CPUs and the
 //! thread counts and operations each model lists. What the models do not cover is in
 //! docs/design.md ("What is proven how").
@@ -40,12 +40,12 @@ use std::sync::Mutex as StdMutex;
 /// Simulated CPUs in every model.
 const NCPUS: usize = 2;
 
-/// The preemption bound (`LOOM_MAX_PREEMPTIONS`, default 3).
+/// The preemption bound (`LOOM_MAX_PREEMPTIONS`, default 4).
 fn preemptions() -> usize {
     std::env::var("LOOM_MAX_PREEMPTIONS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(3)
+        .unwrap_or(4)
 }
 
 /// Executions of the model closure so far (counted by [`explore`]).

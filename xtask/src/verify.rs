@@ -2,7 +2,7 @@
 //!
 //! Steps (`--only <substring>` runs the steps whose name contains it):
 //! - `loom`: `tests/loom.rs` under `RUSTFLAGS="--cfg loom"` (own target dir `target/loom`,
-//!   release): every model exhaustively within its bound (preemption bound 3,
+//!   release): every model exhaustively within its bound (preemption bound 4,
 //!   `LOOM_MAX_PREEMPTIONS` overrides), then each of its broken variants, which loom must
 //!   fail. Prints the test's one line per model.
 //! - `property`: `cargo test --test model --test config_fuzz` (256 cases per property).

@@ -306,7 +306,7 @@ fn tsan(root: &Path) -> (bool, String) {
             if instrumented_std {
                 ""
             } else {
-                " (inside std's uninstrumented synchronisation: not a gate)"
+                " (std is uninstrumented, so TSan misses its synchronisation: not triaged, not a gate)"
             }
         ),
     )

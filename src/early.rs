@@ -177,6 +177,13 @@ impl EarlyCounter {
             }
         }
         self.moving.store(1, Ordering::SeqCst);
+        // A `fetch` that reads the moved count in this CPU's slot (a relaxed load of the
+        // relaxed slot add below) must then see `moving` changed. The `SeqCst` store alone
+        // does not order the later relaxed slot add before it for such a reader (the C++
+        // model allows it to read the old `moving` and count the early word twice; found by
+        // the loom model `early_fetch_fence`, tests/loom.rs); this fence, paired with
+        // `fetch`'s, does.
+        crate::atomic::fence(Ordering::SeqCst);
         let moved = self.take_early();
         self.live_counter().add(moved as i64);
         self.moving.store(2, Ordering::SeqCst);

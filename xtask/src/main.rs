@@ -5,12 +5,16 @@
 //! - `cargo xtask qemu [x86_64|aarch64|i386|riscv64|riscv64-broken|c-x86_64|c-aarch64|c|all]`:
 //!   builds and boots the QEMU test kernels (Rust, and C-only with the C library).
 //! - `cargo xtask bench`: runs the benchmarks and writes docs/BENCHMARKS.md.
+//! - `cargo xtask verify [--only <step>]`: the loom models (each against its broken variants),
+//!   ThreadSanitizer on the simulation suite, Miri on the portable core (or the next best),
+//!   and the property tests and their longer fuzz run.
 
 mod bench;
 mod ckernel;
 mod cross;
 mod qemu;
 mod toolchain;
+mod verify;
 
 use std::process::ExitCode;
 
@@ -24,9 +28,10 @@ fn main() -> ExitCode {
         "cross" => cross::run(rest),
         "qemu" => qemu::run(rest),
         "bench" => bench::run(rest),
+        "verify" => verify::run(rest),
         _ => {
             eprintln!(
-                "usage: cargo xtask <cross [--only <step>] | qemu [x86_64|aarch64|i386|riscv64|riscv64-broken|c-x86_64|c-aarch64|c|all] | bench>"
+                "usage: cargo xtask <cross [--only <step>] | qemu [x86_64|aarch64|i386|riscv64|riscv64-broken|c-x86_64|c-aarch64|c|all] | bench | verify [--only <step>]>"
             );
             return ExitCode::from(2);
         }

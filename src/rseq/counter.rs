@@ -69,25 +69,29 @@ impl<'z> Counter<'z> {
     /// or signal inside it restarts it. See [`path`](super::path) for the others.
     #[inline(always)]
     pub fn add(&self, v: i64) {
-        if self.mode != Mode::Fallback {
-            // SAFETY: the slots `slot0 + i * stride` for `i < nslots` are this counter's live
-            // slots in the per-CPU blocks, which on the rseq path only rseq adds write;
-            // `rseq_offset` and `index_offset` are the process's (`registration`).
-            let done = unsafe {
-                imp::try_add(
-                    self.rseq_offset,
-                    self.index_offset,
-                    self.nslots,
-                    self.stride,
-                    self.slot0,
-                    v,
-                )
-            };
-            if done {
-                return;
-            }
+        if self.mode != Mode::Fallback && self.try_rseq_add(v) {
+            return;
         }
         self.add_slow(v);
+    }
+
+    /// One add through this thread's rseq area; `false` (nothing added) when the thread is
+    /// not registered or its index is out of range.
+    #[inline(always)]
+    fn try_rseq_add(&self, v: i64) -> bool {
+        // SAFETY: the slots `slot0 + i * stride` for `i < nslots` are this counter's live
+        // slots in the per-CPU blocks, which on the rseq path only rseq adds write;
+        // `rseq_offset` and `index_offset` are the process's (`registration`).
+        unsafe {
+            imp::try_add(
+                self.rseq_offset,
+                self.index_offset,
+                self.nslots,
+                self.stride,
+                self.slot0,
+                v,
+            )
+        }
     }
 
     /// Adds 1.
@@ -105,21 +109,8 @@ impl<'z> Counter<'z> {
         match self.mode {
             Mode::Rseq => self.add_shared(v),
             Mode::RseqOwn => {
-                if registration::register_current_thread(self.rseq_offset) {
-                    // SAFETY: as in `add`.
-                    let done = unsafe {
-                        imp::try_add(
-                            self.rseq_offset,
-                            self.index_offset,
-                            self.nslots,
-                            self.stride,
-                            self.slot0,
-                            v,
-                        )
-                    };
-                    if done {
-                        return;
-                    }
+                if registration::register_current_thread(self.rseq_offset) && self.try_rseq_add(v) {
+                    return;
                 }
                 self.add_shared(v)
             }

@@ -3,6 +3,7 @@
 
 use std::fmt::Write;
 
+use super::report::param_table;
 use super::results::Results;
 
 const RSEQ: &str = "pcpu-counter rseq";
@@ -162,23 +163,10 @@ pub fn section(o: &mut String, r: &Results, cores: usize) -> Result<(), String> 
          {cores} cores: past {cores} threads they are time-sliced.\n"
     )
     .unwrap();
-    let writers = r.params("linux throughput");
-    write!(o, "| Counter |").unwrap();
-    for w in &writers {
-        write!(o, " {w} |").unwrap();
-    }
-    write!(o, "\n|---|").unwrap();
-    for _ in &writers {
-        write!(o, "---:|").unwrap();
-    }
-    writeln!(o).unwrap();
-    for name in r.names("linux throughput") {
-        write!(o, "| {name} |").unwrap();
-        for w in &writers {
-            write!(o, " {:.1} |", tp(&name, w)? / 1e6).unwrap();
-        }
-        writeln!(o).unwrap();
-    }
+    let (threads, counters) = (r.params("linux throughput"), r.names("linux throughput"));
+    param_table(o, "Counter", &threads, &counters, |name, w| {
+        Ok(format!("{:.1}", tp(name, w)? / 1e6))
+    })?;
 
     writeln!(o, "\n### Read cost and memory\n").unwrap();
     writeln!(

@@ -22,6 +22,34 @@ struct Target {
     why: Option<String>,
 }
 
+/// Writes a table with a row for each of `rows` and a column for each of `params` (writers,
+/// threads): the header, the alignment line, then `cell(row, param)` in every cell.
+pub fn param_table(
+    o: &mut String,
+    corner: &str,
+    params: &[String],
+    rows: &[String],
+    mut cell: impl FnMut(&str, &str) -> Result<String, String>,
+) -> Result<(), String> {
+    write!(o, "| {corner} |").unwrap();
+    for p in params {
+        write!(o, " {p} |").unwrap();
+    }
+    write!(o, "\n|---|").unwrap();
+    for _ in params {
+        write!(o, "---:|").unwrap();
+    }
+    writeln!(o).unwrap();
+    for row in rows {
+        write!(o, "| {row} |").unwrap();
+        for p in params {
+            write!(o, " {} |", cell(row, p)?).unwrap();
+        }
+        writeln!(o).unwrap();
+    }
+    Ok(())
+}
+
 /// How far `measured` falls short of a goal of at least `goal`.
 fn short_of(measured: f64, goal: f64) -> String {
     format!("{:.0}% short of the goal", (1.0 - measured / goal) * 100.0)
@@ -315,39 +343,12 @@ pub fn markdown(
          together:\n"
     )
     .unwrap();
-    write!(o, "| Peer |").unwrap();
-    for w in &writers {
-        write!(o, " {w} |").unwrap();
-    }
-    write!(o, "\n|---|").unwrap();
-    for _ in &writers {
-        write!(o, "---:|").unwrap();
-    }
-    writeln!(o).unwrap();
-    for peer in &peers {
-        write!(o, "| {peer} |").unwrap();
-        for w in &writers {
-            write!(o, " {} |", m(tp(peer, w)?)).unwrap();
-        }
-        writeln!(o).unwrap();
-    }
+    param_table(o, "Peer", &writers, &peers, |peer, w| Ok(m(tp(peer, w)?)))?;
     writeln!(o, "\nSpeed-up of pcpu-counter over each peer (pcpu-counter ÷ peer; above 1 means pcpu-counter is faster):\n").unwrap();
-    write!(o, "| Peer |").unwrap();
-    for w in &writers {
-        write!(o, " {w} |").unwrap();
-    }
-    write!(o, "\n|---|").unwrap();
-    for _ in &writers {
-        write!(o, "---:|").unwrap();
-    }
-    writeln!(o).unwrap();
-    for peer in peers.iter().filter(|p| *p != PCPU) {
-        write!(o, "| {peer} |").unwrap();
-        for w in &writers {
-            write!(o, " {} |", x(tp(PCPU, w)? / tp(peer, w)?)).unwrap();
-        }
-        writeln!(o).unwrap();
-    }
+    let others: Vec<String> = peers.iter().filter(|p| *p != PCPU).cloned().collect();
+    param_table(o, "Peer", &writers, &others, |peer, w| {
+        Ok(x(tp(PCPU, w)? / tp(peer, w)?))
+    })?;
     if r.section("cpu share").next().is_some() {
         writeln!(
             o,
@@ -357,22 +358,9 @@ pub fn markdown(
              writers also sleep in the lock, so theirs is low by design):\n"
         )
         .unwrap();
-        write!(o, "| Peer |").unwrap();
-        for w in &writers {
-            write!(o, " {w} |").unwrap();
-        }
-        write!(o, "\n|---|").unwrap();
-        for _ in &writers {
-            write!(o, "---:|").unwrap();
-        }
-        writeln!(o).unwrap();
-        for peer in &peers {
-            write!(o, "| {peer} |").unwrap();
-            for w in &writers {
-                write!(o, " {:.2} |", r.get("cpu share", peer, w, None)?).unwrap();
-            }
-            writeln!(o).unwrap();
-        }
+        param_table(o, "Peer", &writers, &peers, |peer, w| {
+            Ok(format!("{:.2}", r.get("cpu share", peer, w, None)?))
+        })?;
     }
     writeln!(o, "\n![Throughput against writers, log-log]({plot_file})\n").unwrap();
     let share2 = r.get("cpu share", PCPU, "2", None).ok();
@@ -441,25 +429,15 @@ pub fn markdown(
         "Adds lost by the racy `+=` (fraction of the adds made, over the rounds):\n"
     )
     .unwrap();
-    write!(o, "| Writers |").unwrap();
-    for w in &writers {
-        write!(o, " {w} |").unwrap();
-    }
-    write!(o, "\n|---|").unwrap();
-    for _ in &writers {
-        write!(o, "---:|").unwrap();
-    }
-    write!(o, "\n| Lost, median round |").unwrap();
-    for w in &writers {
-        write!(o, " {:.2}% |", r.get("lost", RACY, w, None)? * 100.0).unwrap();
-    }
-    write!(o, "\n| Lost, worst round |").unwrap();
-    for w in &writers {
-        write!(o, " {:.2}% |", r.get("lost max", RACY, w, None)? * 100.0).unwrap();
-    }
+    let (median, worst) = ("Lost, median round", "Lost, worst round");
+    let rows = [median.to_string(), worst.to_string()];
+    param_table(o, "Writers", &writers, &rows, |row, w| {
+        let section = if row == median { "lost" } else { "lost max" };
+        Ok(format!("{:.2}%", r.get(section, RACY, w, None)? * 100.0))
+    })?;
     writeln!(
         o,
-        "\n\nFreeBSD's review measured about 98% lost on a many-CPU machine. With {cores} cores \
+        "\nFreeBSD's review measured about 98% lost on a many-CPU machine. With {cores} cores \
          an add is lost when the other core takes the line between the load and the store of \
          one unlocked `inc`, so how many are lost depends on how often both writers really run \
          at once (past {cores} writers they are time-sliced). Nothing signals the loss: the \

@@ -24,15 +24,15 @@ run PCPU_COUNTER_RSEQ=off
 echo "== x86_64 critical section (objdump)"
 if [ "$(uname -m)" = x86_64 ] && command -v objdump >/dev/null; then
     bin=$(ls -t target/debug/deps/rseq-* | grep -v '\.d$' | head -1)
-    # The abort handler behind ud1 + 0x53053053, and the commit: imul (block offset) then one
-    # add to memory with no lock prefix.
+    # The abort handler behind ud1 + 0x53053053, and the commit: shl (block offset, the
+    # stride a power of two) then one add to memory with no lock prefix.
     # (Each listing is kept in a variable first: grep -q leaving early would fail the pipe.)
     failure=$(objdump -d --section=__rseq_failure "$bin")
     grep -q '0f b9 3d 53 30 05 53' <<<"$failure" \
         || { echo "no rseq signature before the abort handler"; exit 1; }
-    commits=$(objdump -d --no-show-raw-insn "$bin" | grep -A1 -E '\simul +%r')
+    commits=$(objdump -d --no-show-raw-insn "$bin" | grep -A1 -E '\sshl +%cl,%r')
     grep -qE '^ *[0-9a-f]+:\s+add +%r[a-z0-9]+,\(%r' <<<"$commits" \
-        || { echo "no imul; add reg,(mem) commit"; exit 1; }
+        || { echo "no shl; add reg,(mem) commit"; exit 1; }
     echo "x86_64: signature and non-locked add commit present"
 fi
 

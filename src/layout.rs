@@ -43,12 +43,12 @@ impl ZoneLayout {
         if self.ncpus == 0 {
             return Err(Error::NoCpus);
         }
-        if self.stride % 8 != 0 {
+        if !self.stride.is_multiple_of(8) {
             return Err(Error::StrideNotMultipleOf8 {
                 stride: self.stride,
             });
         }
-        if self.len == 0 || self.len % 8 != 0 {
+        if self.len == 0 || !self.len.is_multiple_of(8) {
             return Err(Error::BadAreaLength { len: self.len });
         }
         for addr in [self.base, self.offset] {

@@ -215,7 +215,9 @@ impl<'m> Zone<'m> {
 
     /// Whether `off` is the offset of a slot of this zone (allocated or not).
     pub fn holds_offset(&self, off: usize) -> bool {
-        off % 8 == 0 && off >= self.layout.offset && off < self.layout.offset + self.layout.len
+        off.is_multiple_of(8)
+            && off >= self.layout.offset
+            && off < self.layout.offset + self.layout.len
     }
 
     /// Allocates `len` adjacent slots, clears them and their baselines, and returns the

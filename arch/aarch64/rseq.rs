@@ -5,9 +5,9 @@
 //! 6: adrp x, 3f ; add x, x, :lo12:3f   descriptor
 //!    mrs  a, tpidr_el0 ; add a, a, rseq_offset
 //!    str  x, [a, #8]                    arm: rseq_cs = &descriptor
-//! 2: ldr  w, [a, #4]                    start_ip: cpu_id
-//!    cmp  x, nslots ; b.hs 8f
-//!    ldr  w, [a, index] ; cmp ; b.hs 8f cpu_id again, or mm_cid
+//! 2: ldrsw x, [a, #4] ; tbnz x, #63, fail   start_ip; only when CHECK_REGISTERED:
+//!                                       cpu_id is -1/-2 while the thread is unregistered
+//!    ldr  w, [a, index] ; cmp ; b.hs fail   cpu_id or mm_cid, below nslots
 //!    madd x, x, stride, slot0
 //!    ldr  t, [x] ; add t, t, v
 //!    str  t, [x]                        the commit
@@ -15,22 +15,22 @@
 //! ```
 //!
 //! The abort handler (section `__rseq_failure`, behind the signature `brk #0x45e0`,
-//! 0xd428bc00) branches back to `6:` and retries.
+//! 0xd428bc00) branches back to `6:` and retries. `fail` is an `asm goto` label.
 
 /// One add in an rseq critical section; see the x86_64 version for the contract.
 ///
 /// # Safety
-/// As the x86_64 `try_add`.
+/// As the x86_64 `try_add` (`index_at` is the offset of the index from the area, 4 or 24,
+/// and `1 << shift` the stride).
 #[inline(always)]
-pub(crate) unsafe fn try_add(
+pub(crate) unsafe fn try_add<const CHECK_REGISTERED: bool>(
     rseq_offset: isize,
-    index_offset: usize,
+    index_at: isize,
     nslots: usize,
-    stride: usize,
+    shift: u32,
     slot0: usize,
     v: i64,
 ) -> bool {
-    let done: usize;
     // SAFETY: per the caller; the descriptor and abort handler follow the rseq ABI.
     unsafe {
         core::arch::asm!(
@@ -41,22 +41,18 @@ pub(crate) unsafe fn try_add(
             "add {a}, {a}, {roff}",
             "str {d}, [{a}, #8]",
             "2:",
-            "ldr {d:w}, [{a}, #4]",
-            "cmp {d}, {n}",
-            "b.hs 8f",
+            ".if {check}",
+            "ldrsw {d}, [{a}, #4]",
+            "tbnz {d}, #63, {fail}",
+            ".endif",
             "ldr {d:w}, [{a}, {ioff}]",
             "cmp {d}, {n}",
-            "b.hs 8f",
+            "b.hs {fail}",
             "madd {d}, {d}, {stride}, {slot0}",
             "ldr {t}, [{d}]",
             "add {t}, {t}, {v}",
             "str {t}, [{d}]",
             "4:",
-            "mov {d}, #1",
-            "b 9f",
-            "8:",
-            "mov {d}, #0",
-            "9:",
             ".pushsection __rseq_cs, \"aw\"",
             ".balign 32",
             "3:",
@@ -68,19 +64,21 @@ pub(crate) unsafe fn try_add(
             "5:",
             "b 6b",
             ".popsection",
+            check = const CHECK_REGISTERED as u8,
             roff = in(reg) rseq_offset,
-            ioff = in(reg) index_offset,
+            ioff = in(reg) index_at - rseq_offset,
             n = in(reg) nslots,
-            stride = in(reg) stride,
+            stride = in(reg) 1usize << shift,
             slot0 = in(reg) slot0,
             v = in(reg) v,
-            d = out(reg) done,
+            d = out(reg) _,
             a = out(reg) _,
             t = out(reg) _,
+            fail = label { return false; },
             options(nostack),
         );
     }
-    done != 0
+    true
 }
 
 /// A locked add (the fallback and the shared block).

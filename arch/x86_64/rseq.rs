@@ -2,62 +2,61 @@
 //! `#[path]` by `src/rseq/counter.rs`).
 //!
 //! ```text
-//! 6: lea  rcx, [rip + 3f]          descriptor
-//!    mov  rax, fs:[0]              thread pointer
-//!    add  rax, rseq_offset         the thread's struct rseq
-//!    mov  [rax + 8], rcx           arm: rseq_cs = &descriptor
-//! 2: mov  ecx, [rax + 4]           start_ip: cpu_id (-1/-2 when unregistered)
-//!    and  ecx, 0x80000000          keep only its sign bit
-//!    or   ecx, [rax + index]       cpu_id again, or mm_cid (0 when unregistered), so that
-//!    cmp  rcx, nslots ; jae 8f     an unregistered thread or an index out of range leaves
-//!    imul rcx, stride
-//!    add  qword ptr [rcx + slot0], v   the commit: one non-locked add
-//! 4:                               post-commit
+//! 6: lea  rdx, [rip + 3f]                 descriptor
+//!    mov  rax, fs:[0]                     thread pointer
+//!    mov  [rax + rseq_offset + 8], rdx    arm: rseq_cs = &descriptor
+//! 2: cmp  dword [rax + rseq_offset + 4], 0 ; jl fail   start_ip; only when CHECK_REGISTERED:
+//!                                         cpu_id is -1/-2 while the thread is unregistered
+//!    mov  edx, [rax + index_at]           cpu_id or mm_cid
+//!    cmp  rdx, nslots ; jae fail          an index the zone does not cover
+//!    shl  rdx, cl                         times the block stride (1 << shift)
+//!    add  qword ptr [rdx + slot0], v      the commit: one non-locked add
+//! 4:                                      post-commit
 //! ```
 //!
 //! The abort handler (section `__rseq_failure`, behind `ud1` + the signature 0x53053053)
-//! jumps back to `6:`, re-arming (the kernel cleared `rseq_cs`) and retrying.
+//! jumps back to `6:`, re-arming (the kernel cleared `rseq_cs`) and retrying. `fail` is an
+//! `asm goto` label: the fast path carries no result flag.
 
 /// One add in an rseq critical section; returns `false` (nothing added) when the thread's
-/// index is not below `nslots` (unregistered thread, or a CPU the zone does not cover).
+/// index is not below `nslots` (a CPU the zone does not cover) or, with `CHECK_REGISTERED`,
+/// when the thread has no registered area.
+///
+/// Without `CHECK_REGISTERED` an unregistered thread reads `mm_cid` 0 and would add outside
+/// any critical section: leave it off only where every thread is registered before it runs
+/// any code (glibc's registration, whose failure on a new thread is fatal).
 ///
 /// # Safety
-/// `rseq_offset` is glibc's `__rseq_offset`; `index_offset` is 4 (`cpu_id`) or 24
-/// (`mm_cid`); `slot0 + i * stride` is a live, aligned slot for every `i < nslots`, written
-/// only by rseq adds.
+/// `rseq_offset` is glibc's `__rseq_offset`; `index_at` is `rseq_offset` plus 4 (`cpu_id`)
+/// or 24 (`mm_cid`); `slot0 + (i << shift)` is a live, aligned slot for every `i < nslots`,
+/// written only by rseq adds; without `CHECK_REGISTERED`, the calling thread is registered.
 #[inline(always)]
-pub(crate) unsafe fn try_add(
+pub(crate) unsafe fn try_add<const CHECK_REGISTERED: bool>(
     rseq_offset: isize,
-    index_offset: usize,
+    index_at: isize,
     nslots: usize,
-    stride: usize,
+    shift: u32,
     slot0: usize,
     v: i64,
 ) -> bool {
-    let done: usize;
     // SAFETY: per the caller; the descriptor and the abort handler follow the kernel's rseq
     // ABI (signature before abort_ip, abort_ip outside [start_ip, start_ip + len)).
     unsafe {
         core::arch::asm!(
             "6:",
-            "lea rcx, [rip + 3f]",
-            "mov rax, qword ptr fs:[0]",
-            "add rax, {roff}",
-            "mov qword ptr [rax + 8], rcx",
+            "lea rdx, [rip + 3f]",
+            "mov qword ptr fs:[{roff} + 8], rdx",
             "2:",
-            "mov ecx, dword ptr [rax + 4]",
-            "and ecx, 0x80000000",
-            "or ecx, dword ptr [rax + {ioff}]",
-            "cmp rcx, {n}",
-            "jae 8f",
-            "imul rcx, {stride}",
-            "add qword ptr [rcx + {slot0}], {v}",
+            ".if {check}",
+            "cmp dword ptr fs:[{roff} + 4], 0",
+            "jl {fail}",
+            ".endif",
+            "mov edx, dword ptr fs:[{iat}]",
+            "cmp rdx, {n}",
+            "jae {fail}",
+            "shl rdx, cl",
+            "add qword ptr [rdx + {slot0}], {v}",
             "4:",
-            "mov ecx, 1",
-            "jmp 9f",
-            "8:",
-            "xor ecx, ecx",
-            "9:",
             ".pushsection __rseq_cs, \"aw\"",
             ".balign 32",
             "3:",
@@ -70,18 +69,19 @@ pub(crate) unsafe fn try_add(
             "5:",
             "jmp 6b",
             ".popsection",
+            check = const CHECK_REGISTERED as u8,
             roff = in(reg) rseq_offset,
-            ioff = in(reg) index_offset,
+            iat = in(reg) index_at,
             n = in(reg) nslots,
-            stride = in(reg) stride,
+            in("rcx") shift as usize,
             slot0 = in(reg) slot0,
             v = in(reg) v,
-            out("rax") _,
-            out("rcx") done,
+            out("rdx") _,
+            fail = label { return false; },
             options(nostack),
         );
     }
-    done != 0
+    true
 }
 
 /// A locked add (the fallback and the shared block).

@@ -33,10 +33,12 @@ pub struct Counter<'z> {
     inner: crate::Counter<'z>,
     /// Address of the slot in block 0.
     slot0: usize,
-    stride: usize,
+    /// Block `i`'s slot is at `slot0 + (i << shift)` (the stride is a power of two).
+    shift: u32,
     nslots: usize,
     rseq_offset: isize,
-    index_offset: usize,
+    /// Offset of the index (`cpu_id` or `mm_cid`) from the thread pointer.
+    index_at: isize,
     mode: Mode,
 }
 
@@ -54,10 +56,10 @@ impl<'z> Counter<'z> {
         Counter {
             slot0: zone.slot0(inner.offset()),
             inner,
-            stride: zone.stride(),
+            shift: zone.stride().trailing_zeros(),
             nslots: zone.nslots(),
             rseq_offset: cfg.rseq_offset,
-            index_offset: cfg.index_offset,
+            index_at: cfg.rseq_offset + cfg.index_offset as isize,
             mode,
         }
     }
@@ -69,25 +71,37 @@ impl<'z> Counter<'z> {
     /// or signal inside it restarts it. See [`path`](super::path) for the others.
     #[inline(always)]
     pub fn add(&self, v: i64) {
-        if self.mode != Mode::Fallback && self.try_rseq_add(v) {
-            return;
+        let done = match self.mode {
+            // SAFETY: on this path glibc registered every thread before it ran any code (a
+            // failed registration of a new thread is fatal in glibc), so the index needs no
+            // registration check.
+            Mode::Rseq => unsafe { self.try_rseq_add::<false>(v) },
+            // SAFETY: the registration is checked in the section.
+            Mode::RseqOwn => unsafe { self.try_rseq_add::<true>(v) },
+            Mode::Fallback => false,
+        };
+        if !done {
+            self.add_slow(v);
         }
-        self.add_slow(v);
     }
 
-    /// One add through this thread's rseq area; `false` (nothing added) when the thread is
-    /// not registered or its index is out of range.
+    /// One add through this thread's rseq area; `false` (nothing added) when the index is
+    /// out of range or, with `CHECK_REGISTERED`, the thread is not registered.
+    ///
+    /// # Safety
+    /// Without `CHECK_REGISTERED` the calling thread's area is registered.
     #[inline(always)]
-    fn try_rseq_add(&self, v: i64) -> bool {
-        // SAFETY: the slots `slot0 + i * stride` for `i < nslots` are this counter's live
+    unsafe fn try_rseq_add<const CHECK_REGISTERED: bool>(&self, v: i64) -> bool {
+        // SAFETY: the slots `slot0 + (i << shift)` for `i < nslots` are this counter's live
         // slots in the per-CPU blocks, which on the rseq path only rseq adds write;
-        // `rseq_offset` and `index_offset` are the process's (`registration`).
+        // `rseq_offset` and `index_at` are the process's (`registration`); the registration
+        // per the caller.
         unsafe {
-            imp::try_add(
+            imp::try_add::<CHECK_REGISTERED>(
                 self.rseq_offset,
-                self.index_offset,
+                self.index_at,
                 self.nslots,
-                self.stride,
+                self.shift,
                 self.slot0,
                 v,
             )
@@ -109,7 +123,10 @@ impl<'z> Counter<'z> {
         match self.mode {
             Mode::Rseq => self.add_shared(v),
             Mode::RseqOwn => {
-                if registration::register_current_thread(self.rseq_offset) && self.try_rseq_add(v) {
+                if registration::register_current_thread(self.rseq_offset)
+                    // SAFETY: the registration is checked in the section.
+                    && unsafe { self.try_rseq_add::<true>(v) }
+                {
                     return;
                 }
                 self.add_shared(v)
@@ -136,7 +153,7 @@ impl<'z> Counter<'z> {
     }
 
     fn slot(&self, block: usize) -> *mut u64 {
-        (self.slot0 + block * self.stride) as *mut u64
+        (self.slot0 + (block << self.shift)) as *mut u64
     }
 
     /// The sum over all blocks since the last zero (the core's

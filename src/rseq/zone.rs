@@ -36,8 +36,8 @@ unsafe impl Sync for Zone {}
 
 impl Zone {
     /// A zone for at least `counters` counters, one block per possible CPU plus the shared
-    /// block, each rounded up to whole pages ([`capacity`](Zone::capacity) reports the
-    /// rounded count).
+    /// block, each `8 * counters` bytes rounded up to a power of two of at least a page
+    /// ([`capacity`](Zone::capacity) reports the rounded count).
     ///
     /// The first zone of the process also chooses the add path ([`path`](super::path)).
     /// Fails with [`Error::BadAreaLength`] for 0 counters and [`Error::AddressOverflow`] when
@@ -59,10 +59,13 @@ impl Zone {
         if counters == 0 {
             return Err(Error::BadAreaLength { len: 0 });
         }
+        // A power of two, so that the add forms a slot's address with a shift; the rounding
+        // costs address space only (a page is backed once a slot in it is written).
         let stride = counters
             .checked_mul(8)
-            .and_then(|b| b.checked_next_multiple_of(PAGE))
-            .ok_or(Error::AddressOverflow)?;
+            .and_then(usize::checked_next_power_of_two)
+            .ok_or(Error::AddressOverflow)?
+            .max(PAGE);
         let blocks = nslots.checked_add(1).ok_or(Error::AddressOverflow)?;
         let map_len = stride.checked_mul(blocks).ok_or(Error::AddressOverflow)?;
         // The blocks between two inaccessible guard pages, so that the kernel never merges
@@ -152,7 +155,7 @@ impl Zone {
         self.nslots
     }
 
-    /// Bytes from one block to the next (a multiple of the page size).
+    /// Bytes from one block to the next (a power of two, at least the page size).
     pub fn stride(&self) -> usize {
         self.stride
     }

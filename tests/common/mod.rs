@@ -180,7 +180,7 @@ pub fn assert_storm_catches_racy_add(max_adds: u64, mut racy_add: impl FnMut(usi
         adds_done += 1;
         // Stop once the count shows a loss (checked now and then, and only when no interrupt
         // ran during the check).
-        adds_done % 1024 == 0 && {
+        adds_done.is_multiple_of(1024) && {
             let before = handled.load(Ordering::Relaxed);
             let sum = c.fetch();
             before == handled.load(Ordering::Relaxed) && sum != adds_done + (before << 32)

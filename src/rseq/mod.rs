@@ -29,6 +29,11 @@
 //!   the area with `__rseq_offset`). The index is `mm_cid` ([`Index::ConcurrencyId`]) when
 //!   the kernel offers it (Linux 6.3+, `getauxval(AT_RSEQ_FEATURE_SIZE) >= 28`): the blocks in
 //!   use are then as many as the threads running at once, not the CPUs. Else `cpu_id`.
+//!   The add trusts glibc's registration: glibc registers each thread before it runs any
+//!   code and aborts the process if that fails, so the section checks only the index's
+//!   range. A library that unregisters glibc's area of a thread (to register its own) breaks
+//!   that trust for the `mm_cid` index: run such a process with `PCPU_COUNTER_RSEQ=cpu`,
+//!   whose index read out of range sends an unregistered thread to the shared block.
 //! - With `GLIBC_TUNABLES=glibc.pthread.rseq=0` (`__rseq_size` is 0), each thread registers
 //!   glibc's reserved area itself, on its first add (one system call, async-signal-safe).
 //! - A thread whose registration fails (another library registered another area) adds with a

@@ -25,29 +25,52 @@ struct Nest {
     outer: UnsafeCell<MaybeUninit<Protection>>,
 }
 
-struct Nests([Nest; PCPU_NEST_CPUS]);
-
-// SAFETY: an entry is only touched by the CPU it belongs to, with local protection held (so
-// nothing else on that CPU runs in between either).
-unsafe impl Sync for Nests {}
-
-static NESTS: Nests = Nests(
-    [const {
+impl Nest {
+    const fn new() -> Nest {
         Nest {
             depth: Cell::new(0),
             outer: UnsafeCell::new(MaybeUninit::uninit()),
         }
-    }; PCPU_NEST_CPUS],
-);
+    }
+}
 
-/// The running CPU's entry; call with protection held.
-fn this_cpu_nest() -> &'static Nest {
-    let cpu = platform::current_cpu();
-    NESTS.0.get(cpu).unwrap_or_else(|| {
-        panic!(
-            "pcpu-counter: counter_enter on CPU {cpu}: nesting is kept for {PCPU_NEST_CPUS} CPUs"
-        )
-    })
+cfg_if::cfg_if! {
+    if #[cfg(feature = "std")] {
+        // The simulation: a thread holds its simulated CPU alone and its protection (the
+        // signal mask) is its own, so the nesting is the thread's, as FreeBSD keeps
+        // `td_critnest` per thread. A table indexed by CPU number would be shared by the
+        // CPUs of the same number of every simulated machine (ThreadSanitizer caught two tests
+        // on two machines racing on entry 0).
+        std::thread_local! {
+            // Const-initialised and without a destructor: usable from a signal handler.
+            static NEST: Nest = const { Nest::new() };
+        }
+
+        /// Runs `f` on the running CPU's nesting (the thread's, in the simulation); call
+        /// with protection held.
+        fn with_this_cpu_nest<R>(f: impl FnOnce(&Nest) -> R) -> R {
+            NEST.with(f)
+        }
+    } else {
+        struct Nests([Nest; PCPU_NEST_CPUS]);
+
+        // SAFETY: an entry is only touched by the CPU it belongs to, with local protection
+        // held (so nothing else on that CPU runs in between either).
+        unsafe impl Sync for Nests {}
+
+        static NESTS: Nests = Nests([const { Nest::new() }; PCPU_NEST_CPUS]);
+
+        /// Runs `f` on the running CPU's entry; call with protection held.
+        fn with_this_cpu_nest<R>(f: impl FnOnce(&Nest) -> R) -> R {
+            let cpu = platform::current_cpu();
+            f(NESTS.0.get(cpu).unwrap_or_else(|| {
+                panic!(
+                    "pcpu-counter: counter_enter on CPU {cpu}: nesting is kept for \
+                     {PCPU_NEST_CPUS} CPUs"
+                )
+            }))
+        }
+    }
 }
 
 /// Enters one level of the nullary section; `needs` says whether the arch's add needs
@@ -57,17 +80,19 @@ pub(crate) fn enter_nested(needs: bool) {
         return;
     }
     let protection = Protection::acquire();
-    let nest = this_cpu_nest();
-    let depth = nest.depth.get();
-    if depth == 0 {
-        // SAFETY: depth 0: the slot holds nothing; only this CPU, under protection, touches it.
-        unsafe { (*nest.outer.get()).write(protection) };
-    } else {
-        // An inner level: the outer protection holds; releasing this one restores the
-        // protected state it found.
-        drop(protection);
-    }
-    nest.depth.set(depth + 1);
+    with_this_cpu_nest(|nest| {
+        let depth = nest.depth.get();
+        if depth == 0 {
+            // SAFETY: depth 0: the slot holds nothing; only this CPU, under protection,
+            // touches it.
+            unsafe { (*nest.outer.get()).write(protection) };
+        } else {
+            // An inner level: the outer protection holds; releasing this one restores the
+            // protected state it found.
+            drop(protection);
+        }
+        nest.depth.set(depth + 1);
+    })
 }
 
 /// Leaves one level of the nullary section; panics on an exit without an enter.
@@ -75,18 +100,19 @@ pub(crate) fn exit_nested(needs: bool) {
     if !needs {
         return;
     }
-    let nest = this_cpu_nest();
-    let depth = nest.depth.get();
-    assert!(
-        depth > 0,
-        "pcpu-counter: counter_exit without counter_enter on CPU {}",
-        platform::current_cpu()
-    );
-    nest.depth.set(depth - 1);
-    if depth == 1 {
+    let outer = with_this_cpu_nest(|nest| {
+        let depth = nest.depth.get();
+        assert!(
+            depth > 0,
+            "pcpu-counter: counter_exit without counter_enter on CPU {}",
+            platform::current_cpu()
+        );
+        nest.depth.set(depth - 1);
         // SAFETY: depth 1: the outermost enter wrote the slot and nothing has read it since.
-        drop(unsafe { (*nest.outer.get()).assume_init_read() });
-    }
+        (depth == 1).then(|| unsafe { (*nest.outer.get()).assume_init_read() })
+    });
+    // The outermost exit releases the protection (after the entry is left).
+    drop(outer);
 }
 
 /// Whether `ncpus` CPUs fit the nesting table on this arch (always, where no protection is

@@ -122,6 +122,11 @@ impl Toolchain {
         self.bin_dir.join("cargo")
     }
 
+    /// The sysroot this toolchain's `rustc` uses (the parent of its `bin`).
+    pub fn sysroot(&self) -> PathBuf {
+        self.bin_dir.parent().unwrap_or(&self.bin_dir).to_path_buf()
+    }
+
     /// Whether the standard library is built from source.
     pub fn builds_std(&self) -> bool {
         self.build_std
@@ -234,6 +239,26 @@ pub fn cargo_for(target: &str) -> Result<Toolchain, String> {
         toolchain.set_env(&key, &flags);
     }
     Ok(toolchain)
+}
+
+/// A toolchain that builds `target`'s standard library from source (`-Zbuild-std`) even where
+/// a prebuilt one exists: for instrumented builds (ThreadSanitizer), whose standard library
+/// must be compiled with the same flags as the code under test. `None` when no candidate has
+/// the library source.
+pub fn source_built_for(target: &str) -> Option<Toolchain> {
+    let candidate = candidates()
+        .into_iter()
+        .find(|c| has_library_source(&c.sysroot))?;
+    Some(Toolchain {
+        target: target.to_string(),
+        description: format!(
+            "{} (standard library built from source with -Zbuild-std)",
+            candidate.name
+        ),
+        bin_dir: candidate.sysroot.join("bin"),
+        build_std: true,
+        env: Vec::new(),
+    })
 }
 
 /// The cross libc's loader and library folder for i686 binaries run natively.

@@ -8,16 +8,17 @@
 //! - `property`: `cargo test --test model --test config_fuzz` (256 cases per property).
 //! - `fuzz`: the same property tests with `PROPTEST_CASES` cases (default 2000,
 //!   `PCPU_FUZZ_CASES` overrides), reusing the same binaries.
-//! - `tsan`: the host simulation suite (`--tests`) built with `-Zsanitizer=thread` by the
-//!   rustup `nightly` toolchain, which needs the ThreadSanitizer runtime
-//!   (`lib/rustlib/<host>/lib/librustc-nightly_rt.tsan.a`). With `rust-src` installed the
-//!   standard library is rebuilt instrumented (`-Zbuild-std`) and every report is a failure.
-//!   Without it std stays uninstrumented (`-Cunsafe-allow-abi-mismatch=sanitizer`): TSan then
-//!   cannot see the synchronisation inside std (`Arc` drops, scoped-thread joins, `Mutex`,
-//!   the allocator), so it reports races there that are not races; the step counts the
-//!   reports, requires the tests to pass and the intentionally racy broken counter
-//!   (`tests/common` `RacyShared`, the shared `+=` of `tests/counting.rs`) to be reported, and
-//!   prints the rest as unclassified rather than failing on them. Skipped under TSan:
+//! - `tsan`: the host simulation suite (`--tests`) built with `-Zsanitizer=thread`, which
+//!   needs the rustup `nightly`'s ThreadSanitizer runtime
+//!   (`lib/rustlib/<host>/lib/librustc-nightly_rt.tsan.a`). The standard library is rebuilt
+//!   instrumented (`-Zbuild-std`), and then every report but the intentionally racy broken
+//!   counter's (`tests/common` `RacyShared`, the shared `+=` of `tests/counting.rs`, which must
+//!   be reported) is a failure: from the nightly's `rust-src` where installed, else by a
+//!   toolchain with the library source (Debian's rustc and `rust-web-src`) through a sysroot
+//!   of links that gives it the nightly's runtime (`target/tsan/sysroot`). With neither, std
+//!   stays uninstrumented (`-Cunsafe-allow-abi-mismatch=sanitizer`): TSan then cannot see the
+//!   synchronisation inside std (`Arc` drops, scoped-thread joins, `Mutex`, the allocator) and
+//!   reports races there that are not races, so the step only counts them. Skipped under TSan:
 //!   `storm_catches_a_racy_per_cpu_add` (TSan defers signals to the next interceptor, so a
 //!   simulated interrupt never lands inside the racy add that test needs it to split).
 //! - `miri`: `cargo +nightly miri test` of the portable core (lib unit tests, `tests/zone.rs`,
@@ -230,6 +231,17 @@ fn has_rust_src(sysroot: &Path) -> bool {
         .exists()
 }
 
+/// How the standard library of the TSan build is instrumented, best first.
+enum TsanStd {
+    /// The nightly's own `rust-src`: `cargo +nightly -Zbuild-std`.
+    NightlySource,
+    /// Another toolchain's library source (Debian's rustc with `rust-web-src`), built with
+    /// `-Zbuild-std` and linked with the nightly's TSan runtime through a sysroot of links.
+    OtherSource(toolchain::Toolchain, PathBuf),
+    /// No library source: std stays uninstrumented.
+    Uninstrumented,
+}
+
 fn tsan(root: &Path) -> (bool, String) {
     let Some(sysroot) = nightly_sysroot() else {
         return (
@@ -248,26 +260,65 @@ fn tsan(root: &Path) -> (bool, String) {
             ),
         );
     }
-    let instrumented_std = has_rust_src(&sysroot);
-    let logs = root.join("target/tsan/logs");
+    let target_dir = root.join("target/tsan");
+    let logs = target_dir.join("logs");
     let _ = std::fs::remove_dir_all(&logs);
     if let Err(e) = std::fs::create_dir_all(&logs) {
         return (false, format!("cannot create {}: {e}", logs.display()));
     }
-    let mut cmd = nightly_cargo(root);
-    cmd.args(["test", "--no-fail-fast", "--target", HOST, "--tests"]);
-    let mut flags = String::from("-Zsanitizer=thread");
-    if instrumented_std {
-        cmd.arg("-Zbuild-std");
+    let how = if has_rust_src(&sysroot) {
+        TsanStd::NightlySource
+    } else if let Some(tc) = toolchain::source_built_for(HOST) {
+        match runtime_sysroot(&target_dir.join("sysroot"), &tc.sysroot(), &runtime) {
+            Ok(farm) => TsanStd::OtherSource(tc, farm),
+            Err(e) => return (false, e),
+        }
     } else {
-        flags.push_str(" -Cunsafe-allow-abi-mismatch=sanitizer");
-    }
+        TsanStd::Uninstrumented
+    };
+    let mut flags = String::from("-Zsanitizer=thread");
+    let (mut cmd, std_kind) = match &how {
+        TsanStd::NightlySource => {
+            let mut cmd = nightly_cargo(root);
+            cmd.args(["test", "--target", HOST, "-Zbuild-std"]);
+            (
+                cmd,
+                "instrumented std (nightly rust-src, -Zbuild-std)".to_string(),
+            )
+        }
+        TsanStd::OtherSource(tc, farm) => {
+            flags.push_str(&format!(" --sysroot {}", farm.display()));
+            let mut cmd = tc.cargo("test", toolchain::Std::Full);
+            cmd.current_dir(root);
+            (
+                cmd,
+                format!(
+                    "instrumented std: built by {} from its library source, linked with the \
+                     nightly's TSan runtime (the nightly has no rust-src)",
+                    tc.description
+                ),
+            )
+        }
+        TsanStd::Uninstrumented => {
+            flags.push_str(" -Cunsafe-allow-abi-mismatch=sanitizer");
+            let mut cmd = nightly_cargo(root);
+            cmd.args(["test", "--target", HOST]);
+            (
+                cmd,
+                "uninstrumented std: no library source for -Zbuild-std (`rustup component add \
+                 rust-src --toolchain nightly`, or Debian's `rust-web-src`)"
+                    .to_string(),
+            )
+        }
+    };
+    let instrumented_std = !matches!(how, TsanStd::Uninstrumented);
+    cmd.args(["--no-fail-fast", "--tests"]);
     // TSan delivers a signal only at the thread's next interceptor or synchronisation, never
     // between two plain instructions, so the storm can never split the racy load/add/store
     // it must catch (it ran 3 minutes and failed): skipped here, it runs in `cargo test`.
     cmd.args(["--", "--skip", "storm_catches"]);
     cmd.env("RUSTFLAGS", flags)
-        .env("CARGO_TARGET_DIR", root.join("target/tsan"))
+        .env("CARGO_TARGET_DIR", &target_dir)
         .env(
             "TSAN_OPTIONS",
             format!(
@@ -279,37 +330,85 @@ fn tsan(root: &Path) -> (bool, String) {
     let (passed, failed) = test_counts(&text);
     // Classify the reports: one per "WARNING: ThreadSanitizer" block.
     let mut broken = 0;
-    let mut other = 0;
+    let mut other = Vec::new();
     for entry in std::fs::read_dir(&logs).into_iter().flatten().flatten() {
         let log = std::fs::read_to_string(entry.path()).unwrap_or_default();
         for report in log.split("WARNING: ThreadSanitizer").skip(1) {
             if report.contains("RacyShared") {
                 broken += 1;
             } else {
-                other += 1;
+                other.push(first_own_frame(report));
             }
         }
     }
-    let std_kind = if instrumented_std {
-        "instrumented std (-Zbuild-std)"
-    } else {
-        "uninstrumented std: rust-src missing for nightly (`rustup component add rust-src --toolchain nightly`), so no -Zbuild-std"
-    };
     let found_broken = broken > 0;
-    let clean = !instrumented_std || other == 0;
+    let clean = !instrumented_std || other.is_empty();
+    if instrumented_std && !other.is_empty() {
+        println!("ThreadSanitizer reports (first frame in this repository):");
+        for frame in &other {
+            println!("  {frame}");
+        }
+    }
     (
         ok && found_broken && clean,
         format!(
             "simulation suite, {std_kind}: {passed} passed, {failed} failed; broken racy counter \
-             {}({broken} reports); {other} other reports{}; logs in target/tsan/logs",
+             {}({broken} reports); {} other reports{}; logs in target/tsan/logs",
             if found_broken { "found " } else { "NOT found " },
+            other.len(),
             if instrumented_std {
-                ""
+                " (each one a failure)"
             } else {
                 " (std is uninstrumented, so TSan misses its synchronisation: not triaged, not a gate)"
             }
         ),
     )
+}
+
+/// A sysroot for `-Zsanitizer=thread` with a toolchain that ships no TSan runtime: links to
+/// `toolchain_sysroot`'s library source and host libraries, and the nightly's runtime under
+/// the names rustc looks for (`librustc-<channel>_rt.tsan.a`). Returns its path.
+fn runtime_sysroot(
+    farm: &Path,
+    toolchain_sysroot: &Path,
+    runtime: &Path,
+) -> Result<PathBuf, String> {
+    use std::os::unix::fs::symlink;
+    let fail =
+        |what: &str, e: std::io::Error| format!("cannot make the TSan sysroot ({what}): {e}");
+    let _ = std::fs::remove_dir_all(farm);
+    let rustlib = farm.join("lib/rustlib");
+    let libs = rustlib.join(HOST).join("lib");
+    std::fs::create_dir_all(&libs).map_err(|e| fail("folders", e))?;
+    let theirs = toolchain_sysroot.join("lib/rustlib");
+    symlink(theirs.join("src"), rustlib.join("src")).map_err(|e| fail("src", e))?;
+    for entry in std::fs::read_dir(theirs.join(HOST).join("lib"))
+        .map_err(|e| fail("library folder", e))?
+        .flatten()
+    {
+        symlink(entry.path(), libs.join(entry.file_name())).map_err(|e| fail("library", e))?;
+    }
+    for channel in ["-stable", "-beta", "-nightly", ""] {
+        let name = libs.join(format!("librustc{channel}_rt.tsan.a"));
+        if !name.exists() {
+            symlink(runtime, &name).map_err(|e| fail("runtime", e))?;
+        }
+    }
+    Ok(farm.to_path_buf())
+}
+
+/// The first stack frame of a TSan report that names a file of this repository (else the
+/// report's first line), to print with the failure.
+fn first_own_frame(report: &str) -> String {
+    let root = toolchain::repo_root();
+    let root = root.to_string_lossy();
+    report
+        .lines()
+        .find(|l| l.trim_start().starts_with('#') && l.contains(root.as_ref()))
+        .or_else(|| report.lines().next())
+        .unwrap_or("")
+        .trim()
+        .to_string()
 }
 
 fn miri(root: &Path) -> (bool, String) {

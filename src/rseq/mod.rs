@@ -48,10 +48,12 @@
 //!
 //! # Memory
 //! The zone is one anonymous private mapping of `(nslots + 1) * stride` bytes, `stride` =
-//! 8 bytes per counter rounded up to a page; a block costs memory only once a thread adds to
-//! it (a new counter's slots are cleared only where they read non-zero). Resident cost:
-//! `stride` per block some thread ever added to, so with `cpu_id` the CPUs the process ran
-//! on, with `mm_cid` the concurrency IDs it used. [`Zone::resident_bytes`] reports it.
+//! 8 bytes per counter rounded up to a power of two of at least a page (the add forms a
+//! slot's address with a shift; the rounding costs address space, not memory); a block costs
+//! memory only once a thread adds to it (a new counter's slots are cleared only where they
+//! read non-zero). Resident cost: at most `stride` per block some thread ever added to, so
+//! with `cpu_id` the CPUs the process ran on, with `mm_cid` the concurrency IDs it used.
+//! [`Zone::resident_bytes`] reports it.
 
 mod counter;
 mod registration;

@@ -20,12 +20,11 @@
 /// One add in an rseq critical section; see the x86_64 version for the contract.
 ///
 /// # Safety
-/// As the x86_64 `try_add` (`index_at` is the offset of the index from the area, 4 or 24,
-/// and `1 << shift` the stride).
+/// As the x86_64 `try_add`.
 #[inline(always)]
 pub(crate) unsafe fn try_add<const CHECK_REGISTERED: bool>(
     rseq_offset: isize,
-    index_at: isize,
+    index_offset: usize,
     nslots: usize,
     shift: u32,
     slot0: usize,
@@ -66,7 +65,7 @@ pub(crate) unsafe fn try_add<const CHECK_REGISTERED: bool>(
             ".popsection",
             check = const CHECK_REGISTERED as u8,
             roff = in(reg) rseq_offset,
-            ioff = in(reg) index_at - rseq_offset,
+            ioff = in(reg) index_offset,
             n = in(reg) nslots,
             stride = in(reg) 1usize << shift,
             slot0 = in(reg) slot0,

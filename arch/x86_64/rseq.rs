@@ -2,16 +2,16 @@
 //! `#[path]` by `src/rseq/counter.rs`).
 //!
 //! ```text
-//! 6: lea  rdx, [rip + 3f]                 descriptor
-//!    mov  rax, fs:[0]                     thread pointer
-//!    mov  [rax + rseq_offset + 8], rdx    arm: rseq_cs = &descriptor
-//! 2: cmp  dword [rax + rseq_offset + 4], 0 ; jl fail   start_ip; only when CHECK_REGISTERED:
-//!                                         cpu_id is -1/-2 while the thread is unregistered
-//!    mov  edx, [rax + index_at]           cpu_id or mm_cid
-//!    cmp  rdx, nslots ; jae fail          an index the zone does not cover
-//!    shl  rdx, cl                         times the block stride (1 << shift)
-//!    add  qword ptr [rdx + slot0], v      the commit: one non-locked add
-//! 4:                                      post-commit
+//! 6: lea  rdx, [rip + 3f]                   descriptor
+//!    mov  fs:[rseq_offset + 8], rdx         arm: rseq_cs = &descriptor (fs: is the thread
+//!                                           pointer, so fs:[rseq_offset] is the area)
+//! 2: cmp  dword fs:[rseq_offset + 4], 0 ; jl fail   start_ip; only when CHECK_REGISTERED:
+//!                                           cpu_id is -1/-2 while the thread is unregistered
+//!    mov  edx, fs:[rseq_offset + index]     cpu_id or mm_cid
+//!    cmp  rdx, nslots ; jae fail            an index the zone does not cover
+//!    shl  rdx, cl                           times the block stride (1 << shift)
+//!    add  qword ptr [rdx + slot0], v        the commit: one non-locked add
+//! 4:                                        post-commit
 //! ```
 //!
 //! The abort handler (section `__rseq_failure`, behind `ud1` + the signature 0x53053053)
@@ -27,13 +27,13 @@
 /// any code (glibc's registration, whose failure on a new thread is fatal).
 ///
 /// # Safety
-/// `rseq_offset` is glibc's `__rseq_offset`; `index_at` is `rseq_offset` plus 4 (`cpu_id`)
-/// or 24 (`mm_cid`); `slot0 + (i << shift)` is a live, aligned slot for every `i < nslots`,
+/// `rseq_offset` is glibc's `__rseq_offset`; `index_offset` is 4 (`cpu_id`) or 24
+/// (`mm_cid`); `slot0 + (i << shift)` is a live, aligned slot for every `i < nslots`,
 /// written only by rseq adds; without `CHECK_REGISTERED`, the calling thread is registered.
 #[inline(always)]
 pub(crate) unsafe fn try_add<const CHECK_REGISTERED: bool>(
     rseq_offset: isize,
-    index_at: isize,
+    index_offset: usize,
     nslots: usize,
     shift: u32,
     slot0: usize,
@@ -51,7 +51,7 @@ pub(crate) unsafe fn try_add<const CHECK_REGISTERED: bool>(
             "cmp dword ptr fs:[{roff} + 4], 0",
             "jl {fail}",
             ".endif",
-            "mov edx, dword ptr fs:[{iat}]",
+            "mov edx, dword ptr fs:[{roff} + {ioff}]",
             "cmp rdx, {n}",
             "jae {fail}",
             "shl rdx, cl",
@@ -71,7 +71,7 @@ pub(crate) unsafe fn try_add<const CHECK_REGISTERED: bool>(
             ".popsection",
             check = const CHECK_REGISTERED as u8,
             roff = in(reg) rseq_offset,
-            iat = in(reg) index_at,
+            ioff = in(reg) index_offset,
             n = in(reg) nslots,
             in("rcx") shift as usize,
             slot0 = in(reg) slot0,

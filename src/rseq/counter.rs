@@ -37,8 +37,7 @@ pub struct Counter<'z> {
     shift: u32,
     nslots: usize,
     rseq_offset: isize,
-    /// Offset of the index (`cpu_id` or `mm_cid`) from the thread pointer.
-    index_at: isize,
+    index_offset: usize,
     mode: Mode,
 }
 
@@ -59,7 +58,7 @@ impl<'z> Counter<'z> {
             shift: zone.stride().trailing_zeros(),
             nslots: zone.nslots(),
             rseq_offset: cfg.rseq_offset,
-            index_at: cfg.rseq_offset + cfg.index_offset as isize,
+            index_offset: cfg.index_offset,
             mode,
         }
     }
@@ -94,12 +93,12 @@ impl<'z> Counter<'z> {
     unsafe fn try_rseq_add<const CHECK_REGISTERED: bool>(&self, v: i64) -> bool {
         // SAFETY: the slots `slot0 + (i << shift)` for `i < nslots` are this counter's live
         // slots in the per-CPU blocks, which on the rseq path only rseq adds write;
-        // `rseq_offset` and `index_at` are the process's (`registration`); the registration
+        // `rseq_offset` and `index_offset` are the process's (`registration`); the registration
         // per the caller.
         unsafe {
             imp::try_add::<CHECK_REGISTERED>(
                 self.rseq_offset,
-                self.index_at,
+                self.index_offset,
                 self.nslots,
                 self.shift,
                 self.slot0,

@@ -231,17 +231,6 @@ fn has_rust_src(sysroot: &Path) -> bool {
         .exists()
 }
 
-/// How the standard library of the TSan build is instrumented, best first.
-enum TsanStd {
-    /// The nightly's own `rust-src`: `cargo +nightly -Zbuild-std`.
-    NightlySource,
-    /// Another toolchain's library source (Debian's rustc with `rust-web-src`), built with
-    /// `-Zbuild-std` and linked with the nightly's TSan runtime through a sysroot of links.
-    OtherSource(toolchain::Toolchain, PathBuf),
-    /// No library source: std stays uninstrumented.
-    Uninstrumented,
-}
-
 fn tsan(root: &Path) -> (bool, String) {
     let Some(sysroot) = nightly_sysroot() else {
         return (
@@ -266,52 +255,38 @@ fn tsan(root: &Path) -> (bool, String) {
     if let Err(e) = std::fs::create_dir_all(&logs) {
         return (false, format!("cannot create {}: {e}", logs.display()));
     }
-    let how = if has_rust_src(&sysroot) {
-        TsanStd::NightlySource
-    } else if let Some(tc) = toolchain::source_built_for(HOST) {
-        match runtime_sysroot(&target_dir.join("sysroot"), &tc.sysroot(), &runtime) {
-            Ok(farm) => TsanStd::OtherSource(tc, farm),
-            Err(e) => return (false, e),
-        }
-    } else {
-        TsanStd::Uninstrumented
-    };
+    // The standard library instrumented where its source can be had, best first.
     let mut flags = String::from("-Zsanitizer=thread");
-    let (mut cmd, std_kind) = match &how {
-        TsanStd::NightlySource => {
-            let mut cmd = nightly_cargo(root);
-            cmd.args(["test", "--target", HOST, "-Zbuild-std"]);
-            (
-                cmd,
-                "instrumented std (nightly rust-src, -Zbuild-std)".to_string(),
-            )
+    let (mut cmd, std_kind, instrumented_std) = if has_rust_src(&sysroot) {
+        let mut cmd = nightly_cargo(root);
+        cmd.args(["test", "--target", HOST, "-Zbuild-std"]);
+        let kind = "instrumented std (nightly rust-src, -Zbuild-std)".to_string();
+        (cmd, kind, true)
+    } else if let Some(tc) = toolchain::source_built_for(HOST) {
+        // Another toolchain's library source (Debian's rustc with `rust-web-src`), linked
+        // with the nightly's runtime through a sysroot of links.
+        let farm = target_dir.join("sysroot");
+        if let Err(e) = runtime_sysroot(&farm, &tc.sysroot(), &runtime) {
+            return (false, e);
         }
-        TsanStd::OtherSource(tc, farm) => {
-            flags.push_str(&format!(" --sysroot {}", farm.display()));
-            let mut cmd = tc.cargo("test", toolchain::Std::Full);
-            cmd.current_dir(root);
-            (
-                cmd,
-                format!(
-                    "instrumented std: built by {} from its library source, linked with the \
-                     nightly's TSan runtime (the nightly has no rust-src)",
-                    tc.description
-                ),
-            )
-        }
-        TsanStd::Uninstrumented => {
-            flags.push_str(" -Cunsafe-allow-abi-mismatch=sanitizer");
-            let mut cmd = nightly_cargo(root);
-            cmd.args(["test", "--target", HOST]);
-            (
-                cmd,
-                "uninstrumented std: no library source for -Zbuild-std (`rustup component add \
-                 rust-src --toolchain nightly`, or Debian's `rust-web-src`)"
-                    .to_string(),
-            )
-        }
+        flags.push_str(&format!(" --sysroot {}", farm.display()));
+        let mut cmd = tc.cargo("test", toolchain::Std::Full);
+        cmd.current_dir(root);
+        let kind = format!(
+            "instrumented std: built by {} from its library source, linked with the \
+             nightly's TSan runtime (the nightly has no rust-src)",
+            tc.description
+        );
+        (cmd, kind, true)
+    } else {
+        flags.push_str(" -Cunsafe-allow-abi-mismatch=sanitizer");
+        let mut cmd = nightly_cargo(root);
+        cmd.args(["test", "--target", HOST]);
+        let kind = "uninstrumented std: no library source for -Zbuild-std (`rustup component \
+                    add rust-src --toolchain nightly`, or Debian's `rust-web-src`)"
+            .to_string();
+        (cmd, kind, false)
     };
-    let instrumented_std = !matches!(how, TsanStd::Uninstrumented);
     cmd.args(["--no-fail-fast", "--tests"]);
     // TSan delivers a signal only at the thread's next interceptor or synchronisation, never
     // between two plain instructions, so the storm can never split the racy load/add/store
@@ -367,12 +342,8 @@ fn tsan(root: &Path) -> (bool, String) {
 
 /// A sysroot for `-Zsanitizer=thread` with a toolchain that ships no TSan runtime: links to
 /// `toolchain_sysroot`'s library source and host libraries, and the nightly's runtime under
-/// the names rustc looks for (`librustc-<channel>_rt.tsan.a`). Returns its path.
-fn runtime_sysroot(
-    farm: &Path,
-    toolchain_sysroot: &Path,
-    runtime: &Path,
-) -> Result<PathBuf, String> {
+/// the names rustc looks for (`librustc-<channel>_rt.tsan.a`), made at `farm`.
+fn runtime_sysroot(farm: &Path, toolchain_sysroot: &Path, runtime: &Path) -> Result<(), String> {
     use std::os::unix::fs::symlink;
     let fail =
         |what: &str, e: std::io::Error| format!("cannot make the TSan sysroot ({what}): {e}");
@@ -394,7 +365,7 @@ fn runtime_sysroot(
             symlink(runtime, &name).map_err(|e| fail("runtime", e))?;
         }
     }
-    Ok(farm.to_path_buf())
+    Ok(())
 }
 
 /// The first stack frame of a TSan report that names a file of this repository (else the

@@ -83,8 +83,8 @@ pub(crate) fn enter_nested(needs: bool) {
     with_this_cpu_nest(|nest| {
         let depth = nest.depth.get();
         if depth == 0 {
-            // SAFETY: depth 0: the slot holds nothing; only this CPU, under protection,
-            // touches it.
+            // SAFETY: depth 0: the slot holds nothing; only this CPU (this thread, in the
+            // simulation), under protection, touches it.
             unsafe { (*nest.outer.get()).write(protection) };
         } else {
             // An inner level: the outer protection holds; releasing this one restores the
@@ -100,7 +100,7 @@ pub(crate) fn exit_nested(needs: bool) {
     if !needs {
         return;
     }
-    let outer = with_this_cpu_nest(|nest| {
+    with_this_cpu_nest(|nest| {
         let depth = nest.depth.get();
         assert!(
             depth > 0,
@@ -108,11 +108,12 @@ pub(crate) fn exit_nested(needs: bool) {
             platform::current_cpu()
         );
         nest.depth.set(depth - 1);
-        // SAFETY: depth 1: the outermost enter wrote the slot and nothing has read it since.
-        (depth == 1).then(|| unsafe { (*nest.outer.get()).assume_init_read() })
-    });
-    // The outermost exit releases the protection (after the entry is left).
-    drop(outer);
+        if depth == 1 {
+            // SAFETY: depth 1: the outermost enter wrote the slot and nothing has read it
+            // since.
+            drop(unsafe { (*nest.outer.get()).assume_init_read() });
+        }
+    })
 }
 
 /// Whether `ncpus` CPUs fit the nesting table on this arch (always, where no protection is

@@ -23,13 +23,13 @@ cfg_if::cfg_if! {
         #[path = "../arch/i386/mod.rs"]
         mod imp;
         pub use imp::{gdt_data_descriptor, has_cx8, load_fs, set_cpu_base_in};
-        #[cfg(feature = "std")]
+        #[cfg(feature = "sim")]
         #[doc(hidden)]
         pub use imp::{add_counting_retries, force_no_cx8, host_fs_mechanism};
     } else if #[cfg(target_arch = "aarch64")] {
         #[path = "../arch/aarch64/mod.rs"]
         mod imp;
-        #[cfg(feature = "std")]
+        #[cfg(feature = "sim")]
         #[doc(hidden)]
         pub use imp::add_counting_retries;
     } else if #[cfg(target_arch = "riscv64")] {
@@ -42,6 +42,6 @@ cfg_if::cfg_if! {
 }
 
 pub(crate) use imp::{add, add_protected, load_slot, needs_protection, store_slot};
-#[cfg(feature = "std")]
+#[cfg(feature = "sim")]
 pub(crate) use imp::{host_bind, host_block_tag, host_unbind};
 pub use imp::{set_cpu_base, NAME};

@@ -28,7 +28,7 @@ pub struct Counter<'z> {
     off: usize,
     /// The zone's area (its address), kept here so the simulation's check on the add path
     /// costs one load from the handle, not two.
-    #[cfg(feature = "std")]
+    #[cfg(feature = "sim")]
     area: usize,
 }
 
@@ -41,7 +41,7 @@ impl<'z> Counter<'z> {
         Counter {
             zone,
             off,
-            #[cfg(feature = "std")]
+            #[cfg(feature = "sim")]
             area: zone.area() as *const crate::Area as usize,
         }
     }
@@ -53,7 +53,7 @@ impl<'z> Counter<'z> {
     /// a check that the thread holds a CPU of the counter's machine (see [`sim`](crate::sim)).
     #[inline(always)]
     pub fn add(&self, v: i64) {
-        #[cfg(feature = "std")]
+        #[cfg(feature = "sim")]
         crate::sim::check_area_tag(self.area);
         // SAFETY: `off` is this counter's live slot; per-CPU registers are the platform's
         // setup contract (see the type's docs).
@@ -69,7 +69,7 @@ impl<'z> Counter<'z> {
     /// Adds `v` inside a protected section (FreeBSD's `counter_u64_add_protected`).
     #[inline(always)]
     pub fn add_protected(&self, _guard: &Protected, v: i64) {
-        #[cfg(feature = "std")]
+        #[cfg(feature = "sim")]
         crate::sim::check_area_tag(self.area);
         // SAFETY: as in `add`; `_guard` proves the section is protected where needed.
         unsafe { arch::add_protected(self.zone, self.off, v) }

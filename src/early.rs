@@ -151,14 +151,14 @@ impl EarlyCounter {
     /// The racy `init` that the early-counter tests must catch: it takes the early word
     /// without waiting for early adds in flight, so an add that saw the counter not yet live
     /// may land in the word after it was taken and be lost. Test use only.
-    #[cfg(feature = "std")]
+    #[cfg(feature = "sim")]
     #[doc(hidden)]
     pub fn init_without_waiting(&self, zone: &'static Zone<'static>) -> Result<(), Error> {
         self.init_inner(zone, false)
     }
 
     fn init_inner(&self, zone: &'static Zone<'static>, wait: bool) -> Result<(), Error> {
-        #[cfg(feature = "std")]
+        #[cfg(feature = "sim")]
         crate::sim::check_area(zone.area());
         if self.counter.get().is_some() {
             return Err(Error::AlreadyInstalled);

@@ -63,7 +63,7 @@ pub mod registry;
     any(target_arch = "x86_64", target_arch = "aarch64")
 ))]
 pub mod rseq;
-#[cfg(feature = "std")]
+#[cfg(feature = "sim")]
 pub mod sim;
 mod zone;
 

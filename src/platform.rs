@@ -70,7 +70,7 @@ macro_rules! set_platform {
     };
 }
 
-#[cfg(not(feature = "std"))]
+#[cfg(not(feature = "sim"))]
 extern "Rust" {
     fn _pcpu_counter_current_cpu() -> usize;
     #[cfg(feature = "custom-protection")]
@@ -84,7 +84,7 @@ extern "Rust" {
 #[inline]
 pub(crate) fn current_cpu() -> usize {
     cfg_if::cfg_if! {
-        if #[cfg(feature = "std")] {
+        if #[cfg(feature = "sim")] {
             crate::sim::current_cpu()
         } else {
             // SAFETY: `set_platform!` defines it with the contract of `Platform::current_cpu`.
@@ -94,7 +94,7 @@ pub(crate) fn current_cpu() -> usize {
 }
 
 cfg_if::cfg_if! {
-    if #[cfg(feature = "std")] {
+    if #[cfg(feature = "sim")] {
         type State = crate::sim::ProtectState;
 
         fn acquire() -> State {

@@ -31,7 +31,7 @@ enum AreaRef<'m> {
     /// With `std`, a zone made outside any simulated machine is an area of its own: no
     /// simulated CPU's register points at it, so adds to its counters on a bound thread are
     /// refused (see [`sim`](crate::sim)).
-    #[cfg(feature = "std")]
+    #[cfg(feature = "sim")]
     Own(std::boxed::Box<Area>),
 }
 
@@ -39,7 +39,7 @@ impl AreaRef<'_> {
     fn get(&self) -> &Area {
         match self {
             AreaRef::Shared(a) => a,
-            #[cfg(feature = "std")]
+            #[cfg(feature = "sim")]
             AreaRef::Own(a) => a,
         }
     }
@@ -86,7 +86,7 @@ impl<'m> Zone<'m> {
     /// and the counters from it may access them while the zone lives.
     pub unsafe fn from_raw_parts(layout: ZoneLayout, meta: &'m mut [u64]) -> Result<Self, Error> {
         cfg_if::cfg_if! {
-            if #[cfg(feature = "std")] {
+            if #[cfg(feature = "sim")] {
                 let area = AreaRef::Own(std::boxed::Box::default());
             } else {
                 let area = AreaRef::Shared(Area::global());
@@ -323,7 +323,7 @@ impl<'m> Zone<'m> {
     /// `off` is a live slot of this zone; the per-CPU register is set (the platform's contract).
     #[inline(always)]
     pub(crate) unsafe fn add(&self, off: usize, v: i64) {
-        #[cfg(feature = "std")]
+        #[cfg(feature = "sim")]
         crate::sim::check_area(self.area());
         // SAFETY: per the caller.
         unsafe { arch::add(self, off, v) }
@@ -336,7 +336,7 @@ impl<'m> Zone<'m> {
     /// As [`add`](Zone::add), and the caller holds a [`Protected`](crate::Protected) section.
     #[inline(always)]
     pub(crate) unsafe fn add_protected(&self, off: usize, v: i64) {
-        #[cfg(feature = "std")]
+        #[cfg(feature = "sim")]
         crate::sim::check_area(self.area());
         // SAFETY: per the caller.
         unsafe { arch::add_protected(self, off, v) }

@@ -23,7 +23,7 @@ pub const NAME: &str = "aarch64 (ldxr/stxr loop)";
 pub const NAME: &str = "aarch64 (LSE stadd)";
 
 /// The current CPU's per-CPU base: `TPIDR_EL1`.
-#[cfg(not(feature = "std"))]
+#[cfg(not(feature = "sim"))]
 #[inline(always)]
 fn cpu_base() -> usize {
     let base: usize;
@@ -33,7 +33,7 @@ fn cpu_base() -> usize {
 }
 
 /// The current CPU's per-CPU base under simulation: the bound CPU's block.
-#[cfg(feature = "std")]
+#[cfg(feature = "sim")]
 #[inline(always)]
 fn cpu_base() -> usize {
     host_base::base()
@@ -122,15 +122,15 @@ pub unsafe fn set_cpu_base(base: usize) -> bool {
     true
 }
 
-#[cfg(feature = "std")]
+#[cfg(feature = "sim")]
 #[path = "../host_base.rs"]
 mod host_base;
-#[cfg(feature = "std")]
+#[cfg(feature = "sim")]
 pub use host::add_counting_retries;
-#[cfg(feature = "std")]
+#[cfg(feature = "sim")]
 pub(crate) use host_base::{host_bind, host_block_tag, host_unbind};
 
-#[cfg(feature = "std")]
+#[cfg(feature = "sim")]
 mod host {
     //! Host tests only: the LL/SC loop with its retries counted.
 

@@ -58,18 +58,18 @@ pub fn has_cx8() -> bool {
 
 #[cold]
 fn detect_cx8() -> bool {
-    let forced = cfg!(feature = "std") && forced_by_environment();
+    let forced = cfg!(feature = "sim") && forced_by_environment();
     let cx8 = !forced && cpuid_leaf1_edx().is_some_and(|edx| edx & (1 << 8) != 0);
     CX8.store(if cx8 { 2 } else { 1 }, Ordering::Relaxed);
     cx8
 }
 
-#[cfg(feature = "std")]
+#[cfg(feature = "sim")]
 fn forced_by_environment() -> bool {
     std::env::var_os("PCPU_COUNTER_FORCE_NO_CX8").is_some()
 }
 
-#[cfg(not(feature = "std"))]
+#[cfg(not(feature = "sim"))]
 fn forced_by_environment() -> bool {
     false
 }
@@ -78,7 +78,7 @@ fn forced_by_environment() -> bool {
 /// `false` asks again at the next call (the environment variable still forces). Switch only
 /// while no thread is inside an add or a `counter_enter` section: a section entered on one
 /// path and used on the other is not protected.
-#[cfg(feature = "std")]
+#[cfg(feature = "sim")]
 #[doc(hidden)]
 pub fn force_no_cx8(force: bool) {
     CX8.store(if force { 1 } else { 0 }, Ordering::Relaxed);
@@ -339,13 +339,13 @@ pub unsafe fn set_cpu_base_in(entry: &mut u64, selector: u16, base: usize) -> bo
     true
 }
 
-#[cfg(feature = "std")]
+#[cfg(feature = "sim")]
 pub use host::add_counting_retries;
 /// The first word of the bound simulated CPU's block (the simulation's area tag): `fs:[0]`.
 ///
 /// # Safety
 /// The thread is bound to a simulated CPU (its FS segment is a block of a machine's area).
-#[cfg(feature = "std")]
+#[cfg(feature = "sim")]
 #[inline(always)]
 pub(crate) unsafe fn host_block_tag() -> usize {
     let tag: usize;
@@ -356,12 +356,12 @@ pub(crate) unsafe fn host_block_tag() -> usize {
     tag
 }
 
-#[cfg(feature = "std")]
+#[cfg(feature = "sim")]
 pub use host::host_fs_mechanism;
-#[cfg(feature = "std")]
+#[cfg(feature = "sim")]
 pub(crate) use host::{host_bind, host_unbind};
 
-#[cfg(feature = "std")]
+#[cfg(feature = "sim")]
 mod host {
     //! Host simulation: `%fs` of a bound thread is a segment whose base is the CPU's block.
     //!

@@ -10,12 +10,12 @@ use crate::platform::{self, Protection};
 use crate::Zone;
 
 /// The arch this build's primitives are for.
-#[cfg(not(feature = "broken-portable-unprotected-add"))]
+#[cfg(not(pcpu_counter_broken = "portable_unprotected_add"))]
 pub const NAME: &str = "portable (plain add under local protection)";
 /// The arch this build's primitives are for: broken on purpose (test only).
-#[cfg(feature = "broken-portable-unprotected-add")]
+#[cfg(pcpu_counter_broken = "portable_unprotected_add")]
 pub const NAME: &str =
-    "portable (plain add WITHOUT protection: broken-portable-unprotected-add, test only)";
+    "portable (plain add WITHOUT protection: cfg pcpu_counter_broken, test only)";
 
 /// Adds `v` to the current CPU's slot at offset `off`, inside local protection.
 ///
@@ -25,7 +25,7 @@ pub const NAME: &str =
 pub(crate) unsafe fn add(zone: &Zone<'_>, off: usize, v: i64) {
     // The test-only feature drops this protection: an interrupt between the load and the
     // store of `add_protected` then loses an add, which the firmware's timer check must see.
-    #[cfg(not(feature = "broken-portable-unprotected-add"))]
+    #[cfg(not(pcpu_counter_broken = "portable_unprotected_add"))]
     let _protection = Protection::acquire();
     // SAFETY: same contract, and protection is held (except in the test-only broken build,
     // where the add may lose updates but never touches memory outside this CPU's slot).
@@ -127,8 +127,8 @@ pub unsafe fn set_cpu_base(_base: usize) -> bool {
 
 // Host simulation: the simulation's current CPU answers `current_cpu`; binding keeps the
 // block's address in a thread-local only for the area tag in its first word.
-#[cfg(feature = "std")]
+#[cfg(feature = "sim")]
 #[path = "../host_base.rs"]
 mod host_base;
-#[cfg(feature = "std")]
+#[cfg(feature = "sim")]
 pub(crate) use host_base::{host_bind, host_block_tag, host_unbind};

@@ -23,7 +23,7 @@
 //! global pointer, neither ours: the base is a thread-local that binding a simulated CPU sets,
 //! and the same `amoadd.d` runs on it (as on aarch64, where EL0 cannot read `TPIDR_EL1`).
 //!
-//! The `broken-riscv-plain-add` feature (test only, off by default, ignored under `std`)
+//! The `pcpu_counter_broken = "riscv_plain_add"` cfg (set by xtask only, ignored under `sim`)
 //! replaces the AMO with `ld; add; sd`, so that `cargo xtask qemu riscv64-broken` can show
 //! the timer check catching an add that an interrupt splits.
 
@@ -32,10 +32,10 @@ use core::arch::asm;
 use crate::Zone;
 
 cfg_if::cfg_if! {
-    if #[cfg(feature = "std")] {
+    if #[cfg(feature = "sim")] {
         /// The arch this build's primitives are for.
         pub const NAME: &str = "riscv64 (amoadd.d, simulated per-CPU base)";
-    } else if #[cfg(feature = "broken-riscv-plain-add")] {
+    } else if #[cfg(pcpu_counter_broken = "riscv_plain_add")] {
         /// The arch this build's primitives are for.
         pub const NAME: &str = "riscv64 (BROKEN plain ld/add/sd, test only)";
     } else if #[cfg(feature = "riscv-gp")] {
@@ -48,7 +48,7 @@ cfg_if::cfg_if! {
 }
 
 /// The current hart's per-CPU base: `tp`.
-#[cfg(all(not(feature = "std"), not(feature = "riscv-gp")))]
+#[cfg(all(not(feature = "sim"), not(feature = "riscv-gp")))]
 #[inline(always)]
 fn cpu_base() -> usize {
     let base: usize;
@@ -58,7 +58,7 @@ fn cpu_base() -> usize {
 }
 
 /// The current hart's per-CPU base: `gp` (feature `riscv-gp`).
-#[cfg(all(not(feature = "std"), feature = "riscv-gp"))]
+#[cfg(all(not(feature = "sim"), feature = "riscv-gp"))]
 #[inline(always)]
 fn cpu_base() -> usize {
     let base: usize;
@@ -68,7 +68,7 @@ fn cpu_base() -> usize {
 }
 
 /// The current CPU's per-CPU base under simulation: the bound CPU's block.
-#[cfg(feature = "std")]
+#[cfg(feature = "sim")]
 #[inline(always)]
 fn cpu_base() -> usize {
     host_base::base()
@@ -90,7 +90,7 @@ pub(crate) unsafe fn add(_zone: &Zone<'_>, off: usize, v: i64) {
 ///
 /// # Safety
 /// `slot` is a live, 8-byte aligned slot.
-#[cfg(any(feature = "std", not(feature = "broken-riscv-plain-add")))]
+#[cfg(any(feature = "sim", not(pcpu_counter_broken = "riscv_plain_add")))]
 #[inline(always)]
 unsafe fn atomic_add(slot: *mut u64, v: u64) {
     // SAFETY: per the caller; `amoadd.d` is one atomic read-modify-write of the aligned slot.
@@ -104,13 +104,13 @@ unsafe fn atomic_add(slot: *mut u64, v: u64) {
     }
 }
 
-/// TEST ONLY (feature `broken-riscv-plain-add`): a plain `ld; add; sd` that an interrupt can
+/// TEST ONLY (`--cfg pcpu_counter_broken="riscv_plain_add"`, set by xtask): a plain `ld; add; sd` that an interrupt can
 /// split, losing the handler's add. Exists so that the QEMU kernel's timer check can be shown
 /// to catch it; never enable it in a real build.
 ///
 /// # Safety
 /// `slot` is a live, 8-byte aligned slot.
-#[cfg(all(not(feature = "std"), feature = "broken-riscv-plain-add"))]
+#[cfg(all(not(feature = "sim"), pcpu_counter_broken = "riscv_plain_add"))]
 #[inline(always)]
 unsafe fn atomic_add(slot: *mut u64, v: u64) {
     // SAFETY: the slot is live and aligned per the caller; the race with this hart's own
@@ -170,7 +170,7 @@ pub unsafe fn set_cpu_base(base: usize) -> bool {
 ///
 /// # Safety
 /// As [`set_cpu_base`].
-#[cfg(all(not(feature = "std"), not(feature = "riscv-gp")))]
+#[cfg(all(not(feature = "sim"), not(feature = "riscv-gp")))]
 #[inline(always)]
 unsafe fn write_base(base: usize) {
     // SAFETY: per the caller: the kernel owns `tp` on this hart (no TLS).
@@ -181,7 +181,7 @@ unsafe fn write_base(base: usize) {
 ///
 /// # Safety
 /// As [`set_cpu_base`]; nothing on this hart uses `gp` (linked with `--no-relax`).
-#[cfg(all(not(feature = "std"), feature = "riscv-gp"))]
+#[cfg(all(not(feature = "sim"), feature = "riscv-gp"))]
 #[inline(always)]
 unsafe fn write_base(base: usize) {
     // SAFETY: per the caller: the kernel owns `gp` on this hart.
@@ -192,12 +192,12 @@ unsafe fn write_base(base: usize) {
 ///
 /// # Safety
 /// None needed.
-#[cfg(feature = "std")]
+#[cfg(feature = "sim")]
 #[inline(always)]
 unsafe fn write_base(_base: usize) {}
 
-#[cfg(feature = "std")]
+#[cfg(feature = "sim")]
 #[path = "../host_base.rs"]
 mod host_base;
-#[cfg(feature = "std")]
+#[cfg(feature = "sim")]
 pub(crate) use host_base::{host_bind, host_block_tag, host_unbind};

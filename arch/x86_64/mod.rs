@@ -78,7 +78,7 @@ pub unsafe fn set_cpu_base(base: usize) -> bool {
 ///
 /// # Safety
 /// `base` is a block of a live zone, and nothing else on this thread uses GS.
-#[cfg(feature = "std")]
+#[cfg(feature = "sim")]
 pub(crate) unsafe fn host_bind(base: usize) {
     const ARCH_SET_GS: libc::c_int = 0x1001;
     // SAFETY: ARCH_SET_GS only changes this thread's GS base.
@@ -95,7 +95,7 @@ pub(crate) unsafe fn host_bind(base: usize) {
 ///
 /// # Safety
 /// The thread is bound to a simulated CPU (its GS base is a block of a machine's area).
-#[cfg(feature = "std")]
+#[cfg(feature = "sim")]
 #[inline(always)]
 pub(crate) unsafe fn host_block_tag() -> usize {
     let tag: usize;
@@ -110,7 +110,7 @@ pub(crate) unsafe fn host_block_tag() -> usize {
 ///
 /// # Safety
 /// As [`host_bind`].
-#[cfg(feature = "std")]
+#[cfg(feature = "sim")]
 pub(crate) unsafe fn host_unbind() {
     // SAFETY: same call with base 0.
     unsafe { host_bind(0) }

@@ -34,7 +34,7 @@ mod error;
 mod protect;
 mod rate;
 mod registry;
-#[cfg(feature = "std")]
+#[cfg(feature = "sim")]
 mod sim;
 mod slot;
 mod zone;
@@ -44,7 +44,7 @@ pub use error::*;
 pub use protect::*;
 pub use rate::*;
 pub use registry::*;
-#[cfg(feature = "std")]
+#[cfg(feature = "sim")]
 pub use sim::*;
 pub use slot::{counter_u64_t, CounterSlot};
 pub use zone::*;

@@ -35,7 +35,7 @@ impl Nest {
 }
 
 cfg_if::cfg_if! {
-    if #[cfg(feature = "std")] {
+    if #[cfg(feature = "sim")] {
         // The simulation: a thread holds its simulated CPU alone and its protection (the
         // signal mask) is its own, so the nesting is the thread's, as FreeBSD keeps
         // `td_critnest` per thread. A table indexed by CPU number would be shared by the
@@ -249,7 +249,7 @@ pub unsafe extern "C" fn pcpu_counter_add_protected(c: counter_u64_t, v: i64) {
     }
 }
 
-#[cfg(all(test, feature = "std"))]
+#[cfg(all(test, feature = "sim"))]
 mod tests {
     use super::*;
 

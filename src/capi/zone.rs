@@ -9,7 +9,7 @@ use crate::{arch, global, Zone, ZoneLayout};
 /// The zone the C ABI allocates from: the simulated machine's (feature `std`, once
 /// `pcpu_sim_machine_new` ran), else the global zone.
 pub(crate) fn current_zone() -> Option<&'static Zone<'static>> {
-    #[cfg(feature = "std")]
+    #[cfg(feature = "sim")]
     if let Some(machine) = super::sim::machine() {
         return Some(machine.zone());
     }

@@ -1,34 +1,6 @@
-//! Per-CPU 64-bit statistics counters for kernels and firmware: a `no_std` port of
-//! FreeBSD's [counter(9)].
-//!
-//! A counter is one private 8-byte slot on every CPU. [`Counter::add`] touches only the
-//! current CPU's slot, with no lock prefix and no shared cache line (on x86_64 it is one
-//! `add qword ptr gs:[off], v`); [`Counter::fetch`] sums the slots. Counters live in a
-//! [`Zone`]: `ncpus` per-CPU blocks of dense slots, on static memory ([`ZoneMemory`]),
-//! memory a kernel describes ([`ZoneLayout`]), or the heap (feature `alloc`).
-//!
-//! ```
-//! use pcpu_counter::sim::Machine;
-//!
-//! let machine = Machine::new(4); // host simulation: 4 CPUs (feature `sim`)
-//! let packets = machine.alloc().unwrap();
-//! std::thread::scope(|s| {
-//!     for cpu in 0..4 {
-//!         let (machine, packets) = (&machine, &packets);
-//!         s.spawn(move || machine.run_on(cpu, || (0..1000).for_each(|_| packets.inc())));
-//!     }
-//! });
-//! assert_eq!(packets.fetch(), 4000);
-//! assert_eq!(packets.cpu_slot(3), Ok(1000));
-//! ```
-//!
-//! The FreeBSD names ([`freebsd::counter_u64_alloc`], [`freebsd::counter_u64_add`],
-//! [`freebsd::counter_enter`], ...) work on the global zone a kernel
-//! [`install`](freebsd::install)s. How a kernel wires the crate up (per-CPU
-//! register, zone memory, hooks) is in the README and in [`platform`].
-//!
-//! [counter(9)]: https://man.freebsd.org/cgi/man.cgi?query=counter&sektion=9
+#![doc = include_str!("../README.md")]
 #![no_std]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(
     missing_docs,
     unsafe_op_in_unsafe_fn,

@@ -82,6 +82,18 @@ pub enum Error {
     NotInstalled,
     /// The calling thread is already bound to a simulated CPU (host simulation only).
     AlreadyBound,
+    /// The zone was asked for more counters than it can hold.
+    CapacityTooLarge {
+        /// The counters asked for.
+        counters: usize,
+        /// The most a zone of this kind holds.
+        max: usize,
+    },
+    /// The operating system or the allocator refused the memory a zone needs.
+    OutOfMemory {
+        /// The bytes asked for.
+        bytes: usize,
+    },
 }
 
 impl fmt::Display for Error {
@@ -128,6 +140,13 @@ impl fmt::Display for Error {
             Error::AlreadyInstalled => write!(f, "the global zone is already installed"),
             Error::NotInstalled => write!(f, "no global zone is installed"),
             Error::AlreadyBound => write!(f, "this thread is already bound to a simulated CPU"),
+            Error::CapacityTooLarge { counters, max } => write!(
+                f,
+                "{counters} counters asked for, but a zone holds at most {max}"
+            ),
+            Error::OutOfMemory { bytes } => {
+                write!(f, "out of memory: the zone's {bytes} bytes could not be had")
+            }
         }
     }
 }

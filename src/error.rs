@@ -94,6 +94,15 @@ pub enum Error {
         /// The bytes asked for.
         bytes: usize,
     },
+    /// An environment variable the crate reads has a value it does not accept.
+    BadEnvVar {
+        /// The variable's name.
+        var: &'static str,
+        /// Its value (non-UTF-8 bytes replaced by U+FFFD).
+        value: &'static str,
+        /// The values accepted, separated by commas.
+        accepted: &'static str,
+    },
 }
 
 impl fmt::Display for Error {
@@ -147,6 +156,14 @@ impl fmt::Display for Error {
             Error::OutOfMemory { bytes } => {
                 write!(f, "out of memory: the zone's {bytes} bytes could not be had")
             }
+            Error::BadEnvVar {
+                var,
+                value,
+                accepted,
+            } => write!(
+                f,
+                "environment variable {var}={value:?} is not one of the accepted values: {accepted}"
+            ),
         }
     }
 }

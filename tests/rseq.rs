@@ -511,6 +511,106 @@ fn refused_memory_child() {
     assert_eq!(c.fetch(), 3);
 }
 
+/// Every value of `PCPU_COUNTER_RSEQ` other than the documented ones fails every zone, each
+/// checked in a child process (the variable is read once per process).
+#[test]
+fn unknown_env_value_is_an_error() {
+    use std::os::unix::ffi::OsStrExt;
+    let bad: [&[u8]; 7] = [
+        b"CPU",
+        b"Off",
+        b"AUTO",
+        b"fallback",
+        b" cpu",
+        b"cpu\n",
+        b"cp\xffu",
+    ];
+    for v in bad {
+        let v = std::ffi::OsStr::from_bytes(v);
+        if !run_child(
+            "env_value_child",
+            &[("PCPU_COUNTER_RSEQ", v), ("EXPECT", "bad".as_ref())],
+        ) {
+            return;
+        }
+    }
+    for v in ["cpu", "cid", "off", "auto", ""] {
+        run_child(
+            "env_value_child",
+            &[
+                ("PCPU_COUNTER_RSEQ", v.as_ref()),
+                ("EXPECT", "good".as_ref()),
+            ],
+        );
+    }
+}
+
+/// Run by `unknown_env_value_is_an_error` with a `PCPU_COUNTER_RSEQ` and what to expect.
+#[test]
+fn env_value_child() {
+    if !in_child("env_value_child") {
+        return;
+    }
+    let value = std::env::var_os("PCPU_COUNTER_RSEQ").unwrap();
+    let value = value.to_string_lossy();
+    if std::env::var("EXPECT").unwrap() == "bad" {
+        let err = rseq::Zone::new(8).unwrap_err();
+        let Error::BadEnvVar {
+            var,
+            value: v,
+            accepted,
+        } = err
+        else {
+            panic!("{err:?}");
+        };
+        assert_eq!(
+            (var, v, accepted),
+            ("PCPU_COUNTER_RSEQ", &*value, "auto, cpu, cid, off")
+        );
+        let text = format!(
+            "environment variable PCPU_COUNTER_RSEQ={value:?} is not one of the accepted \
+             values: auto, cpu, cid, off"
+        );
+        assert_eq!(err.to_string(), text);
+        assert_eq!(rseq::Zone::with_slots(1, 1).unwrap_err(), err);
+        assert_eq!(rseq::Counter::new().unwrap_err(), err);
+        assert_eq!(rseq::path(), Path::Unusable { error: err });
+        assert_eq!(
+            rseq::path().to_string(),
+            format!("none: no zone can be made ({text})")
+        );
+    } else {
+        let z = rseq::Zone::new(8).unwrap();
+        let c = z.alloc().unwrap();
+        c.add(5);
+        assert_eq!(c.fetch(), 5);
+        let p = rseq::path();
+        assert_eq!(z.path(), p);
+        let off = Path::Fallback {
+            reason: "PCPU_COUNTER_RSEQ=off",
+        };
+        if value == "off" {
+            assert_eq!(p, off);
+        } else {
+            // rseq, or the fallback where the kernel or libc has none.
+            assert_ne!(p, off);
+            assert!(!matches!(p, Path::Unusable { .. }), "{p}");
+        }
+        if value == "cpu" {
+            assert!(
+                !matches!(
+                    p,
+                    Path::Rseq {
+                        index: Index::ConcurrencyId,
+                        ..
+                    }
+                ),
+                "{p}"
+            );
+        }
+    }
+}
+
 #[test]
 fn memory_is_lazy() {
     let _g = serial();

@@ -42,9 +42,13 @@
 //!   lacks `__rseq_offset`: `sched_getcpu()` and a locked add on that CPU's block, every add
 //!   of the process locked, so still exact.
 //!
-//! The environment variable `PCPU_COUNTER_RSEQ`, read once, overrides the choice: `auto`
-//! (default), `cpu` (rseq with `cpu_id`), `cid` (rseq with `mm_cid` where offered, else
-//! `cpu_id`), `off` (the fallback). It is meant for tests and CI.
+//! The environment variable `PCPU_COUNTER_RSEQ`, read once (at the first zone or [`path`]),
+//! overrides the choice: `auto` (the default, as when unset or empty), `cpu` (rseq with
+//! `cpu_id`), `cid` (rseq with `mm_cid` where offered, else `cpu_id`), `off` (the fallback).
+//! It is meant for tests and CI, so it is matched exactly: any other value (`CPU`, a typo)
+//! makes every zone of the process fail with [`Error::BadEnvVar`], naming the variable and
+//! the accepted values, and [`path`] report [`Path::Unusable`], rather than run a path
+//! nobody asked for.
 //!
 //! # Memory
 //! The zone is one anonymous private mapping of `(nslots + 1) * stride` bytes, `stride` =
@@ -87,15 +91,17 @@ pub fn alloc() -> Result<Counter<'static>, Error> {
 
 impl Counter<'static> {
     /// A counter from the process-wide zone ([`global_zone`]), reading 0. Fails with
-    /// [`Error::ZoneFull`] when its [`GLOBAL_CAPACITY`] counters are all in use.
+    /// [`Error::ZoneFull`] when its [`GLOBAL_CAPACITY`] counters are all in use, and as
+    /// [`Zone::new`] when that zone cannot be made (every call then returns that error).
     pub fn new() -> Result<Self, Error> {
         alloc()
     }
 }
 
-/// The add path this process uses (chosen at first use; see the [module docs](self)).
+/// The add path this process uses (chosen at first use; see the [module docs](self)), or
+/// [`Path::Unusable`] when `PCPU_COUNTER_RSEQ` has an unknown value.
 pub fn path() -> Path {
-    registration::config().path
+    registration::path()
 }
 
 /// The kernel's rseq feature size (`getauxval(AT_RSEQ_FEATURE_SIZE)`, 20 when not given):

@@ -5,7 +5,7 @@ use core::mem::ManuallyDrop;
 use core::ptr::NonNull;
 use std::alloc::Layout;
 
-use super::registration::{config, possible_cpus};
+use super::registration::{config, possible_cpus, Config};
 use super::{Counter, Path};
 use crate::{Error, ZoneLayout};
 
@@ -28,6 +28,7 @@ pub struct Zone {
     core: ManuallyDrop<crate::Zone<'static>>,
     map: Mapping,
     _meta: Meta,
+    cfg: &'static Config,
     nslots: usize,
     stride: usize,
 }
@@ -45,6 +46,8 @@ impl Zone {
     ///
     /// The first zone of the process also chooses the add path ([`path`](super::path)).
     /// Fails, with nothing left allocated, with:
+    /// - [`Error::BadEnvVar`] when `PCPU_COUNTER_RSEQ` has an unknown value (every zone of
+    ///   the process then fails so);
     /// - [`Error::BadAreaLength`] for 0 counters, [`Error::CapacityTooLarge`] for more than
     ///   2^28 (268 435 456);
     /// - [`Error::AddressOverflow`] when the mapping's size overflows or the kernel has no
@@ -61,7 +64,7 @@ impl Zone {
     /// A thread whose index (CPU or concurrency ID) is not below `nslots` adds to the shared
     /// block with a locked add, so any `nslots >= 1` counts exactly.
     pub fn with_slots(nslots: usize, counters: usize) -> Result<Zone, Error> {
-        config();
+        let cfg = config()?;
         if nslots == 0 {
             return Err(Error::NoCpus);
         }
@@ -96,6 +99,7 @@ impl Zone {
             core: ManuallyDrop::new(core),
             map,
             _meta: meta,
+            cfg,
             nslots,
             stride,
         })
@@ -105,7 +109,7 @@ impl Zone {
     /// in use.
     pub fn alloc(&self) -> Result<Counter<'_>, Error> {
         let inner = self.core.alloc()?;
-        Ok(Counter::new_in(self, inner))
+        Ok(Counter::new_in(self, self.cfg, inner))
     }
 
     /// Where the blocks lie: `nslots + 1` blocks (the last the shared one) of
@@ -136,7 +140,7 @@ impl Zone {
 
     /// The add path of the process.
     pub fn path(&self) -> Path {
-        config().path
+        self.cfg.path
     }
 
     /// Virtual size of the zone's mapping: `(nslots + 1) * stride`.

@@ -304,33 +304,62 @@ fn threads_start_and_exit_while_others_add() {
     assert_eq!(got, expected);
 }
 
+/// A forked child starts from the parent's count and counts on its own copy: the parent's
+/// adds after the fork do not reach the child, nor the child's the parent.
 #[test]
 fn fork_child_counts_on_its_own_copy() {
+    const N: u64 = 1000;
+    const M: u64 = 100_000;
+    const P: u64 = 500;
     let _g = serial();
     let c = zone().alloc().unwrap();
-    c.add(1000);
-    // SAFETY: the child only adds, reads and calls _exit (no allocation, no locks).
+    c.add(N as i64);
+    // The parent tells the child through this pipe that its own adds after the fork are done.
+    let mut fds = [0; 2];
+    // SAFETY: a pipe into a two-int array.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: the child of this multi-threaded process only reads a pipe, adds, fetches and
+    // calls _exit: system calls, the rseq section (or sched_getcpu and a locked add) and
+    // atomic loads, no allocation and no lock (see the module docs on fork).
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0);
     if pid == 0 {
-        for _ in 0..100_000 {
-            c.inc();
-        }
-        let ok = c.fetch() == 101_000;
+        let mut byte = 0u8;
+        // SAFETY: one byte into a local; read is async-signal-safe.
+        let code = if unsafe { libc::read(fds[0], (&mut byte as *mut u8).cast(), 1) } != 1 {
+            3
+        } else if c.fetch() != N {
+            1 // The parent's adds after the fork reached the child.
+        } else {
+            for _ in 0..M {
+                c.inc();
+            }
+            if c.fetch() == N + M {
+                0
+            } else {
+                2
+            }
+        };
         // SAFETY: leaving the child without running the parent's atexit handlers.
-        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+        unsafe { libc::_exit(code) };
     }
-    for _ in 0..500 {
+    for _ in 0..P {
         c.inc();
     }
+    // SAFETY: one byte from a local into the pipe made above.
+    assert_eq!(unsafe { libc::write(fds[1], [1u8].as_ptr().cast(), 1) }, 1);
     let mut status = 0;
     // SAFETY: waiting for our own child.
     assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "child's sum"
+    // SAFETY: closing the pipe made above.
+    unsafe { (libc::close(fds[0]), libc::close(fds[1])) };
+    assert!(libc::WIFEXITED(status), "child status {status:#x}");
+    assert_eq!(
+        libc::WEXITSTATUS(status),
+        0,
+        "child exit code (1: it read the parent's later adds, 2: it did not read N + M)"
     );
-    assert_eq!(c.fetch(), 1500, "the parent is unaffected");
+    assert_eq!(c.fetch(), N + P, "the child's adds stay in the child");
 }
 
 /// Set (to the test's name) in a child process that runs one test alone.

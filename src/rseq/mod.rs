@@ -58,6 +58,18 @@
 //! read non-zero). Resident cost: at most `stride` per block some thread ever added to, so
 //! with `cpu_id` the CPUs the process ran on, with `mm_cid` the concurrency IDs it used.
 //! [`Zone::resident_bytes`] reports it.
+//!
+//! # Fork
+//! A zone's mapping and metadata are private memory, which `fork` copies (copy-on-write):
+//! a child starts from its parent's counts at the fork, and from then on each process counts
+//! on its own copy: the child's adds (and zeroes) never show in the parent, nor the parent's
+//! in the child. The child's thread keeps its rseq registration (the kernel copies it) and
+//! the process's add path. Until it calls `exec`, a child of a multi-threaded parent may only
+//! do async-signal-safe work: [`Counter::add`], `inc`, `fetch`, `zero` and `fetch_and_zero`
+//! are (the rseq section, atomic loads and a compare-and-swap; on the fallback path
+//! `sched_getcpu` and a locked add: no lock, no allocation), while making a zone, allocating
+//! a counter and dropping one are not (they take the zone's slot lock, which a parent thread
+//! may have held at the fork, and allocate).
 
 mod counter;
 mod registration;

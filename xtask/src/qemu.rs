@@ -1,7 +1,9 @@
 //! `cargo xtask qemu [x86_64|aarch64|i386|riscv64|riscv64-broken|c-x86_64|c-aarch64|c|all]`: builds the QEMU test
-//! kernels (`kernel/` in Rust, `ckernel/` in C only; boot code under `arch/<arch>/boot/`),
-//! boots each under `qemu-system-*` with a timeout, prints its serial output and fails on any
-//! `FAIL` line, a missing verdict, a wrong exit status or a hang.
+//! kernels (`testbeds/kernel/` in Rust, boot code under its `boot/<arch>/`;
+//! `testbeds/ckernel/` in C only, its glue under its `boot/<arch>/`, booting through the Rust
+//! kernels' entry and linker script), boots each under `qemu-system-*` with a timeout, prints
+//! its serial output and fails on any `FAIL` line, a missing verdict, a wrong exit status or a
+//! hang.
 //!
 //! The runs:
 //!
@@ -19,8 +21,8 @@
 //! Before they boot, the riscv64 kernels' add is disassembled and pinned
 //! ([`check_riscv64_add`]): `ld; mv tp (gp); add; amoadd.d zero; ret`, which the broken build
 //! must fail.
-//! | `c-x86_64` | as `x86_64` | `ckernel/` + `arch/x86_64/boot/ckernel.c`, gcc, linked with `libpcpu_counter.a` for `x86_64-unknown-none` |
-//! | `c-aarch64` | as `aarch64-llsc` | `ckernel/` + `arch/aarch64/boot/ckernel.c`, `aarch64-linux-gnu-gcc`, the library for `aarch64-unknown-none-softfloat` |
+//! | `c-x86_64` | as `x86_64` | `testbeds/ckernel/` + its `boot/x86_64/ckernel.c`, gcc, linked with `libpcpu_counter.a` for `x86_64-unknown-none` |
+//! | `c-aarch64` | as `aarch64-llsc` | `testbeds/ckernel/` + its `boot/aarch64/ckernel.c`, `aarch64-linux-gnu-gcc`, the library for `aarch64-unknown-none-softfloat` |
 //! | `c-x86_64-broken`, `c-aarch64-broken` | as above | the same with `-include tests/c/broken_add.h` (load, add, store): must print `FAIL timer` |
 //!
 //! Every run uses one instruction per translation block (`-singlestep` on QEMU 7.x,
@@ -40,7 +42,7 @@ use std::time::{Duration, Instant};
 use crate::ckernel::{self, CBuild};
 use crate::toolchain::{self, Std};
 
-// --- Cortex-M firmware (firmware/, arch/thumb/boot/): its builds and boots live there. ---
+// --- Cortex-M firmware (testbeds/firmware/, boot code in its boot/): its builds and boots live there. ---
 mod cortexm;
 
 /// A hung kernel is killed after this long and counts as a failure.
@@ -275,7 +277,7 @@ fn c_aarch64_boot(broken: bool) -> Boot {
     }
 }
 
-/// A kernel to build: the Rust one (`kernel/`) for a target, or a C-only one.
+/// A kernel to build: the Rust one (`testbeds/kernel/`) for a target, or a C-only one.
 enum Kernel {
     Rust(Build),
     C(CBuild),
@@ -368,7 +370,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
             Kernel::Rust(build) => {
                 toolchain::cargo_for(&build.target)?;
                 if build.name == "x86_64" {
-                    // kernel/build.rs compiles tests/c/kernel_check.c into the x86_64 kernel.
+                    // testbeds/kernel/build.rs compiles tests/c/kernel_check.c into the x86_64 kernel.
                     toolchain::require_tool("gcc", "gcc")?;
                 }
             }
@@ -451,7 +453,7 @@ fn plan_for(kernel: &str) -> Vec<(Kernel, Vec<Boot>)> {
 }
 
 /// The riscv64 kernels' add, disassembled from `pcpu_probe_riscv64_kernel_add` (in
-/// `arch/riscv64/boot/mod.rs`, kept by its `link.ld`): exactly `ld` the handle's offset, `mv`
+/// `testbeds/kernel/boot/riscv64/mod.rs`, kept by its `link.ld`): exactly `ld` the handle's offset, `mv`
 /// the per-CPU register (`tp`, or `gp` with `riscv-gp`), `add`, `amoadd.d zero, v, (slot)`,
 /// `ret`. The broken build must fail this same check (its add is `ld; add; sd`).
 fn check_riscv64_add(build: &Build, kernel: &Path) -> Result<(), String> {
@@ -552,7 +554,7 @@ fn build_kernel(build: &Build) -> Result<PathBuf, String> {
     }
     cmd.arg("--release")
         .arg("--manifest-path")
-        .arg(root.join("kernel/Cargo.toml"))
+        .arg(root.join("testbeds/kernel/Cargo.toml"))
         .env("CARGO_TARGET_DIR", &target_dir)
         .env_remove("RUSTFLAGS")
         .env_remove("CARGO_ENCODED_RUSTFLAGS")

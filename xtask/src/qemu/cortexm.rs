@@ -1,5 +1,5 @@
-//! The Cortex-M firmware runs of `cargo xtask qemu` (`firmware/`, boot code and linker
-//! scripts in `arch/thumb/boot/`), on `qemu-system-arm`:
+//! The Cortex-M firmware runs of `cargo xtask qemu` (`testbeds/firmware/`, boot code and
+//! linker scripts in its `boot/`), on `qemu-system-arm`:
 //!
 //! | run | QEMU | image |
 //! |---|---|---|
@@ -66,7 +66,7 @@ impl FirmwareBuild {
         let mut cmd = tc.cargo("build", Std::Core);
         cmd.arg("--release")
             .arg("--manifest-path")
-            .arg(root.join("firmware/Cargo.toml"))
+            .arg(root.join("testbeds/firmware/Cargo.toml"))
             .env("CARGO_TARGET_DIR", &target_dir)
             .env_remove("RUSTFLAGS")
             .env_remove("CARGO_ENCODED_RUSTFLAGS")

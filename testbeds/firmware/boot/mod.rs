@@ -1,5 +1,6 @@
-//! Cortex-M boot code for the firmware images (`firmware/`): vector table, reset, SysTick,
-//! semihosting console and exit, the CPU index and the `critical-section` implementation.
+//! Cortex-M boot code for the firmware images (`testbeds/firmware/`): vector table, reset,
+//! SysTick, semihosting console and exit, the CPU index and the `critical-section`
+//! implementation.
 //!
 //! | target | machine | CPUs | CPU index | protection |
 //! |---|---|---|---|---|
@@ -17,7 +18,7 @@
 use core::arch::{asm, global_asm};
 use core::sync::atomic::{AtomicU32, Ordering};
 
-/// The machine, for the banner (`fw_machine` comes from firmware/build.rs, by target).
+/// The machine, for the banner (`fw_machine` comes from the bed's build.rs, by target).
 #[cfg(fw_machine = "microbit")]
 pub const NAME: &str = "microbit (nRF51822, Cortex-M0)";
 #[cfg(fw_machine = "mps2-an386")]

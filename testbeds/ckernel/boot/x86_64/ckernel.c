@@ -1,9 +1,10 @@
 /*
- * x86_64 glue of the C-only test kernel (ckernel/): the same entry.s, vectors.s and link.ld
- * as the Rust kernel (multiboot, 4 GiB identity map, the AP trampoline at 0x8000), and in C
- * what arch/x86_64/boot/mod.rs and arch/x86/boot/lapic.rs do in Rust: COM1, isa-debug-exit,
- * fw_cfg's CPU count, the IDT, the LAPIC timer and INIT/SIPI. GS base is each CPU's block
- * (pcpu_set_cpu_base), so the header's counter_u64_add is one addq to %gs:.
+ * x86_64 glue of the C-only test kernel (testbeds/ckernel/): the same entry.s, vectors.s and
+ * link.ld as the Rust kernel, used from testbeds/kernel/boot/x86_64/ (multiboot, 4 GiB
+ * identity map, the AP trampoline at 0x8000), and in C what testbeds/kernel/boot/x86_64/mod.rs
+ * and testbeds/kernel/boot/x86/lapic.rs do in Rust: COM1, isa-debug-exit, fw_cfg's CPU count,
+ * the IDT, the LAPIC timer and INIT/SIPI. GS base is each CPU's block (pcpu_set_cpu_base), so
+ * the header's counter_u64_add is one addq to %gs:.
  */
 #include "kernel.h"
 

@@ -1,4 +1,4 @@
-//! Passes the machine's linker script (`arch/thumb/boot/<machine>.ld`) to the linker: one
+//! Passes the machine's linker script (`boot/<machine>.ld`, in this bed) to the linker: one
 //! machine per target.
 
 fn main() {
@@ -19,11 +19,11 @@ fn main() {
         println!("cargo:rustc-cfg=fw_dual");
     }
     let dir = std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo");
-    let script = format!("{dir}/../arch/thumb/boot/{machine}.ld");
+    let script = format!("{dir}/boot/{machine}.ld");
     // -L first: the machine's script INCLUDEs common.ld from there.
-    println!("cargo:rustc-link-arg=-L{dir}/../arch/thumb/boot");
+    println!("cargo:rustc-link-arg=-L{dir}/boot");
     println!("cargo:rustc-link-arg=-T{script}");
     println!("cargo:rerun-if-changed={script}");
-    println!("cargo:rerun-if-changed={dir}/../arch/thumb/boot/common.ld");
+    println!("cargo:rerun-if-changed={dir}/boot/common.ld");
     println!("cargo:rerun-if-changed=build.rs");
 }

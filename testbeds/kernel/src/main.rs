@@ -1,8 +1,8 @@
 //! The QEMU test kernels: the crate on real (emulated) SMP hardware.
 //!
-//! One binary per arch: the arch's boot code (`arch/<arch>/boot/mod.rs`, with its linker
-//! script) brings up the CPUs and hands over to this shared part, which wires the crate up as
-//! a kernel would and runs [`checks`] on every CPU at once.
+//! One binary per arch: the arch's boot code (`boot/<arch>/mod.rs` in this bed, with its
+//! linker script `boot/<arch>/link.ld`) brings up the CPUs and hands over to this shared part,
+//! which wires the crate up as a kernel would and runs [`checks`] on every CPU at once.
 //!
 //! What each boot module provides (the only arch-specific part):
 //!
@@ -28,19 +28,19 @@
 #![warn(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
 #[cfg(target_arch = "x86_64")]
-#[path = "../../arch/x86_64/boot/mod.rs"]
+#[path = "../boot/x86_64/mod.rs"]
 mod boot;
 
 #[cfg(target_arch = "aarch64")]
-#[path = "../../arch/aarch64/boot/mod.rs"]
+#[path = "../boot/aarch64/mod.rs"]
 mod boot;
 
 #[cfg(target_arch = "x86")]
-#[path = "../../arch/i386/boot/mod.rs"]
+#[path = "../boot/i386/mod.rs"]
 mod boot;
 
 #[cfg(target_arch = "riscv64")]
-#[path = "../../arch/riscv64/boot/mod.rs"]
+#[path = "../boot/riscv64/mod.rs"]
 mod boot;
 
 mod checks;

@@ -18,7 +18,7 @@ use pcpu_counter::{Zone, ZoneMemory};
 use crate::checks::MAX_CPUS;
 
 mod idt;
-#[path = "../../x86/boot/lapic.rs"]
+#[path = "../x86/lapic.rs"]
 mod lapic;
 mod pic;
 

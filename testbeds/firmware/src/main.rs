@@ -2,7 +2,7 @@
 //! with a SysTick handler adding to the same counters as the main loop.
 //!
 //! One image per target (`cargo xtask qemu thumbv6m|thumbv7em|thumbv8m-dual`), boot code in
-//! `arch/thumb/boot/mod.rs`, one linker script per machine there. Every CPU of the image runs
+//! this bed's `boot/mod.rs`, one linker script per machine there. Every CPU of the image runs
 //! each phase at once; CPU 0 checks the exact totals and prints one line per check over
 //! semihosting (`PASS <name> ...` or `FAIL <name> <what> expected X got Y`), then `DONE`, and
 //! exits QEMU with the verdict.
@@ -14,7 +14,7 @@
 #![no_main]
 #![warn(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
-#[path = "../../arch/thumb/boot/mod.rs"]
+#[path = "../boot/mod.rs"]
 mod boot;
 mod console;
 

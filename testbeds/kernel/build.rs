@@ -1,4 +1,4 @@
-//! Passes the arch's linker script (`arch/<arch>/boot/link.ld`) to the linker.
+//! Passes the arch's linker script (`boot/<arch>/link.ld`, in this bed) to the linker.
 
 fn main() {
     let arch = match std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() {
@@ -10,7 +10,7 @@ fn main() {
         _ => return,
     };
     let dir = std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo");
-    let script = format!("{dir}/../arch/{arch}/boot/link.ld");
+    let script = format!("{dir}/boot/{arch}/link.ld");
     println!("cargo:rustc-link-arg=-T{script}");
     println!("cargo:rerun-if-changed={script}");
     println!("cargo:rerun-if-changed=build.rs");
@@ -24,7 +24,7 @@ fn main() {
 fn compile_c_check(dir: &str) {
     let out = std::env::var("OUT_DIR").expect("set by cargo");
     let obj = format!("{out}/kernel_check.o");
-    let source = format!("{dir}/../tests/c/kernel_check.c");
+    let source = format!("{dir}/../../tests/c/kernel_check.c");
     let status = std::process::Command::new("gcc")
         .args([
             "-std=c11",
@@ -41,7 +41,7 @@ fn compile_c_check(dir: &str) {
             "-Wextra",
             "-Werror",
         ])
-        .arg(format!("-I{dir}/../include"))
+        .arg(format!("-I{dir}/../../include"))
         .arg(&source)
         .arg("-o")
         .arg(&obj)
@@ -50,5 +50,5 @@ fn compile_c_check(dir: &str) {
     assert!(status.success(), "gcc failed on {source}");
     println!("cargo:rustc-link-arg={obj}");
     println!("cargo:rerun-if-changed={source}");
-    println!("cargo:rerun-if-changed={dir}/../include/pcpu_counter.h");
+    println!("cargo:rerun-if-changed={dir}/../../include/pcpu_counter.h");
 }

@@ -1,6 +1,6 @@
 /*
- * The C-only test kernel (ckernel/): what its portable part (main.c) needs from each arch's
- * boot glue (arch/<arch>/boot/ckernel.c). The glue's entry points call kernel_bsp_main on the
+ * The C-only test kernel (testbeds/ckernel/): what its portable part (main.c) needs from each
+ * arch's boot glue (boot/<arch>/ckernel.c). The glue's entry points call kernel_bsp_main on the
  * boot CPU and kernel_ap_main on every other CPU, and kernel_timer_tick from the timer
  * interrupt. No libc.
  */

@@ -1,8 +1,8 @@
 //! The local APIC (xAPIC MMIO at 0xFEE00000, identity mapped): enable, EOI, the periodic
 //! timer, and INIT/SIPI to start the application processors.
 //!
-//! Shared by the x86_64 and i386 test kernels (`#[path]` from their `boot/mod.rs`); their
-//! trampolines, GDTs and AP stacks stay in their own directories.
+//! Shared by the x86_64 and i386 test kernels (`#[path]` from `boot/x86_64/mod.rs` and
+//! `boot/i386/mod.rs`); their trampolines, GDTs and AP stacks stay in their own directories.
 
 use core::sync::atomic::{AtomicBool, Ordering};
 

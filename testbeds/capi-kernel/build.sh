@@ -10,7 +10,7 @@
 # Needs Debian's cargo with the library source (rustc-web cargo-web rust-web-src), or a
 # rustup toolchain with rust-src (set CARGO to it), and binutils.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(x86_64-unknown-none aarch64-unknown-none-softfloat i586-unknown-none)
 cargo_bin="${CARGO:-/usr/bin/cargo}"
@@ -31,7 +31,7 @@ for spec in "${targets[@]}"; do
         t="$(basename "$spec" .json)"
     fi
     PATH="$(dirname "$cargo_bin"):$PATH" RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$PWD/target/capi-kernel" \
-        "$cargo_bin" build --quiet --release --manifest-path capi-kernel/Cargo.toml --target "$spec" \
+        "$cargo_bin" build --quiet --release --manifest-path testbeds/capi-kernel/Cargo.toml --target "$spec" \
         -Zbuild-std=core,compiler_builtins -Zbuild-std-features=compiler-builtins-mem "${json[@]}"
     mkdir -p "target/capi-lib/$t"
     lib="target/capi-lib/$t/libpcpu_counter.a"

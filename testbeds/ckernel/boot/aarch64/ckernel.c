@@ -1,9 +1,10 @@
 /*
- * aarch64 glue of the C-only test kernel (ckernel/): the same entry.s and link.ld as the Rust
- * kernel (EL1, MMU off, PSCI CPU_ON for the secondaries), and in C what
- * arch/aarch64/boot/mod.rs and gic.rs do in Rust: the PL011, semihosting exit, PSCI, the
- * GICv2 and the virtual timer. TPIDR_EL1 is each CPU's block (pcpu_set_cpu_base), so the
- * header's counter_u64_add is mrs tpidr_el1 and the ldxr/stxr loop.
+ * aarch64 glue of the C-only test kernel (testbeds/ckernel/): the same entry.s and link.ld as
+ * the Rust kernel, used from testbeds/kernel/boot/aarch64/ (EL1, MMU off, PSCI CPU_ON for the
+ * secondaries), and in C what testbeds/kernel/boot/aarch64/mod.rs and gic.rs do in Rust: the
+ * PL011, semihosting exit, PSCI, the GICv2 and the virtual timer. TPIDR_EL1 is each CPU's
+ * block (pcpu_set_cpu_base), so the header's counter_u64_add is mrs tpidr_el1 and the
+ * ldxr/stxr loop.
  */
 #include "kernel.h"
 

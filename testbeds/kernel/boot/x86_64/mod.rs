@@ -14,7 +14,7 @@ use pcpu_counter::{Zone, ZoneLayout};
 use crate::checks::MAX_CPUS;
 
 mod idt;
-#[path = "../../x86/boot/lapic.rs"]
+#[path = "../x86/lapic.rs"]
 mod lapic;
 
 global_asm!(include_str!("entry.s"), options(att_syntax));

@@ -104,7 +104,16 @@ impl CBuild {
             "[{}] building libpcpu_counter.a for {}",
             self.name, self.lib_target
         );
-        let toolchain = toolchain::cargo_for(self.lib_target)?;
+        // build.sh always builds core from source (-Zbuild-std, with compiler-builtins' mem
+        // functions), so it needs a toolchain with the library source even where a prebuilt
+        // core for the target is installed.
+        let toolchain = toolchain::source_built_for(self.lib_target).ok_or_else(|| {
+            format!(
+                "no toolchain has the library source to build core for {}: \
+                 apt-get install rustc-web cargo-web rust-web-src",
+                self.lib_target
+            )
+        })?;
         run(Command::new("bash")
             .arg(root.join("testbeds/capi-kernel/build.sh"))
             .arg(self.lib_target)

@@ -24,8 +24,11 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use boot::NCPUS;
 use console::println;
 use pcpu_counter::{
-    counter_enter, counter_exit, counter_u64_add, counter_u64_add_protected, counter_u64_alloc,
-    counter_u64_fetch, counter_u64_zero, CounterU64, Wait, Zone, ZoneMemory,
+    freebsd::{
+        counter_enter, counter_exit, counter_u64_add, counter_u64_add_protected, counter_u64_alloc,
+        counter_u64_fetch, counter_u64_zero, CounterU64, Wait,
+    },
+    Zone, ZoneMemory,
 };
 
 /// Adds per CPU on each of the four `sums` counters.
@@ -134,7 +137,7 @@ pub fn main() -> ! {
         pcpu_counter::arch::NAME,
         NCPUS
     );
-    let zone = match Zone::new(&MEMORY).and_then(pcpu_counter::install) {
+    let zone = match Zone::new(&MEMORY).and_then(pcpu_counter::freebsd::install) {
         Ok(zone) => zone,
         Err(e) => {
             println!("FAIL setup zone: {e:?}");
@@ -208,7 +211,7 @@ pub fn secondary_main(cpu: usize) -> ! {
     while !GO.load(Ordering::Acquire) {
         core::hint::spin_loop();
     }
-    let zone = match pcpu_counter::global_zone() {
+    let zone = match pcpu_counter::freebsd::global_zone() {
         Ok(zone) => zone,
         Err(_) => boot::halt(),
     };
@@ -463,7 +466,7 @@ fn run(cpu: usize, zone: &'static Zone<'static>) {
         if counter.fetch() != cpu as u64 + 1 {
             bad += 1;
         }
-        pcpu_counter::counter_u64_free(counter);
+        pcpu_counter::freebsd::counter_u64_free(counter);
     }
     if checker {
         let full_bad = REPORT[0].get()[1];

@@ -8,9 +8,11 @@
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use pcpu_counter::{
-    counter_enter, counter_exit, counter_u64_add, counter_u64_add_protected, counter_u64_alloc,
-    counter_u64_fetch, counter_u64_free, counter_u64_zero, CounterU64, Error, Wait, Zone,
-    ZoneLayout, ZoneMemory,
+    freebsd::{
+        counter_enter, counter_exit, counter_u64_add, counter_u64_add_protected, counter_u64_alloc,
+        counter_u64_fetch, counter_u64_free, counter_u64_zero, CounterU64, Wait,
+    },
+    Error, Zone, ZoneLayout, ZoneMemory,
 };
 
 use crate::boot;

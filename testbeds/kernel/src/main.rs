@@ -80,7 +80,7 @@ pub fn bsp_main() -> ! {
         pcpu_counter::arch::NAME,
         wanted
     );
-    let zone = match pcpu_counter::install(boot::make_zone()) {
+    let zone = match pcpu_counter::freebsd::install(boot::make_zone()) {
         Ok(zone) => zone,
         Err(e) => fail_setup("install", e),
     };
@@ -93,7 +93,7 @@ pub fn bsp_main() -> ! {
 
 /// Entry of every secondary CPU `cpu`, interrupts off, on its own stack.
 pub fn ap_main(cpu: usize) -> ! {
-    let zone = match pcpu_counter::global_zone() {
+    let zone = match pcpu_counter::freebsd::global_zone() {
         Ok(zone) => zone,
         Err(e) => fail_setup("global_zone", e),
     };

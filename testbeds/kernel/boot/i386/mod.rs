@@ -3,7 +3,7 @@
 //!
 //! The zone is on static memory ([`ZoneMemory`]); each CPU's FS segment base is its block,
 //! written into its own GDT entry (3 + cpu) and loaded with
-//! [`pcpu_counter::arch::set_cpu_base_in`]. The same binary runs on a CPU with CX8 (the
+//! [`pcpu_counter::arch::set_cpu_base`]. The same binary runs on a CPU with CX8 (the
 //! `cmpxchg8b` loop) and on a 486 (plain add under interrupt disable): the crate checks CPUID at
 //! run time. With CX8 the kernel uses the local APIC (its timer, INIT/SIPI for the other CPUs
 //! the firmware reports, the CPU index from the APIC ID); without it, as FreeBSD assumes of
@@ -197,9 +197,9 @@ pub unsafe fn set_cpu_base(cpu: usize, base: usize) {
     // it, once, with interrupts off (`cpu` < MAX_CPUS: the zone's `cpu_base` checked it).
     let entry = unsafe { &mut (*addr_of_mut!(I386_GDT))[index] };
     // SAFETY: CPL 0, the GDT this CPU loaded, nothing else uses `%fs`.
-    if !unsafe { pcpu_counter::arch::set_cpu_base_in(entry, (index as u16) << 3, base) } {
+    if !unsafe { pcpu_counter::arch::set_cpu_base(entry, (index as u16) << 3, base) } {
         crate::fail_setup(
-            "set_cpu_base_in",
+            "set_cpu_base",
             pcpu_counter::Error::Misaligned { addr: base },
         );
     }

@@ -48,7 +48,8 @@ static mut PERCPU: [PerCpu; MAX_CPUS] = [const {
     }
 }; MAX_CPUS];
 /// The zone's metadata: a zero baseline and a bitmap bit per slot.
-static mut META: [u64; pcpu_counter::meta_words(SLOTS)] = [0; pcpu_counter::meta_words(SLOTS)];
+static mut META: [u64; pcpu_counter::ZoneLayout::meta_words_for(SLOTS)] =
+    [0; pcpu_counter::ZoneLayout::meta_words_for(SLOTS)];
 
 /// Stacks of the application processors, and the hand-over to the trampoline.
 #[repr(C, align(16))]

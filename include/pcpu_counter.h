@@ -26,11 +26,6 @@
 
 
 /*
- How many zones can live in one area at once.
- */
-#define MAX_ZONES 16
-
-/*
  FreeBSD's `M_NOWAIT`: fail at once when the zone is full.
  */
 #define M_NOWAIT 1

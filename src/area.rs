@@ -72,6 +72,8 @@ pub struct Area {
 
 impl Area {
     /// How many zones can live in one area at once.
+    ///
+    /// cbindgen:ignore
     pub const MAX_ZONES: usize = 16;
 
     /// An area with no zone yet; its shape is set by the first zone carved from it.

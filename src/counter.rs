@@ -1,6 +1,8 @@
 //! The counter handle: add, fetch, zero.
 
-use crate::{arch, Error, Protected, Zone};
+use crate::protect::Protected;
+use crate::zone::Zone;
+use crate::{arch, Error};
 
 /// A per-CPU 64-bit counter: one private 8-byte slot on every CPU of its zone.
 ///
@@ -42,7 +44,7 @@ impl<'z> Counter<'z> {
             zone,
             off,
             #[cfg(feature = "sim")]
-            area: zone.area() as *const crate::Area as usize,
+            area: zone.area() as *const crate::area::Area as usize,
         }
     }
 

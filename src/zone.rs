@@ -4,7 +4,10 @@ use core::marker::PhantomData;
 use core::ptr::NonNull;
 
 use crate::bitmap::Bitmap;
-use crate::{arch, baseline, Area, Counter, Error, ZoneLayout, ZoneMemory};
+use crate::area::Area;
+use crate::counter::Counter;
+use crate::memory::ZoneMemory;
+use crate::{arch, baseline, Error, ZoneLayout};
 
 /// Who owns a zone's memory, so that dropping the zone gives it back.
 enum Backing {
@@ -28,18 +31,19 @@ type AtomicRelease = crate::atomic::AtomicBool;
 enum AreaRef<'m> {
     /// An area that outlives the zone: the kernel's, a machine's, or the caller's.
     Shared(&'m Area),
-    /// With `sim`, a zone made outside any simulated machine is an area of its own: no
-    /// simulated CPU's register points at it, so adds to its counters on a bound thread are
-    /// refused (see the `sim` module, feature `sim`).
-    #[cfg(feature = "sim")]
-    Own(std::boxed::Box<Area>),
+    /// An area of the zone's own: a zone of a Linux program's `rseq` module (whose blocks are
+    /// its own mapping, reached through no per-CPU register), and with `sim` a zone made
+    /// outside any simulated machine (no simulated CPU's register points at it, so adds to its
+    /// counters on a bound thread are refused; see the `sim` module).
+    #[cfg(feature = "alloc")]
+    Own(alloc::boxed::Box<Area>),
 }
 
 impl AreaRef<'_> {
     fn get(&self) -> &Area {
         match self {
             AreaRef::Shared(a) => a,
-            #[cfg(feature = "sim")]
+            #[cfg(feature = "alloc")]
             AreaRef::Own(a) => a,
         }
     }
@@ -85,15 +89,28 @@ impl<'m> Zone<'m> {
     /// `+ layout.len` must be valid for reads and writes for `'m`, and nothing but this zone
     /// and the counters from it may access them while the zone lives.
     pub unsafe fn from_raw_parts(layout: ZoneLayout, meta: &'m mut [u64]) -> Result<Self, Error> {
-        cfg_if::cfg_if! {
-            if #[cfg(feature = "sim")] {
-                let area = AreaRef::Own(std::boxed::Box::default());
-            } else {
-                let area = AreaRef::Shared(Area::global());
-            }
-        }
+        #[cfg(feature = "sim")]
         // SAFETY: the caller's contract.
-        unsafe { Self::carve(area, layout, meta) }
+        return unsafe { Self::from_raw_parts_own_area(layout, meta) };
+        #[cfg(not(feature = "sim"))]
+        // SAFETY: the caller's contract.
+        unsafe {
+            Self::carve(AreaRef::Shared(Area::global()), layout, meta)
+        }
+    }
+
+    /// As [`from_raw_parts`](Zone::from_raw_parts), in an area of the zone's own (see
+    /// `AreaRef::Own`).
+    ///
+    /// # Safety
+    /// As [`from_raw_parts`](Zone::from_raw_parts).
+    #[cfg(feature = "alloc")]
+    pub(crate) unsafe fn from_raw_parts_own_area(
+        layout: ZoneLayout,
+        meta: &'m mut [u64],
+    ) -> Result<Self, Error> {
+        // SAFETY: the caller's contract.
+        unsafe { Self::carve(AreaRef::Own(alloc::boxed::Box::default()), layout, meta) }
     }
 
     /// As [`from_raw_parts`](Zone::from_raw_parts), carved from `area`.

@@ -13,7 +13,7 @@
 
 use core::arch::asm;
 
-use crate::Zone;
+use crate::zone::Zone;
 
 /// The arch this build's primitives are for.
 #[cfg(not(target_feature = "lse"))]

@@ -27,7 +27,7 @@ use core::arch::asm;
 use core::sync::atomic::{AtomicU8, Ordering};
 
 use crate::platform::Protection;
-use crate::Zone;
+use crate::zone::Zone;
 
 /// The arch this build's primitives are for.
 pub const NAME: &str = "i386 (fs-relative cmpxchg8b loop, plain add without CX8)";

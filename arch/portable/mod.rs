@@ -7,7 +7,7 @@
 //! uniprocessor (as FreeBSD assumes of i386 without CX8).
 
 use crate::platform::{self, Protection};
-use crate::Zone;
+use crate::zone::Zone;
 
 /// The arch this build's primitives are for.
 #[cfg(not(pcpu_counter_broken = "portable_unprotected_add"))]

@@ -29,7 +29,7 @@
 
 use core::arch::asm;
 
-use crate::Zone;
+use crate::zone::Zone;
 
 cfg_if::cfg_if! {
     if #[cfg(feature = "sim")] {

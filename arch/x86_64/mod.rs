@@ -8,7 +8,7 @@
 
 use core::arch::asm;
 
-use crate::Zone;
+use crate::zone::Zone;
 
 /// The arch this build's primitives are for.
 pub const NAME: &str = "x86_64 (gs-relative add)";

@@ -25,7 +25,7 @@
 //! `counter_enter()` and `counter_exit()` take no arguments, as FreeBSD's: the nesting is kept
 //! per CPU. `pcpu_counter_enter_state()` / `pcpu_counter_exit_state()` hand the state to the
 //! caller instead.
-
+#![cfg(any(feature = "sim", doc, not(any(unix, windows))))]
 #![allow(non_camel_case_types)]
 
 mod counter;

@@ -144,7 +144,8 @@ pub unsafe extern "C" fn pcpu_zone_cpu_base(cpu: usize, base: *mut usize) -> c_i
 /// CPU, at CPL 0 / EL1, before that CPU adds.
 ///
 /// Returns 0, `PCPU_ENOTINSTALLED`, `PCPU_ECPU`, or `PCPU_EINVAL` if the arch rejects the
-/// address.
+/// address, and always on i386, whose FS base is a descriptor in the kernel's own GDT (point
+/// the kernel's per-CPU data segment at `pcpu_zone_cpu_base(cpu)` instead).
 ///
 /// # Safety
 /// As [`arch::set_cpu_base`]: runs in the kernel, on CPU `cpu`, and nothing else on it
@@ -162,8 +163,17 @@ pub unsafe extern "C" fn pcpu_set_cpu_base(cpu: usize) -> c_int {
     let Ok(base) = zone.cpu_base(cpu) else {
         return PCPU_ECPU;
     };
+    // i386's FS base is a descriptor in the kernel's own GDT, which this call cannot find: a
+    // C kernel writes `pcpu_zone_cpu_base(cpu)` into its per-CPU data segment itself.
+    #[cfg(target_arch = "x86")]
+    let set = {
+        let _ = base;
+        false
+    };
     // SAFETY: the caller's contract.
-    if unsafe { arch::set_cpu_base(base) } {
+    #[cfg(not(target_arch = "x86"))]
+    let set = unsafe { arch::set_cpu_base(base) };
+    if set {
         PCPU_OK
     } else {
         PCPU_EINVAL

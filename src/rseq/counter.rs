@@ -30,7 +30,7 @@ enum Mode {
 /// [`add`](Counter::add) may be called from any thread, and from signal handlers, with no
 /// binding or setup.
 pub struct Counter<'z> {
-    inner: crate::Counter<'z>,
+    inner: crate::counter::Counter<'z>,
     /// Address of the slot in block 0.
     slot0: usize,
     /// Block `i`'s slot is at `slot0 + (i << shift)` (the stride is a power of two).
@@ -42,7 +42,7 @@ pub struct Counter<'z> {
 }
 
 impl<'z> Counter<'z> {
-    pub(crate) fn new_in(zone: &'z Zone, cfg: &Config, inner: crate::Counter<'z>) -> Self {
+    pub(crate) fn new_in(zone: &'z Zone, cfg: &Config, inner: crate::counter::Counter<'z>) -> Self {
         let mode = match cfg.path {
             Path::Rseq {
                 glibc_registered: true,

@@ -25,7 +25,7 @@ const MAX_COUNTERS: usize = 1 << 28;
 /// costs memory only once some thread adds to it.
 pub struct Zone {
     /// Dropped first, in `drop`: it uses the mapping and the metadata.
-    core: ManuallyDrop<crate::Zone<'static>>,
+    core: ManuallyDrop<crate::zone::Zone<'static>>,
     map: Mapping,
     _meta: Meta,
     cfg: &'static Config,
@@ -94,7 +94,9 @@ impl Zone {
         let words = unsafe { &mut *meta.words.as_ptr() };
         // SAFETY: the mapping is `blocks * stride` bytes, readable and writable, owned by this
         // zone until drop; only the core zone and the counters from it touch it.
-        let core = unsafe { crate::Zone::from_raw_parts(layout, words) }?;
+        // Its own area: the process has no per-CPU register for a global one to describe, and
+        // any number of rseq zones live side by side.
+        let core = unsafe { crate::zone::Zone::from_raw_parts_own_area(layout, words) }?;
         Ok(Zone {
             core: ManuallyDrop::new(core),
             map,

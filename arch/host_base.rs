@@ -2,7 +2,7 @@
 //! cannot write `TPIDR_EL1`), riscv64 (`tp` and `gp` are glibc's thread pointer and the
 //! program's global pointer) and the portable fallback (no register at all). Binding a
 //! simulated CPU puts its block's address in a thread-local instead; the arch's add code runs
-//! on it unchanged. Included with `#[path]` by those arches' `mod.rs` under feature `std`.
+//! on it unchanged. Included with `#[path]` by those arches' `mod.rs` under feature `sim`.
 
 use core::cell::Cell;
 
@@ -31,14 +31,4 @@ pub(crate) unsafe fn host_bind(base: usize) {
 /// As [`host_bind`].
 pub(crate) unsafe fn host_unbind() {
     BASE.with(|b| b.set(0));
-}
-
-/// The first word of the bound simulated CPU's block (the simulation's area tag).
-///
-/// # Safety
-/// The thread is bound to a simulated CPU (its base is a block of a machine's area).
-#[inline(always)]
-pub(crate) unsafe fn host_block_tag() -> usize {
-    // SAFETY: per the caller, the base is the start of the bound CPU's block.
-    unsafe { (base() as *const usize).read_volatile() }
 }

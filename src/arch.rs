@@ -10,7 +10,7 @@
 //! | arch | add | per-CPU register |
 //! |---|---|---|
 //! | x86_64 | one `add qword ptr gs:[off], v` | GS base |
-//! | x86 (i386) | `cmpxchg8b fs:[off]` loop with CX8; plain add under protection without | FS segment base (`set_cpu_base_in`) |
+//! | x86 (i386) | `cmpxchg8b fs:[off]` loop with CX8; plain add under protection without | FS segment base (`set_cpu_base(gdt_entry, selector, base)`) |
 //! | aarch64 | `ldxr/add/stxr/cbnz` loop, or one `stadd` with `lse` | `TPIDR_EL1` |
 //! | riscv64 | one `amoadd.d zero, v, (base + off)` | `tp` (`gp` with feature `riscv-gp`) |
 //! | others | plain add under local protection | none (`Platform::current_cpu`) |
@@ -18,30 +18,28 @@
 cfg_if::cfg_if! {
     if #[cfg(target_arch = "x86_64")] {
         #[path = "../arch/x86_64/mod.rs"]
-        mod imp;
+        pub(crate) mod imp;
     } else if #[cfg(target_arch = "x86")] {
         #[path = "../arch/i386/mod.rs"]
-        mod imp;
-        pub use imp::{gdt_data_descriptor, has_cx8, load_fs, set_cpu_base_in};
-        #[cfg(feature = "sim")]
-        #[doc(hidden)]
-        pub use imp::{add_counting_retries, force_no_cx8, host_fs_mechanism};
+        pub(crate) mod imp;
+        kernel_api! {
+            pub use imp::{gdt_data_descriptor, has_cx8, load_fs};
+        }
     } else if #[cfg(target_arch = "aarch64")] {
         #[path = "../arch/aarch64/mod.rs"]
-        mod imp;
-        #[cfg(feature = "sim")]
-        #[doc(hidden)]
-        pub use imp::add_counting_retries;
+        pub(crate) mod imp;
     } else if #[cfg(target_arch = "riscv64")] {
         #[path = "../arch/riscv64/mod.rs"]
-        mod imp;
+        pub(crate) mod imp;
     } else {
         #[path = "../arch/portable/mod.rs"]
-        mod imp;
+        pub(crate) mod imp;
     }
 }
 
 pub(crate) use imp::{add, add_protected, load_slot, needs_protection, store_slot};
 #[cfg(feature = "sim")]
-pub(crate) use imp::{host_bind, host_block_tag, host_unbind};
-pub use imp::{set_cpu_base, NAME};
+pub(crate) use imp::{host_bind, host_unbind};
+kernel_api! {
+    pub use imp::{set_cpu_base, NAME};
+}

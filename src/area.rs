@@ -11,12 +11,9 @@
 //! [`Error::ZoneOverlap`]: in release builds too, never a silent wrong add.
 //!
 //! The shape of the area is fixed by its first live zone and forgotten when the last one is
-//! dropped. The host simulation has one area per [`Machine`](crate::sim::Machine).
+//! dropped. The host simulation has one area per simulated machine (`sim::Machine`).
 
 use crate::{Error, ZoneLayout};
-
-/// How many zones can live in one area at once.
-pub const MAX_ZONES: usize = 16;
 
 /// The register values of an area: CPU `i`'s per-CPU register holds `base + i * stride`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,7 +40,7 @@ impl AreaShape {
 /// What an area knows: its shape while any zone lives, and the byte ranges the zones use.
 struct Carved {
     shape: Option<AreaShape>,
-    ranges: [Option<(usize, usize)>; MAX_ZONES],
+    ranges: [Option<(usize, usize)>; Area::MAX_ZONES],
 }
 
 /// A per-CPU area: one per kernel ([`Area::global`]), one per simulated machine.
@@ -74,12 +71,15 @@ pub struct Area {
 }
 
 impl Area {
+    /// How many zones can live in one area at once.
+    pub const MAX_ZONES: usize = 16;
+
     /// An area with no zone yet; its shape is set by the first zone carved from it.
     pub const fn new() -> Self {
         Area {
             carved: spin::Mutex::new(Carved {
                 shape: None,
-                ranges: [None; MAX_ZONES],
+                ranges: [None; Area::MAX_ZONES],
             }),
         }
     }
@@ -127,7 +127,9 @@ impl Area {
             .ranges
             .iter_mut()
             .find(|r| r.is_none())
-            .ok_or(Error::TooManyZones { max: MAX_ZONES })?;
+            .ok_or(Error::TooManyZones {
+                max: Area::MAX_ZONES,
+            })?;
         *free = Some(range);
         carved.shape = Some(needed);
         Ok(())

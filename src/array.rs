@@ -1,6 +1,6 @@
 //! Counter arrays: `N` counters in one contiguous run of slots (FreeBSD's `COUNTER_ARRAY_*`).
 
-use crate::{global, Error, Protected, Wait, Zone};
+use crate::{Error, Protected, Zone};
 
 /// `N` per-CPU counters allocated as one run of `N` adjacent slots: one allocation, one free.
 ///
@@ -13,7 +13,7 @@ use crate::{global, Error, Protected, Wait, Zone};
 /// the array.
 ///
 /// ```
-/// use pcpu_counter::{sim::Machine, CounterArray};
+/// use pcpu_counter::{array::CounterArray, sim::Machine};
 ///
 /// let machine = Machine::new(2);
 /// let by_proto: CounterArray<'_, 3> = CounterArray::new(machine.zone()).unwrap();
@@ -38,7 +38,7 @@ impl<'z, const N: usize> CounterArray<'z, N> {
     /// allocated then. `N == 0` does not compile.
     ///
     /// ```
-    /// # use pcpu_counter::{sim::Machine, CounterArray, Error};
+    /// # use pcpu_counter::{array::CounterArray, sim::Machine, Error};
     /// let machine = Machine::with_capacity(1, 64).unwrap();
     /// let _a: CounterArray<'_, 60> = CounterArray::new(machine.zone()).unwrap();
     /// let b = CounterArray::<'_, 8>::new(machine.zone());
@@ -55,7 +55,7 @@ impl<'z, const N: usize> CounterArray<'z, N> {
     ///
     /// ```
     /// # let machine = pcpu_counter::sim::Machine::new(1);
-    /// let a = pcpu_counter::CounterArray::<'_, 4>::new(machine.zone()).unwrap();
+    /// let a = pcpu_counter::array::CounterArray::<'_, 4>::new(machine.zone()).unwrap();
     /// assert_eq!(a.len(), 4);
     /// ```
     pub const fn len(&self) -> usize {
@@ -66,7 +66,7 @@ impl<'z, const N: usize> CounterArray<'z, N> {
     ///
     /// ```
     /// # let machine = pcpu_counter::sim::Machine::new(1);
-    /// let a = pcpu_counter::CounterArray::<'_, 1>::new(machine.zone()).unwrap();
+    /// let a = pcpu_counter::array::CounterArray::<'_, 1>::new(machine.zone()).unwrap();
     /// assert!(!a.is_empty());
     /// ```
     pub const fn is_empty(&self) -> bool {
@@ -88,7 +88,7 @@ impl<'z, const N: usize> CounterArray<'z, N> {
     ///
     /// ```
     /// # let machine = pcpu_counter::sim::Machine::new(1);
-    /// let a = pcpu_counter::CounterArray::<'_, 2>::new(machine.zone()).unwrap();
+    /// let a = pcpu_counter::array::CounterArray::<'_, 2>::new(machine.zone()).unwrap();
     /// machine.run_on(0, || { a.add(1, 40); a.add(1, 2) });
     /// assert_eq!(a.fetch(1), 42);
     /// ```
@@ -105,7 +105,7 @@ impl<'z, const N: usize> CounterArray<'z, N> {
     ///
     /// ```
     /// # let machine = pcpu_counter::sim::Machine::new(1);
-    /// let a = pcpu_counter::CounterArray::<'_, 2>::new(machine.zone()).unwrap();
+    /// let a = pcpu_counter::array::CounterArray::<'_, 2>::new(machine.zone()).unwrap();
     /// machine.run_on(0, || a.inc(0));
     /// assert_eq!(a.fetch(0), 1);
     /// ```
@@ -119,9 +119,9 @@ impl<'z, const N: usize> CounterArray<'z, N> {
     ///
     /// ```
     /// # let machine = pcpu_counter::sim::Machine::new(1);
-    /// let a = pcpu_counter::CounterArray::<'_, 2>::new(machine.zone()).unwrap();
+    /// let a = pcpu_counter::array::CounterArray::<'_, 2>::new(machine.zone()).unwrap();
     /// machine.run_on(0, || {
-    ///     let guard = pcpu_counter::counter_enter();
+    ///     let guard = pcpu_counter::freebsd::counter_enter();
     ///     a.add_protected(&guard, 0, 3);
     ///     a.add_protected(&guard, 1, 4);
     /// });
@@ -142,7 +142,7 @@ impl<'z, const N: usize> CounterArray<'z, N> {
     ///
     /// ```
     /// # let machine = pcpu_counter::sim::Machine::new(1);
-    /// let a = pcpu_counter::CounterArray::<'_, 2>::new(machine.zone()).unwrap();
+    /// let a = pcpu_counter::array::CounterArray::<'_, 2>::new(machine.zone()).unwrap();
     /// assert_eq!(a.fetch(1), 0);
     /// ```
     #[track_caller]
@@ -154,7 +154,7 @@ impl<'z, const N: usize> CounterArray<'z, N> {
     ///
     /// ```
     /// # let machine = pcpu_counter::sim::Machine::new(1);
-    /// let a = pcpu_counter::CounterArray::<'_, 2>::new(machine.zone()).unwrap();
+    /// let a = pcpu_counter::array::CounterArray::<'_, 2>::new(machine.zone()).unwrap();
     /// machine.run_on(0, || a.add(0, 9));
     /// let mut out = [0; 2];
     /// a.fetch_all(&mut out);
@@ -170,7 +170,7 @@ impl<'z, const N: usize> CounterArray<'z, N> {
     ///
     /// ```
     /// # let machine = pcpu_counter::sim::Machine::new(1);
-    /// let a = pcpu_counter::CounterArray::<'_, 2>::new(machine.zone()).unwrap();
+    /// let a = pcpu_counter::array::CounterArray::<'_, 2>::new(machine.zone()).unwrap();
     /// machine.run_on(0, || a.add(1, 9));
     /// a.zero(1);
     /// assert_eq!(a.fetch(1), 0);
@@ -184,7 +184,7 @@ impl<'z, const N: usize> CounterArray<'z, N> {
     ///
     /// ```
     /// # let machine = pcpu_counter::sim::Machine::new(1);
-    /// let a = pcpu_counter::CounterArray::<'_, 2>::new(machine.zone()).unwrap();
+    /// let a = pcpu_counter::array::CounterArray::<'_, 2>::new(machine.zone()).unwrap();
     /// machine.run_on(0, || a.add(0, 5));
     /// assert_eq!((a.fetch_and_zero(0), a.fetch(0)), (5, 0));
     /// ```
@@ -197,7 +197,7 @@ impl<'z, const N: usize> CounterArray<'z, N> {
     ///
     /// ```
     /// # let machine = pcpu_counter::sim::Machine::new(1);
-    /// let a = pcpu_counter::CounterArray::<'_, 2>::new(machine.zone()).unwrap();
+    /// let a = pcpu_counter::array::CounterArray::<'_, 2>::new(machine.zone()).unwrap();
     /// machine.run_on(0, || { a.add(0, 1); a.add(1, 2) });
     /// a.zero_all();
     /// assert_eq!((a.fetch(0), a.fetch(1)), (0, 0));
@@ -210,7 +210,7 @@ impl<'z, const N: usize> CounterArray<'z, N> {
     ///
     /// ```
     /// # let machine = pcpu_counter::sim::Machine::new(1);
-    /// let a = pcpu_counter::CounterArray::<'_, 2>::new(machine.zone()).unwrap();
+    /// let a = pcpu_counter::array::CounterArray::<'_, 2>::new(machine.zone()).unwrap();
     /// machine.run_on(0, || a.add(1, 6));
     /// let mut out = [0; 2];
     /// a.fetch_and_zero_all(&mut out);
@@ -226,7 +226,7 @@ impl<'z, const N: usize> CounterArray<'z, N> {
     ///
     /// ```
     /// # let machine = pcpu_counter::sim::Machine::new(2);
-    /// let a = pcpu_counter::CounterArray::<'_, 2>::new(machine.zone()).unwrap();
+    /// let a = pcpu_counter::array::CounterArray::<'_, 2>::new(machine.zone()).unwrap();
     /// machine.run_on(1, || a.add(0, 3));
     /// assert_eq!((a.cpu_slot(0, 0), a.cpu_slot(1, 0)), (Ok(0), Ok(3)));
     /// ```
@@ -241,8 +241,8 @@ impl<'z, const N: usize> CounterArray<'z, N> {
     ///
     /// ```
     /// # let machine = pcpu_counter::sim::Machine::new(1);
-    /// let a = pcpu_counter::CounterArray::<'_, 2>::new(machine.zone()).unwrap();
-    /// let b = pcpu_counter::CounterArray::<'_, 2>::new(machine.zone()).unwrap();
+    /// let a = pcpu_counter::array::CounterArray::<'_, 2>::new(machine.zone()).unwrap();
+    /// let b = pcpu_counter::array::CounterArray::<'_, 2>::new(machine.zone()).unwrap();
     /// assert_eq!(b.offset(), a.offset() + 16); // adjacent runs in a fresh zone
     /// ```
     pub fn offset(&self) -> usize {
@@ -253,7 +253,7 @@ impl<'z, const N: usize> CounterArray<'z, N> {
     ///
     /// ```
     /// # let machine = pcpu_counter::sim::Machine::new(1);
-    /// let a = pcpu_counter::CounterArray::<'_, 2>::new(machine.zone()).unwrap();
+    /// let a = pcpu_counter::array::CounterArray::<'_, 2>::new(machine.zone()).unwrap();
     /// assert_eq!(a.zone().in_use(), 2);
     /// ```
     pub fn zone(&self) -> &'z Zone<'z> {
@@ -275,37 +275,5 @@ impl<const N: usize> core::fmt::Debug for CounterArray<'_, N> {
             .field("offset", &self.off)
             .field("values", &values.as_slice())
             .finish()
-    }
-}
-
-/// FreeBSD's `COUNTER_ARRAY_ALLOC(a, N, wait)` on the global zone: `N` counters in one run.
-///
-/// `Wait::NoWait` returns `None` at once when no run of `N` free slots exists; `Wait::WaitOk`
-/// waits for one, as [`counter_u64_alloc`](crate::counter_u64_alloc) does. `None` also when
-/// no global zone is installed, and when `N` is more than the zone's capacity (a run that
-/// could never fit, which `WaitOk` would wait for for ever). `COUNTER_ARRAY_FREE` is dropping the array,
-/// `COUNTER_ARRAY_ZERO` is [`CounterArray::zero_all`], `COUNTER_ARRAY_COPY` is
-/// [`CounterArray::fetch_all`].
-///
-/// ```
-/// // No global zone installed in this doctest:
-/// assert!(pcpu_counter::counter_array_alloc::<4>(pcpu_counter::Wait::NoWait).is_none());
-/// ```
-pub fn counter_array_alloc<const N: usize>(wait: Wait) -> Option<CounterArray<'static, N>> {
-    let zone = global::global_zone().ok()?;
-    if N > zone.capacity() {
-        return None;
-    }
-    loop {
-        match (CounterArray::new(zone), wait) {
-            (Ok(array), _) => return Some(array),
-            (Err(_), Wait::NoWait) => return None,
-            (Err(_), Wait::WaitOk) => {
-                #[cfg(feature = "std")]
-                std::thread::yield_now();
-                #[cfg(not(feature = "std"))]
-                core::hint::spin_loop();
-            }
-        }
     }
 }

@@ -33,7 +33,7 @@ use crate::{Counter, Error, Zone};
 /// A counter declared as a `static`, usable before any zone exists.
 ///
 /// ```
-/// use pcpu_counter::{sim::Machine, EarlyCounter};
+/// use pcpu_counter::{early::EarlyCounter, sim::Machine};
 ///
 /// static BOOT_EVENTS: EarlyCounter = EarlyCounter::new();
 ///
@@ -66,7 +66,7 @@ impl EarlyCounter {
     /// A counter reading 0 with no slot yet, for a `static`.
     ///
     /// ```
-    /// static C: pcpu_counter::EarlyCounter = pcpu_counter::EarlyCounter::new();
+    /// static C: pcpu_counter::early::EarlyCounter = pcpu_counter::early::EarlyCounter::new();
     /// assert_eq!(C.fetch(), 0);
     /// ```
     pub const fn new() -> Self {
@@ -83,7 +83,7 @@ impl EarlyCounter {
     /// shared early word.
     ///
     /// ```
-    /// static C: pcpu_counter::EarlyCounter = pcpu_counter::EarlyCounter::new();
+    /// static C: pcpu_counter::early::EarlyCounter = pcpu_counter::early::EarlyCounter::new();
     /// C.add(-2);
     /// assert_eq!(C.fetch() as i64, -2);
     /// ```
@@ -98,7 +98,7 @@ impl EarlyCounter {
     /// Adds 1.
     ///
     /// ```
-    /// static C: pcpu_counter::EarlyCounter = pcpu_counter::EarlyCounter::new();
+    /// static C: pcpu_counter::early::EarlyCounter = pcpu_counter::early::EarlyCounter::new();
     /// C.inc();
     /// assert_eq!(C.fetch(), 1);
     /// ```
@@ -136,7 +136,7 @@ impl EarlyCounter {
     /// the counter already has a slot.
     ///
     /// ```
-    /// # use pcpu_counter::{sim::Machine, EarlyCounter, Error};
+    /// # use pcpu_counter::{early::EarlyCounter, sim::Machine, Error};
     /// static C: EarlyCounter = EarlyCounter::new();
     /// let machine: &'static Machine = Box::leak(Box::new(Machine::new(1)));
     /// machine.run_on(0, || {
@@ -150,9 +150,9 @@ impl EarlyCounter {
 
     /// The racy `init` that the early-counter tests must catch: it takes the early word
     /// without waiting for early adds in flight, so an add that saw the counter not yet live
-    /// may land in the word after it was taken and be lost. Test use only.
-    #[cfg(feature = "sim")]
-    #[doc(hidden)]
+    /// may land in the word after it was taken and be lost. Only in the broken build that
+    /// `cargo xtask verify` makes (`--cfg pcpu_counter_broken="early_init_without_waiting"`).
+    #[cfg(pcpu_counter_broken = "early_init_without_waiting")]
     pub fn init_without_waiting(&self, zone: &'static Zone<'static>) -> Result<(), Error> {
         self.init_inner(zone, false)
     }
@@ -202,7 +202,7 @@ impl EarlyCounter {
     /// The count: the per-CPU sum once `init` ran, else the early word.
     ///
     /// ```
-    /// static C: pcpu_counter::EarlyCounter = pcpu_counter::EarlyCounter::new();
+    /// static C: pcpu_counter::early::EarlyCounter = pcpu_counter::early::EarlyCounter::new();
     /// C.add(5);
     /// assert_eq!(C.fetch(), 5);
     /// ```
@@ -229,7 +229,7 @@ impl EarlyCounter {
     /// the early counts.
     ///
     /// ```
-    /// static C: pcpu_counter::EarlyCounter = pcpu_counter::EarlyCounter::new();
+    /// static C: pcpu_counter::early::EarlyCounter = pcpu_counter::early::EarlyCounter::new();
     /// assert!(C.counter().is_none());
     /// ```
     pub fn counter(&self) -> Option<&Counter<'static>> {
@@ -269,6 +269,6 @@ impl core::fmt::Debug for EarlyCounter {
 #[macro_export]
 macro_rules! counter_u64_define_early {
     ($vis:vis static $name:ident) => {
-        $vis static $name: $crate::EarlyCounter = $crate::EarlyCounter::new();
+        $vis static $name: $crate::early::EarlyCounter = $crate::early::EarlyCounter::new();
     };
 }

@@ -57,7 +57,7 @@ pub enum Error {
     },
     /// The area already holds its maximum number of zones.
     TooManyZones {
-        /// The maximum ([`MAX_ZONES`](crate::MAX_ZONES)).
+        /// The maximum (`Area::MAX_ZONES`).
         max: usize,
     },
     /// The zone's address range does not fit in the address space.
@@ -78,7 +78,7 @@ pub enum Error {
     MemoryInUse,
     /// The global zone was already installed.
     AlreadyInstalled,
-    /// No global zone is installed yet (see [`install`](crate::install)).
+    /// No global zone is installed yet (see [`install`](crate::freebsd::install)).
     NotInstalled,
     /// The calling thread is already bound to a simulated CPU (host simulation only).
     AlreadyBound,

@@ -82,7 +82,14 @@ impl ZoneLayout {
     /// Words of zone metadata the zone needs: one zero baseline per slot, then one bitmap
     /// bit per slot.
     pub const fn meta_words(&self) -> usize {
-        meta_words(self.capacity())
+        Self::meta_words_for(self.capacity())
+    }
+
+    /// Words of zone metadata for a zone of `capacity` slots: a baseline word per slot (for
+    /// the lossless zero) and a bitmap bit per slot (for alloc and free). A `const fn`, so a
+    /// kernel can size a static: `[u64; ZoneLayout::meta_words_for(SLOTS)]`.
+    pub const fn meta_words_for(capacity: usize) -> usize {
+        capacity + capacity.div_ceil(64)
     }
 
     /// The per-CPU register value for `cpu`.
@@ -105,10 +112,4 @@ impl ZoneLayout {
     pub(crate) const fn slot_index(&self, off: usize) -> usize {
         (off - self.offset) / 8
     }
-}
-
-/// Words of zone metadata for a zone of `capacity` slots: a baseline word per slot (for the
-/// lossless zero) and a bitmap bit per slot (for alloc and free).
-pub const fn meta_words(capacity: usize) -> usize {
-    capacity + capacity.div_ceil(64)
 }

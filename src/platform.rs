@@ -8,7 +8,7 @@
 //! | hook | asked by |
 //! |---|---|
 //! | [`Platform::current_cpu`] | the portable fallback (archs without a per-CPU register primitive) |
-//! | [`Platform::protect`] / [`Platform::unprotect`] | [`counter_enter`](crate::counter_enter), the i386 path without CX8, the portable fallback, and the baseline where 64-bit atomics are missing |
+//! | [`Platform::protect`] / [`Platform::unprotect`] | [`counter_enter`](crate::freebsd::counter_enter), the i386 path without CX8, the portable fallback, and the baseline where 64-bit atomics are missing |
 //!
 //! Local protection defaults to the `critical-section` crate, which is correct as is on
 //! single-core firmware and on any kernel whose `critical-section` implementation is global.
@@ -16,7 +16,7 @@
 //! `custom-protection` feature and names it with [`set_platform!`](crate::set_platform). The x86_64 and aarch64
 //! add paths call no hook at all.
 //!
-//! With the `std` feature the host simulation ([`sim`](crate::sim)) answers both hooks: the
+//! With the `sim` feature the host simulation (the `sim` module) answers both hooks: the
 //! current CPU is the simulated CPU the thread holds, and protection blocks simulated
 //! interrupts.
 

@@ -1,11 +1,11 @@
 //! `counter_enter` / `counter_exit`: paying for local protection once for several adds.
 
 use crate::platform::Protection;
-use crate::{arch, Counter};
+use crate::arch;
 
 /// Proof that the caller is inside `counter_enter()`; dropping it is `counter_exit()`.
 ///
-/// [`Counter::add_protected`] takes it, so a protected add outside a protected section does
+/// [`Counter::add_protected`](crate::Counter::add_protected) takes it, so a protected add outside a protected section does
 /// not compile. It is not `Send`: the protection belongs to the CPU that entered it. Where the
 /// arch's add needs no protection (x86_64, aarch64, i386 with CX8) it holds nothing and costs
 /// nothing. Guards that nest must be dropped in reverse order of creation.
@@ -14,10 +14,10 @@ use crate::{arch, Counter};
 /// # let machine = pcpu_counter::sim::Machine::new(2);
 /// # let (packets, bytes) = (machine.alloc().unwrap(), machine.alloc().unwrap());
 /// # machine.run_on(1, || {
-/// let guard = pcpu_counter::counter_enter();
+/// let guard = pcpu_counter::freebsd::counter_enter();
 /// packets.add_protected(&guard, 1);
 /// bytes.add_protected(&guard, 1500);
-/// pcpu_counter::counter_exit(guard);
+/// pcpu_counter::freebsd::counter_exit(guard);
 /// # });
 /// # assert_eq!((packets.fetch(), bytes.fetch()), (1, 1500));
 /// ```
@@ -49,22 +49,4 @@ impl core::fmt::Debug for Protected {
             .field("holds_protection", &self._protection.is_some())
             .finish()
     }
-}
-
-/// FreeBSD's `counter_enter()`: enters local protection where the arch's add needs it.
-#[inline(always)]
-pub fn counter_enter() -> Protected {
-    Protected::enter()
-}
-
-/// FreeBSD's `counter_exit()`: leaves the section `guard` proves.
-#[inline(always)]
-pub fn counter_exit(guard: Protected) {
-    drop(guard)
-}
-
-/// FreeBSD's `counter_u64_add_protected(c, v)`, inside `counter_enter()`.
-#[inline(always)]
-pub fn counter_u64_add_protected(guard: &Protected, counter: &Counter<'_>, v: i64) {
-    counter.add_protected(guard, v)
 }

@@ -16,7 +16,7 @@ use crate::{Counter, Zone};
 ///
 /// ```
 /// use core::sync::atomic::{AtomicU32, Ordering};
-/// use pcpu_counter::Clock;
+/// use pcpu_counter::ratecheck::Clock;
 ///
 /// static TICKS: AtomicU32 = AtomicU32::new(0);
 /// fn ticks() -> u32 { TICKS.load(Ordering::Relaxed) }
@@ -37,7 +37,7 @@ impl Clock {
     /// Milliseconds of `std::time::Instant` since the first use, 1000 per second.
     ///
     /// ```
-    /// let clock = pcpu_counter::Clock::monotonic();
+    /// let clock = pcpu_counter::ratecheck::Clock::monotonic();
     /// assert_eq!(clock.hz, 1000);
     /// assert!((clock.now)() <= (clock.now)());
     /// ```
@@ -119,7 +119,7 @@ impl RateState {
 /// state, and the clock that says when a second has passed.
 ///
 /// ```
-/// use pcpu_counter::{sim::Machine, Clock, CounterRate};
+/// use pcpu_counter::{ratecheck::{Clock, CounterRate}, sim::Machine};
 /// use core::sync::atomic::{AtomicU32, Ordering};
 ///
 /// static TICKS: AtomicU32 = AtomicU32::new(1000);
@@ -147,9 +147,9 @@ impl<'z> CounterRate<'z> {
     ///
     /// ```
     /// # let machine = pcpu_counter::sim::Machine::new(1);
-    /// let rate = pcpu_counter::CounterRate::new(
+    /// let rate = pcpu_counter::ratecheck::CounterRate::new(
     ///     machine.alloc().unwrap(),
-    ///     pcpu_counter::Clock::monotonic(),
+    ///     pcpu_counter::ratecheck::Clock::monotonic(),
     /// );
     /// assert_eq!(rate.counter().fetch(), 0);
     /// ```
@@ -169,7 +169,7 @@ impl<'z> CounterRate<'z> {
     ///
     /// ```
     /// # let machine = pcpu_counter::sim::Machine::new(1);
-    /// # let rate = pcpu_counter::CounterRate::new(machine.alloc().unwrap(), pcpu_counter::Clock::monotonic());
+    /// # let rate = pcpu_counter::ratecheck::CounterRate::new(machine.alloc().unwrap(), pcpu_counter::ratecheck::Clock::monotonic());
     /// // With a limit this high, no second of this doctest goes over it.
     /// machine.run_on(0, || assert_eq!(rate.check(1_000_000), 0));
     /// ```
@@ -181,7 +181,7 @@ impl<'z> CounterRate<'z> {
     ///
     /// ```
     /// # let machine = pcpu_counter::sim::Machine::new(1);
-    /// # let rate = pcpu_counter::CounterRate::new(machine.alloc().unwrap(), pcpu_counter::Clock::monotonic());
+    /// # let rate = pcpu_counter::ratecheck::CounterRate::new(machine.alloc().unwrap(), pcpu_counter::ratecheck::Clock::monotonic());
     /// machine.run_on(0, || {
     ///     assert_eq!(rate.check_at(5000, 1), 0);
     ///     assert_eq!(rate.check_at(5001, 1), -1);
@@ -202,22 +202,11 @@ impl<'z> CounterRate<'z> {
     ///
     /// ```
     /// # let machine = pcpu_counter::sim::Machine::new(1);
-    /// # let rate = pcpu_counter::CounterRate::new(machine.alloc().unwrap(), pcpu_counter::Clock::monotonic());
+    /// # let rate = pcpu_counter::ratecheck::CounterRate::new(machine.alloc().unwrap(), pcpu_counter::ratecheck::Clock::monotonic());
     /// machine.run_on(0, || rate.check_at(7000, 10));
     /// assert_eq!(rate.counter().fetch(), 1);
     /// ```
     pub fn counter(&self) -> &Counter<'z> {
         &self.rate
     }
-}
-
-/// FreeBSD's `counter_ratecheck(cr, limit)`: [`CounterRate::check`].
-///
-/// ```
-/// # let machine = pcpu_counter::sim::Machine::new(1);
-/// # let rate = pcpu_counter::CounterRate::new(machine.alloc().unwrap(), pcpu_counter::Clock::monotonic());
-/// machine.run_on(0, || assert_eq!(pcpu_counter::counter_ratecheck(&rate, 1_000_000), 0));
-/// ```
-pub fn counter_ratecheck(cr: &CounterRate<'_>, limit: i64) -> i64 {
-    cr.check(limit)
 }

@@ -7,7 +7,9 @@
 
 use core::fmt;
 
-use crate::{Counter, CounterArray, EarlyCounter};
+use crate::array::CounterArray;
+use crate::early::EarlyCounter;
+use crate::Counter;
 
 /// Something a registry can name: one counter or an array of them.
 pub trait Statistic: Sync {
@@ -109,7 +111,7 @@ struct Entry<'a> {
 /// A fixed-size table of named counters and counter arrays.
 ///
 /// ```
-/// use pcpu_counter::{registry::Registry, sim::Machine, CounterArray};
+/// use pcpu_counter::{array::CounterArray, registry::Registry, sim::Machine};
 ///
 /// let machine = Machine::new(2);
 /// let rx = machine.alloc().unwrap();

@@ -28,9 +28,9 @@ type AtomicRelease = crate::atomic::AtomicBool;
 enum AreaRef<'m> {
     /// An area that outlives the zone: the kernel's, a machine's, or the caller's.
     Shared(&'m Area),
-    /// With `std`, a zone made outside any simulated machine is an area of its own: no
+    /// With `sim`, a zone made outside any simulated machine is an area of its own: no
     /// simulated CPU's register points at it, so adds to its counters on a bound thread are
-    /// refused (see [`sim`](crate::sim)).
+    /// refused (see the `sim` module, feature `sim`).
     #[cfg(feature = "sim")]
     Own(std::boxed::Box<Area>),
 }
@@ -72,7 +72,7 @@ unsafe impl Send for Zone<'_> {}
 
 impl<'m> Zone<'m> {
     /// A zone on memory the caller provides: per-CPU blocks described by `layout`, carved from
-    /// the kernel's area ([`Area::global`]; with `std`, an area of its own), and `meta` for
+    /// the kernel's area ([`Area::global`]; with `sim`, an area of its own), and `meta` for
     /// its metadata: at least [`ZoneLayout::meta_words`] words.
     ///
     /// The counter areas are not cleared here: every slot is cleared on every CPU when it is
@@ -346,7 +346,7 @@ impl<'m> Zone<'m> {
 #[cfg(feature = "alloc")]
 impl Zone<'static> {
     /// A zone on heap memory for `ncpus` CPUs and at least `counters` counters, carved from
-    /// the kernel's area (with `std`, an area of its own, as a simulated machine's zone).
+    /// the kernel's area (with `sim`, an area of its own, as a simulated machine's zone).
     ///
     /// Each CPU's block is rounded up to a multiple of 128 bytes, so that no two CPUs share a
     /// cache line; [`capacity`](Zone::capacity) reports the rounded count.

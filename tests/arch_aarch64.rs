@@ -22,7 +22,8 @@ fn interrupts_inside_the_llsc_loop_are_retried_exactly() {
     let mut retries = 0u64;
     let (adds, handled) = common::storm_on_cpu0(&machine, &c, MAX_ADDS, |_| {
         // SAFETY: `storm_on_cpu0` runs this bound to CPU 0 of the counter's machine.
-        retries += u64::from(unsafe { pcpu_counter::arch::add_counting_retries(c.offset(), 1) });
+        retries +=
+            u64::from(unsafe { pcpu_counter::sim::aarch64::add_counting_retries(c.offset(), 1) });
         retries >= WANTED_RETRIES
     });
     assert!(

@@ -9,7 +9,7 @@
 mod common;
 
 use pcpu_counter::arch;
-use pcpu_counter::sim::Machine;
+use pcpu_counter::sim::{self, Machine};
 use pcpu_counter::Counter;
 use std::sync::Mutex;
 
@@ -30,10 +30,10 @@ fn the_path_is_the_one_the_environment_asks_for() {
     let _s = serial();
     // Every CPU this runs on (x86_64 hosts in 32-bit mode, qemu-i386) has CX8.
     assert_eq!(arch::has_cx8(), !forced());
-    let guard = pcpu_counter::counter_enter();
+    let guard = pcpu_counter::freebsd::counter_enter();
     assert_eq!(guard.holds_protection(), forced());
     drop(guard);
-    println!("i386 binds: {}", arch::host_fs_mechanism());
+    println!("i386 binds: {}", sim::i386::host_fs_mechanism());
     println!(
         "i386 add path: {}",
         if arch::has_cx8() {
@@ -66,7 +66,7 @@ fn both_paths_add_exactly_across_the_32_bit_halves() {
     let _s = serial();
     let mut paths = Vec::new();
     for force in [false, true] {
-        arch::force_no_cx8(force);
+        sim::i386::force_no_cx8(force);
         paths.push(arch::has_cx8());
         let machine = Machine::new(4);
         let c = machine.alloc().unwrap();
@@ -79,7 +79,7 @@ fn both_paths_add_exactly_across_the_32_bit_halves() {
         // A slot above 2^32 reads whole: no torn read of the two halves.
         assert!(per_cpu > 1 << 32);
     }
-    arch::force_no_cx8(false);
+    sim::i386::force_no_cx8(false);
     assert_eq!(arch::has_cx8(), !forced());
     assert_eq!(paths, vec![!forced(), false], "both paths ran");
 }
@@ -88,18 +88,18 @@ fn both_paths_add_exactly_across_the_32_bit_halves() {
 fn counter_enter_holds_protection_exactly_without_cx8() {
     let _s = serial();
     for force in [false, true] {
-        arch::force_no_cx8(force);
+        sim::i386::force_no_cx8(force);
         let machine = Machine::new(2);
         let c = machine.alloc().unwrap();
         machine.run_on(1, || {
-            let guard = pcpu_counter::counter_enter();
+            let guard = pcpu_counter::freebsd::counter_enter();
             assert_eq!(guard.holds_protection(), !arch::has_cx8());
             c.add_protected(&guard, 5);
             c.add_protected(&guard, -2);
         });
         assert_eq!((c.fetch(), c.cpu_slot(1)), (3, Ok(3)));
     }
-    arch::force_no_cx8(false);
+    sim::i386::force_no_cx8(false);
 }
 
 /// A measurement, not a check (run it with `-- --ignored --nocapture bind_rate`, and again
@@ -123,7 +123,7 @@ fn bind_rate() {
     );
     println!(
         "{}: {BINDS} binds in {seconds:.2} s: {:.0} binds/s, {:.2} us each",
-        arch::host_fs_mechanism(),
+        sim::i386::host_fs_mechanism(),
         BINDS as f64 / seconds,
         seconds * 1e6 / BINDS as f64
     );
@@ -143,7 +143,7 @@ fn interrupts_inside_the_cmpxchg8b_loop_are_retried_exactly() {
     let mut retries = 0u64;
     let (adds, handled) = common::storm_on_cpu0(&machine, &c, MAX_ADDS, |_| {
         // SAFETY: `storm_on_cpu0` runs this bound to CPU 0 of the counter's machine; the CPU has CX8.
-        retries += u64::from(unsafe { arch::add_counting_retries(c.offset(), 1) });
+        retries += u64::from(unsafe { sim::i386::add_counting_retries(c.offset(), 1) });
         retries >= WANTED_RETRIES
     });
     assert!(

@@ -5,7 +5,7 @@
 //! (`.ci/run` runs this file with `--release` too).
 
 use pcpu_counter::sim::Machine;
-use pcpu_counter::{Area, AreaShape, Error, Zone, ZoneLayout, MAX_ZONES};
+use pcpu_counter::{Area, AreaShape, Error, Zone, ZoneLayout};
 
 /// `ncpus` blocks of `stride` bytes on the heap.
 fn blocks(ncpus: usize, stride: usize) -> Vec<u64> {
@@ -114,27 +114,32 @@ fn zones_carved_from_one_area_share_its_registers_and_never_overlap() {
 #[test]
 fn an_area_holds_at_most_max_zones() {
     let area = Area::new();
-    let mut mem = blocks(1, 8 * (MAX_ZONES + 1));
+    let mut mem = blocks(1, 8 * (Area::MAX_ZONES + 1));
     let base = mem.as_mut_ptr() as usize;
-    let mut metas = vec![[0u64; 2]; MAX_ZONES + 1];
+    let mut metas = vec![[0u64; 2]; Area::MAX_ZONES + 1];
     let mut zones = Vec::new();
     for (i, meta) in metas.iter_mut().enumerate() {
         let layout = ZoneLayout {
             base,
-            stride: 8 * (MAX_ZONES + 1),
+            stride: 8 * (Area::MAX_ZONES + 1),
             offset: 8 * i,
             len: 8,
             ncpus: 1,
         };
         // SAFETY: slot `i` of the block belongs to zone `i`.
         let made = unsafe { Zone::from_raw_parts_in(&area, layout, meta) };
-        if i < MAX_ZONES {
+        if i < Area::MAX_ZONES {
             zones.push(made.unwrap());
         } else {
-            assert_eq!(made.unwrap_err(), Error::TooManyZones { max: MAX_ZONES });
+            assert_eq!(
+                made.unwrap_err(),
+                Error::TooManyZones {
+                    max: Area::MAX_ZONES
+                }
+            );
         }
     }
-    assert_eq!(area.zones(), MAX_ZONES);
+    assert_eq!(area.zones(), Area::MAX_ZONES);
 }
 
 /// Each simulated machine is an area of its own. A counter of machine A added on a thread that

@@ -5,7 +5,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Barrier;
 
 use pcpu_counter::sim::Machine;
-use pcpu_counter::{counter_array_alloc, install, CounterArray, Error, Wait, Zone};
+use pcpu_counter::{
+    array::CounterArray,
+    freebsd::{counter_array_alloc, install, Wait},
+    Error, Zone,
+};
 
 #[test]
 fn exact_sums_from_migrating_threads() {

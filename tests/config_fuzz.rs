@@ -18,7 +18,7 @@ use std::sync::Mutex;
 
 use pcpu_counter::capi::*;
 use pcpu_counter::sim::Machine;
-use pcpu_counter::{meta_words, Error, Zone, ZoneLayout};
+use pcpu_counter::{Error, Zone, ZoneLayout};
 use proptest::prelude::*;
 mod common;
 
@@ -259,7 +259,7 @@ fn zone_layouts_through_from_raw_parts() {
                 counts.valid_elsewhere.fetch_add(1, Ordering::Relaxed);
                 return Ok(());
             }
-            let needed = meta_words(len / 8);
+            let needed = ZoneLayout::meta_words_for(len / 8);
             let words = match meta {
                 // A rejected layout may be huge: its metadata is never looked at.
                 _ if expected.is_err() => needed.min(64),
@@ -520,7 +520,10 @@ fn c_zone_init_refuses_bad_layouts() {
             // its memory is touched (asserted); `meta` is 64 writable words.
             let rc = unsafe { pcpu_zone_init(&c, meta.as_mut_ptr(), meta.len()) };
             prop_assert_eq!(rc, c_code(want), "{:?}", layout);
-            prop_assert!(pcpu_counter::global_zone().is_err(), "nothing installed");
+            prop_assert!(
+                pcpu_counter::freebsd::global_zone().is_err(),
+                "nothing installed"
+            );
             prop_assert_eq!(meta, [0u64; 64]);
             Ok(())
         },

@@ -4,7 +4,10 @@ mod common;
 
 use common::{RacyShared, Workload};
 use pcpu_counter::sim::Machine;
-use pcpu_counter::{counter_enter, counter_exit, counter_u64_add_protected, Counter};
+use pcpu_counter::{
+    freebsd::{counter_enter, counter_exit, counter_u64_add_protected},
+    Counter,
+};
 
 fn check_exact(ncpus: usize, w: Workload) {
     let machine = Machine::new(ncpus);

@@ -1,9 +1,11 @@
 //! Proof of the x86_64 add path: `Counter::add` compiles to exactly one non-locked
 //! `add qword ptr gs:[...]` and no call. Reads this test binary with `objdump`.
 //!
-//! These tests run on the host simulation, whose add path also reads the machine's area tag
-//! (`mov reg, gs:0x0`, compare, branch to a cold panic after the `ret`): the one other
-//! gs-relative access allowed. A kernel build has no such check.
+//! These tests run on the host simulation, whose add path also checks that the thread holds a
+//! CPU of the counter's machine (a thread-local load, `fs`-relative, a compare with the
+//! counter's area, a branch to a cold panic after the `ret`). A kernel build has no such
+//! check. (Before the check was a thread-local it read a tag at `gs:0x0`, which the check
+//! below still accepts.)
 #![cfg(target_arch = "x86_64")]
 
 mod common;
@@ -92,7 +94,8 @@ fn the_check_rejects_broken_add_paths() {
     ]);
     assert!(check_add_path(&good, false).is_ok());
     let checked = s(&[
-        "mov    rdx,QWORD PTR gs:0x0",
+        "mov    rax,0xffffffffffffff90",
+        "mov    rdx,QWORD PTR fs:[rax]",
         "cmp    rdx,rcx",
         "jne    364ee <pcpu_probe_counter_add+0x1e>",
         "add    QWORD PTR gs:[rax],rsi",

@@ -1,7 +1,8 @@
 //! The FreeBSD-named API on the global zone (one global zone per process: one test).
 
+use pcpu_counter::freebsd::*;
 use pcpu_counter::sim::Machine;
-use pcpu_counter::*;
+use pcpu_counter::{Error, Zone};
 
 #[test]
 fn freebsd_names_on_the_global_zone() {

@@ -72,14 +72,14 @@ fn protection_masks_interrupts() {
     machine.with_interrupt_handler(&handler, || {
         machine.run_on(0, || {
             let (inside, storm) = interrupt_storm(|| {
-                let guard = pcpu_counter::counter_enter();
+                let guard = pcpu_counter::freebsd::counter_enter();
                 held = guard.holds_protection();
                 let before = handled.load(Ordering::Relaxed);
                 for _ in 0..20_000 {
                     c.add_protected(&guard, 1);
                 }
                 let during = handled.load(Ordering::Relaxed) - before;
-                pcpu_counter::counter_exit(guard);
+                pcpu_counter::freebsd::counter_exit(guard);
                 during
             });
             assert!(storm.raised > 0 && storm.taken > 0);

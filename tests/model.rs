@@ -35,7 +35,7 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use pcpu_counter::sim::Machine;
-use pcpu_counter::{Counter, CounterArray, Error, Zone};
+use pcpu_counter::{array::CounterArray, Counter, Error, Zone};
 use proptest::prelude::*;
 mod common;
 

@@ -5,7 +5,11 @@ use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 use std::sync::Barrier;
 
 use pcpu_counter::sim::Machine;
-use pcpu_counter::{counter_ratecheck, Clock, Counter, CounterRate};
+use pcpu_counter::{
+    freebsd::counter_ratecheck,
+    ratecheck::{Clock, CounterRate},
+    Counter,
+};
 
 #[test]
 fn zero_under_minus_one_over_count_at_new_second() {

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use pcpu_counter::registry::{Registry, RegistryError, Stat};
 use pcpu_counter::sim::Machine;
-use pcpu_counter::{CounterArray, EarlyCounter};
+use pcpu_counter::{array::CounterArray, early::EarlyCounter};
 
 /// Counts this thread's allocations, to show the read path makes none.
 struct Counting;

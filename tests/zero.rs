@@ -1,7 +1,7 @@
 //! `zero` and `fetch_and_zero` racing with adds: nothing lost, nothing counted twice.
 
+use pcpu_counter::freebsd::{counter_u64_fetch, counter_u64_zero};
 use pcpu_counter::sim::Machine;
-use pcpu_counter::{counter_u64_fetch, counter_u64_zero};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 #[test]

@@ -8,7 +8,7 @@
 //! interrupt inside the LL/SC loop clears the exclusive monitor (or its handler's own
 //! `stxr` does), so the `stxr` fails and the loop retries.
 //!
-//! At EL0 (host tests, feature `std`) `TPIDR_EL1` cannot be read: the base is a thread-local
+//! At EL0 (host tests, feature `sim`) `TPIDR_EL1` cannot be read: the base is a thread-local
 //! that binding a simulated CPU sets, and the same LL/SC (or LSE) code runs on it.
 
 use core::arch::asm;
@@ -27,7 +27,7 @@ pub const NAME: &str = "aarch64 (LSE stadd)";
 #[inline(always)]
 fn cpu_base() -> usize {
     let base: usize;
-    // SAFETY: reading TPIDR_EL1 has no side effects (the crate runs at EL1 without `std`).
+    // SAFETY: reading TPIDR_EL1 has no side effects (the crate runs at EL1 without `sim`).
     unsafe { asm!("mrs {}, tpidr_el1", out(reg) base, options(nomem, nostack, preserves_flags)) };
     base
 }
@@ -128,7 +128,7 @@ mod host_base;
 #[cfg(feature = "sim")]
 pub use host::add_counting_retries;
 #[cfg(feature = "sim")]
-pub(crate) use host_base::{host_bind, host_block_tag, host_unbind};
+pub(crate) use host_base::{host_bind, host_unbind};
 
 #[cfg(feature = "sim")]
 mod host {
@@ -142,7 +142,6 @@ mod host {
     ///
     /// # Safety
     /// The thread is bound to a simulated CPU of the zone owning slot offset `off`.
-    #[doc(hidden)]
     pub unsafe fn add_counting_retries(off: usize, v: i64) -> u32 {
         let slot = super::host_base::base().wrapping_add(off) as *mut u64;
         let retries: u32;

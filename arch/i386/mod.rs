@@ -15,10 +15,10 @@
 //! new values with CX8, else a plain read under local protection (FreeBSD's rule: i386 machines
 //! without CX8 are uniprocessors).
 //!
-//! Setting up FS: [`set_cpu_base`] cannot write a descriptor table it does not know, so it
-//! returns `false` on i386. A kernel writes [`gdt_data_descriptor`]`(base)` into this CPU's
-//! GDT (each CPU has its own GDT, or its own entry) and loads the selector with [`load_fs`];
-//! [`set_cpu_base_in`] does both. In host tests (feature `std`) a bound thread's `%fs` is a
+//! Setting up FS: the FS base lives in a segment descriptor the kernel owns, so i386's
+//! [`set_cpu_base`] takes this CPU's GDT entry and its selector besides the base: it writes
+//! [`gdt_data_descriptor`]`(base)` into the entry (each CPU has its own GDT, or its own entry)
+//! and loads the selector with [`load_fs`]. In host tests (feature `sim`) a bound thread's `%fs` is a
 //! segment with the CPU's block as base: its own GDT TLS entry (`set_thread_area`) natively,
 //! an LDT entry of its own (`modify_ldt`) under qemu-i386 (glibc keeps i386 TLS in `%gs`, so
 //! `%fs` is free).
@@ -44,7 +44,7 @@ static CX8: AtomicU8 = AtomicU8::new(0);
 
 /// Whether this CPU has `cmpxchg8b`: asks CPUID once, then answers from the cache.
 ///
-/// With feature `std` the environment variable `PCPU_COUNTER_FORCE_NO_CX8` (any value), read
+/// With feature `sim` the environment variable `PCPU_COUNTER_FORCE_NO_CX8` (any value), read
 /// at the first call, and [`force_no_cx8`] make it answer `false`, so that host tests run the
 /// no-CX8 path too.
 #[inline]
@@ -79,7 +79,6 @@ fn forced_by_environment() -> bool {
 /// while no thread is inside an add or a `counter_enter` section: a section entered on one
 /// path and used on the other is not protected.
 #[cfg(feature = "sim")]
-#[doc(hidden)]
 pub fn force_no_cx8(force: bool) {
     CX8.store(if force { 1 } else { 0 }, Ordering::Relaxed);
 }
@@ -283,16 +282,6 @@ pub(crate) unsafe fn store_slot(slot: *mut u64, value: u64) {
     }
 }
 
-/// On i386 the FS base lives in a segment descriptor the kernel owns, which this function
-/// cannot find: it writes nothing and returns `false`. Use [`set_cpu_base_in`] (or
-/// [`gdt_data_descriptor`] and [`load_fs`]) instead.
-///
-/// # Safety
-/// None needed; `unsafe` only to match the other archs.
-pub unsafe fn set_cpu_base(_base: usize) -> bool {
-    false
-}
-
 /// A GDT (or LDT) descriptor for a flat 32-bit read/write data segment at `base`: limit 4 GiB
 /// (page granular), present, DPL 0, accessed. Loaded into FS, `fs:[off]` is `base + off`.
 pub const fn gdt_data_descriptor(base: u32) -> u64 {
@@ -323,7 +312,7 @@ pub unsafe fn load_fs(selector: u16) {
 /// # Safety
 /// Must run at CPL 0 on the CPU whose block `base` is; `entry` is the descriptor `selector`
 /// names in the GDT this CPU has loaded; nothing else on this CPU relies on the old `%fs`.
-pub unsafe fn set_cpu_base_in(entry: &mut u64, selector: u16, base: usize) -> bool {
+pub unsafe fn set_cpu_base(entry: &mut u64, selector: u16, base: usize) -> bool {
     let Ok(base) = u32::try_from(base) else {
         return false;
     };
@@ -341,21 +330,6 @@ pub unsafe fn set_cpu_base_in(entry: &mut u64, selector: u16, base: usize) -> bo
 
 #[cfg(feature = "sim")]
 pub use host::add_counting_retries;
-/// The first word of the bound simulated CPU's block (the simulation's area tag): `fs:[0]`.
-///
-/// # Safety
-/// The thread is bound to a simulated CPU (its FS segment is a block of a machine's area).
-#[cfg(feature = "sim")]
-#[inline(always)]
-pub(crate) unsafe fn host_block_tag() -> usize {
-    let tag: usize;
-    // SAFETY: per the caller, `fs:[0]` is the first word of the bound CPU's block.
-    unsafe {
-        asm!("mov {}, dword ptr fs:[0]", out(reg) tag, options(nostack, readonly, preserves_flags))
-    };
-    tag
-}
-
 #[cfg(feature = "sim")]
 pub use host::host_fs_mechanism;
 #[cfg(feature = "sim")]
@@ -461,7 +435,6 @@ mod host {
     }
 
     /// Host tests only: how binds set `%fs` in this process.
-    #[doc(hidden)]
     pub fn host_fs_mechanism() -> &'static str {
         if probe_tls_entry() == USE_LDT {
             "LDT entry per bound thread (modify_ldt)"
@@ -590,7 +563,6 @@ mod host {
     /// # Safety
     /// The thread is bound to a simulated CPU of the zone owning slot offset `off`, and the
     /// CPU has CX8.
-    #[doc(hidden)]
     pub unsafe fn add_counting_retries(off: usize, v: i64) -> u32 {
         let retries: u32;
         // SAFETY: as `add_cx8`, with one more stack word for the retry count.

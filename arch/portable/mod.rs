@@ -131,4 +131,4 @@ pub unsafe fn set_cpu_base(_base: usize) -> bool {
 #[path = "../host_base.rs"]
 mod host_base;
 #[cfg(feature = "sim")]
-pub(crate) use host_base::{host_bind, host_block_tag, host_unbind};
+pub(crate) use host_base::{host_bind, host_unbind};

@@ -19,7 +19,7 @@
 //! the add needs no protection (`counter_enter` is free), as on FreeBSD's arm64 and amd64. The
 //! AMO has no `.aq`/`.rl` bits: statistics need no ordering.
 //!
-//! Under `std` (host tests on riscv64 Linux) `tp` is glibc's thread pointer and `gp` the
+//! Under `sim` (host tests on riscv64 Linux) `tp` is glibc's thread pointer and `gp` the
 //! global pointer, neither ours: the base is a thread-local that binding a simulated CPU sets,
 //! and the same `amoadd.d` runs on it (as on aarch64, where EL0 cannot read `TPIDR_EL1`).
 //!
@@ -52,7 +52,7 @@ cfg_if::cfg_if! {
 #[inline(always)]
 fn cpu_base() -> usize {
     let base: usize;
-    // SAFETY: copies a register; no memory access. Without `std` the kernel owns `tp`.
+    // SAFETY: copies a register; no memory access. Without `sim` the kernel owns `tp`.
     unsafe { asm!("mv {}, tp", out(reg) base, options(nomem, nostack, preserves_flags)) };
     base
 }
@@ -152,7 +152,7 @@ pub(crate) use atomic_slots::{load_slot, store_slot};
 /// [`Zone::cpu_base`]). Call it once on each hart, in the kernel (S-mode or M-mode), before
 /// that hart adds to a counter. A kernel that already keeps its own per-CPU block in that
 /// register hosts the zone inside the block instead (see [`ZoneLayout`](crate::ZoneLayout))
-/// and need not call this. Under `std` (host simulation) it does nothing: there `tp` is the
+/// and need not call this. Under `sim` (host simulation) it does nothing: there `tp` is the
 /// C library's thread pointer and binding a simulated CPU sets the base. Always returns
 /// `true`.
 ///
@@ -188,7 +188,7 @@ unsafe fn write_base(base: usize) {
     unsafe { asm!("mv gp, {0}", in(reg) base, options(nomem, nostack, preserves_flags)) }
 }
 
-/// Under `std` the simulation's binding sets the base: nothing to write.
+/// Under `sim` the simulation's binding sets the base: nothing to write.
 ///
 /// # Safety
 /// None needed.
@@ -200,4 +200,4 @@ unsafe fn write_base(_base: usize) {}
 #[path = "../host_base.rs"]
 mod host_base;
 #[cfg(feature = "sim")]
-pub(crate) use host_base::{host_bind, host_block_tag, host_unbind};
+pub(crate) use host_base::{host_bind, host_unbind};

@@ -91,21 +91,6 @@ pub(crate) unsafe fn host_bind(base: usize) {
     );
 }
 
-/// The first word of the bound simulated CPU's block (the simulation's area tag): `gs:[0]`.
-///
-/// # Safety
-/// The thread is bound to a simulated CPU (its GS base is a block of a machine's area).
-#[cfg(feature = "sim")]
-#[inline(always)]
-pub(crate) unsafe fn host_block_tag() -> usize {
-    let tag: usize;
-    // SAFETY: per the caller, `gs:[0]` is the first word of the bound CPU's block.
-    unsafe {
-        asm!("mov {}, qword ptr gs:[0]", out(reg) tag, options(nostack, readonly, preserves_flags))
-    };
-    tag
-}
-
 /// Clears this thread's GS base, so that a stray add faults instead of counting.
 ///
 /// # Safety

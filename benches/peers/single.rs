@@ -12,7 +12,10 @@ use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use pcpu_counter::sim::Machine;
-use pcpu_counter::{counter_enter, counter_exit, Counter};
+use pcpu_counter::{
+    freebsd::{counter_enter, counter_exit},
+    Counter,
+};
 
 use std::time::Instant;
 

@@ -3,19 +3,19 @@
 //! The header is `include/pcpu_counter.h`, generated from these items by `cbindgen` (and
 //! checked against them in CI: `.ci/capi.sh`). Build the static library from the `capi/`
 //! crate (`cargo build --manifest-path capi/Cargo.toml`), which links this crate with the
-//! features `capi` and `std` for host programs; a Rust kernel enables `capi` on its own
+//! features `capi` and `sim` for host programs; a Rust kernel enables `capi` on its own
 //! dependency and links C objects into itself.
 //!
 //! | C | Rust |
 //! |---|---|
-//! | `counter_u64_alloc(M_WAITOK \| M_NOWAIT)`, `counter_u64_free` (NULL is fine) | [`crate::counter_u64_alloc`], [`crate::counter_u64_free`] |
+//! | `counter_u64_alloc(M_WAITOK \| M_NOWAIT)`, `counter_u64_free` (NULL is fine) | [`crate::freebsd::counter_u64_alloc`], [`crate::freebsd::counter_u64_free`] |
 //! | `counter_u64_add` (inline in the header; out of line `pcpu_counter_add`), `counter_u64_fetch`, `counter_u64_zero` | [`crate::Counter`] |
-//! | `counter_enter`, `counter_u64_add_protected`, `counter_exit` | [`crate::counter_enter`], ... |
-//! | `counter_u64_array_alloc/free/zero/copy` and the `COUNTER_ARRAY_*` macros | [`crate::CounterArray`] |
-//! | `struct counter_rate`, `counter_ratecheck`, `pcpu_set_ticks` | [`crate::CounterRate`] |
-//! | `pcpu_zone_init`, `pcpu_zone_cpu_base`, `pcpu_set_cpu_base` | [`crate::install`], [`crate::Zone::cpu_base`], [`crate::arch::set_cpu_base`] |
+//! | `counter_enter`, `counter_u64_add_protected`, `counter_exit` | [`crate::freebsd::counter_enter`], ... |
+//! | `counter_u64_array_alloc/free/zero/copy` and the `COUNTER_ARRAY_*` macros | [`crate::array::CounterArray`] |
+//! | `struct counter_rate`, `counter_ratecheck`, `pcpu_set_ticks` | [`crate::ratecheck::CounterRate`] |
+//! | `pcpu_zone_init`, `pcpu_zone_cpu_base`, `pcpu_set_cpu_base` | [`crate::freebsd::install`], [`crate::Zone::cpu_base`], [`crate::arch::set_cpu_base`] |
 //! | `pcpu_sysctl_add_counter`, `pcpu_sysctl_add_counter_array` (FreeBSD's `SYSCTL_ADD_COUNTER_U64[_ARRAY]`), `pcpu_sysctl_remove`, `pcpu_sysctl_zero`, `pcpu_sysctl_walk` | [`crate::registry::Registry`] |
-//! | `pcpu_sim_machine_new`, `pcpu_sim_bind`, `pcpu_sim_unbind` (feature `std`) | [`crate::sim`] |
+//! | `pcpu_sim_machine_new`, `pcpu_sim_bind`, `pcpu_sim_unbind` (feature `sim`) | [`crate::sim`] |
 //!
 //! A counter is its slot: a `counter_u64_t` is the slot's offset from the per-CPU register,
 //! so the C ABI needs no handle table and no allocator. Functions that can fail return

@@ -70,7 +70,7 @@ fn clock() -> (u32, u32) {
     }
     #[cfg(feature = "std")]
     {
-        let c = crate::Clock::monotonic();
+        let c = crate::ratecheck::Clock::monotonic();
         ((c.now)(), c.hz)
     }
     #[cfg(not(feature = "std"))]

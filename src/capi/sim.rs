@@ -1,4 +1,4 @@
-//! A small C API to the host simulation (feature `std`), for C test programs.
+//! A small C API to the host simulation (feature `sim`), for C test programs.
 
 use core::cell::RefCell;
 use core::ffi::c_int;

@@ -4,9 +4,9 @@ use core::ffi::c_int;
 
 use super::error::{code, PCPU_ECPU, PCPU_EFULL, PCPU_EINVAL, PCPU_ENOTINSTALLED, PCPU_OK};
 use super::{early, protect};
-use crate::{arch, global, Zone, ZoneLayout};
+use crate::{arch, freebsd as global, Zone, ZoneLayout};
 
-/// The zone the C ABI allocates from: the simulated machine's (feature `std`, once
+/// The zone the C ABI allocates from: the simulated machine's (feature `sim`, once
 /// `pcpu_sim_machine_new` ran), else the global zone.
 pub(crate) fn current_zone() -> Option<&'static Zone<'static>> {
     #[cfg(feature = "sim")]

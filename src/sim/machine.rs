@@ -26,18 +26,9 @@ enum MachineZone {
     Global(&'static Zone<'static>),
 }
 
-/// A machine's zone: heap blocks whose first word is the address of the zone's area (the tag
-/// the add path's check reads through the per-CPU register), counters after it.
-fn tagged_zone(ncpus: usize, counters: usize) -> Result<Zone<'static>, Error> {
-    let zone = Zone::on_heap(ncpus, counters, 8)?;
-    let tag = zone.area() as *const crate::Area as usize;
-    for cpu in 0..ncpus {
-        let block = zone.cpu_base(cpu)? as *mut usize;
-        // SAFETY: the first 8 bytes of every block are outside the zone's counter area
-        // (`on_heap` with an 8-byte header) and belong to the machine; nobody reads them yet.
-        unsafe { block.write(tag) };
-    }
-    Ok(zone)
+/// A machine's zone: one heap block per CPU.
+fn machine_zone(ncpus: usize, counters: usize) -> Result<Zone<'static>, Error> {
+    Zone::on_heap(ncpus, counters, 8)
 }
 
 impl Machine {
@@ -51,16 +42,16 @@ impl Machine {
 
     /// A machine with `ncpus` CPUs and room for at least `counters` counters.
     pub fn with_capacity(ncpus: usize, counters: usize) -> Result<Self, Error> {
-        Ok(Self::around(MachineZone::Own(tagged_zone(
+        Ok(Self::around(MachineZone::Own(machine_zone(
             ncpus, counters,
         )?)))
     }
 
-    /// A machine whose zone is [`install`](crate::install)ed as the global zone, so that the
-    /// FreeBSD-named functions ([`counter_u64_alloc`](crate::counter_u64_alloc), ...) work on
+    /// A machine whose zone is [`install`](crate::freebsd::install)ed as the global zone, so that the
+    /// FreeBSD-named functions ([`counter_u64_alloc`](crate::freebsd::counter_u64_alloc), ...) work on
     /// its CPUs. Fails with [`Error::AlreadyInstalled`] if a global zone exists.
     pub fn with_global_zone(ncpus: usize, counters: usize) -> Result<Self, Error> {
-        let zone = crate::install(tagged_zone(ncpus, counters)?)?;
+        let zone = crate::freebsd::install(machine_zone(ncpus, counters)?)?;
         Ok(Self::around(MachineZone::Global(zone)))
     }
 
@@ -110,7 +101,8 @@ impl Machine {
         unsafe { arch::host_bind(base) };
         // The register first, then the binding: a signal that sees the binding finds the
         // register ready.
-        super::set_binding(Some((self as *const Machine as usize, cpu)));
+        let area = self.zone().area() as *const crate::Area as usize;
+        super::set_binding(Some((self as *const Machine as usize, cpu, area)));
         Ok(Bound {
             machine: self,
             cpu,

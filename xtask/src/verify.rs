@@ -5,6 +5,11 @@
 //!   release): every model exhaustively within its bound (preemption bound 4,
 //!   `LOOM_MAX_PREEMPTIONS` overrides), then each of its broken variants, which loom must
 //!   fail. Prints the test's one line per model.
+//! - `broken`: the suites whose broken variant lives in the crate behind a `--cfg
+//!   pcpu_counter_broken` value (never a feature): `tests/early.rs` with
+//!   `pcpu_counter_broken="early_init_without_waiting"` (an `init` that does not wait for
+//!   early adds in flight), whose test must catch the lost adds (own target dir
+//!   `target/broken`).
 //! - `property`: `cargo test --test model --test config_fuzz` (256 cases per property).
 //! - `fuzz`: the same property tests with `PROPTEST_CASES` cases (default 2000,
 //!   `PCPU_FUZZ_CASES` overrides), reusing the same binaries.
@@ -64,8 +69,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let started = Instant::now();
     let root = toolchain::repo_root();
     type Step = fn(&Path) -> (bool, String);
-    let steps: [(&'static str, Step); 5] = [
+    let steps: [(&'static str, Step); 6] = [
         ("loom", loom),
+        ("broken", broken),
         ("property", property),
         ("fuzz", fuzz),
         ("tsan", tsan),
@@ -189,6 +195,22 @@ fn loom(root: &Path) -> (bool, String) {
             "{} models, each with its broken variants found; {passed} tests passed, {failed} failed",
             models.len()
         ),
+    )
+}
+
+fn broken(root: &Path) -> (bool, String) {
+    let mut cmd = cargo(root);
+    cmd.args(["test", "--test", "early", "--", "init_that_does_not_wait"])
+        .env(
+            "RUSTFLAGS",
+            r#"--cfg pcpu_counter_broken="early_init_without_waiting""#,
+        )
+        .env("CARGO_TARGET_DIR", root.join("target/broken"));
+    let (ok, text) = capture(cmd, false);
+    let (passed, failed) = test_counts(&text);
+    (
+        ok && passed == 1,
+        format!("tests/early.rs against the init that does not wait: {passed} passed (the test caught it), {failed} failed"),
     )
 }
 

@@ -1,0 +1,156 @@
+//! FreeBSD's counter(9) names, as `sys/sys/counter.h` spells them: `use
+//! pcpu_counter::freebsd::*` and FreeBSD code reads the same.
+//!
+//! FreeBSD has one per-CPU zone for the whole kernel; a kernel here installs one with
+//! [`install`] and then uses the `counter_u64_*` functions. Each is a thin wrapper over the
+//! Rust types ([`Counter`], [`Protected`], [`CounterArray`], [`CounterRate`]); zones of one's
+//! own ([`Zone::alloc`]) work the same and report errors as values. The C header
+//! `include/pcpu_counter.h` has the same names (feature `capi`).
+//!
+//! | FreeBSD | here |
+//! |---|---|
+//! | `counter_u64_t` | [`CounterU64`] (a [`Counter`] of the global zone) |
+//! | `counter_u64_alloc(M_WAITOK)` / `(M_NOWAIT)` | [`counter_u64_alloc`]`(Wait::WaitOk)` / `(Wait::NoWait)` |
+//! | `counter_u64_add`, `_fetch`, `_zero`, `_free` | [`counter_u64_add`], [`counter_u64_fetch`], [`counter_u64_zero`], [`counter_u64_free`] |
+//! | `counter_enter()`, `counter_u64_add_protected`, `counter_exit()` | [`counter_enter`], [`counter_u64_add_protected`], [`counter_exit`] |
+//! | `COUNTER_ARRAY_ALLOC(a, n, wait)` | [`counter_array_alloc`]`::<N>(wait)` |
+//! | `counter_ratecheck(cr, limit)` | [`counter_ratecheck`] |
+//! | `COUNTER_U64_DEFINE_EARLY(name)` | [`counter_u64_define_early!`]`(static NAME)` |
+
+pub use crate::counter_u64_define_early;
+use crate::array::CounterArray;
+use crate::ratecheck::CounterRate;
+use crate::{Counter, Error, Protected, Zone};
+
+static GLOBAL: spin::Once<Zone<'static>> = spin::Once::new();
+
+/// Makes `zone` the global zone behind [`counter_u64_alloc`]. Once only: a second call
+/// returns [`Error::AlreadyInstalled`] and drops the zone it was given.
+pub fn install(zone: Zone<'static>) -> Result<&'static Zone<'static>, Error> {
+    let mut offered = Some(zone);
+    let installed = GLOBAL.call_once(|| offered.take().expect("offered once"));
+    match offered {
+        None => Ok(installed),
+        Some(_) => Err(Error::AlreadyInstalled),
+    }
+}
+
+/// The global zone, once installed.
+pub fn global_zone() -> Result<&'static Zone<'static>, Error> {
+    GLOBAL.get().ok_or(Error::NotInstalled)
+}
+
+/// How [`counter_u64_alloc`] behaves when the zone is full (FreeBSD's `M_NOWAIT`/`M_WAITOK`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// Return `None` at once when the zone is full (`M_NOWAIT`).
+    NoWait,
+    /// Never fail for want of a slot (`M_WAITOK`): when the zone is full, spin (yield, under
+    /// `std`) until another CPU frees a counter. A zone never grows, so a zone that is full
+    /// for good hangs the caller: size the zone for the worst case, or use `NoWait` (or
+    /// [`Zone::alloc`], which says why) where full must be handled. Returns `None` only when
+    /// no global zone is installed.
+    WaitOk,
+}
+
+/// FreeBSD's `counter_u64_t`: a counter of the global zone.
+pub type CounterU64 = Counter<'static>;
+
+/// FreeBSD's `counter_u64_alloc(flags)`: a new counter of the global zone, reading 0.
+pub fn counter_u64_alloc(wait: Wait) -> Option<CounterU64> {
+    let zone = global_zone().ok()?;
+    loop {
+        match (zone.alloc(), wait) {
+            (Ok(counter), _) => return Some(counter),
+            (Err(_), Wait::NoWait) => return None,
+            (Err(_), Wait::WaitOk) => {
+                #[cfg(feature = "std")]
+                std::thread::yield_now();
+                #[cfg(not(feature = "std"))]
+                core::hint::spin_loop();
+            }
+        }
+    }
+}
+
+/// FreeBSD's `counter_u64_free(c)`: frees a counter; `None` (FreeBSD's NULL) is fine.
+pub fn counter_u64_free<'z>(counter: impl Into<Option<Counter<'z>>>) {
+    drop(counter.into())
+}
+
+/// FreeBSD's `counter_u64_add(c, v)`.
+#[inline(always)]
+pub fn counter_u64_add(counter: &Counter<'_>, v: i64) {
+    counter.add(v)
+}
+
+/// FreeBSD's `counter_u64_fetch(c)`.
+pub fn counter_u64_fetch(counter: &Counter<'_>) -> u64 {
+    counter.fetch()
+}
+
+/// FreeBSD's `counter_u64_zero(c)`, lossless without an IPI rendezvous.
+pub fn counter_u64_zero(counter: &Counter<'_>) {
+    counter.zero()
+}
+
+/// FreeBSD's `counter_enter()`: enters local protection where the arch's add needs it.
+#[inline(always)]
+pub fn counter_enter() -> Protected {
+    Protected::enter()
+}
+
+/// FreeBSD's `counter_exit()`: leaves the section `guard` proves.
+#[inline(always)]
+pub fn counter_exit(guard: Protected) {
+    drop(guard)
+}
+
+/// FreeBSD's `counter_u64_add_protected(c, v)`, inside `counter_enter()`.
+#[inline(always)]
+pub fn counter_u64_add_protected(guard: &Protected, counter: &Counter<'_>, v: i64) {
+    counter.add_protected(guard, v)
+}
+
+/// FreeBSD's `COUNTER_ARRAY_ALLOC(a, N, wait)` on the global zone: `N` counters in one run.
+///
+/// `Wait::NoWait` returns `None` at once when no run of `N` free slots exists; `Wait::WaitOk`
+/// waits for one, as [`counter_u64_alloc`] does. `None` also when
+/// no global zone is installed, and when `N` is more than the zone's capacity (a run that
+/// could never fit, which `WaitOk` would wait for for ever). `COUNTER_ARRAY_FREE` is dropping the array,
+/// `COUNTER_ARRAY_ZERO` is [`CounterArray::zero_all`], `COUNTER_ARRAY_COPY` is
+/// [`CounterArray::fetch_all`].
+///
+/// ```
+/// // No global zone installed in this doctest:
+/// assert!(pcpu_counter::freebsd::counter_array_alloc::<4>(pcpu_counter::freebsd::Wait::NoWait).is_none());
+/// ```
+pub fn counter_array_alloc<const N: usize>(wait: Wait) -> Option<CounterArray<'static, N>> {
+    let zone = global_zone().ok()?;
+    if N > zone.capacity() {
+        return None;
+    }
+    loop {
+        match (CounterArray::new(zone), wait) {
+            (Ok(array), _) => return Some(array),
+            (Err(_), Wait::NoWait) => return None,
+            (Err(_), Wait::WaitOk) => {
+                #[cfg(feature = "std")]
+                std::thread::yield_now();
+                #[cfg(not(feature = "std"))]
+                core::hint::spin_loop();
+            }
+        }
+    }
+}
+
+/// FreeBSD's `counter_ratecheck(cr, limit)`: [`CounterRate::check`].
+///
+/// ```
+/// # let machine = pcpu_counter::sim::Machine::new(1);
+/// # let rate = pcpu_counter::ratecheck::CounterRate::new(machine.alloc().unwrap(), pcpu_counter::ratecheck::Clock::monotonic());
+/// machine.run_on(0, || assert_eq!(pcpu_counter::freebsd::counter_ratecheck(&rate, 1_000_000), 0));
+/// ```
+pub fn counter_ratecheck(cr: &CounterRate<'_>, limit: i64) -> i64 {
+    cr.check(limit)
+}

@@ -118,9 +118,11 @@ mod rseq {
         let c = zone.alloc().expect("alloc c");
         expect("rseq new counter starts at", c.fetch(), 0);
 
-        // The process-wide zone.
-        let g = rseq::alloc().expect("rseq::alloc()");
-        let h = rseq::alloc().expect("rseq::alloc()");
+        // The process-wide zone, while the program's own zone lives (as when a library
+        // counts in the global zone and the program in a zone of its own).
+        let why = "rseq::alloc() (the process-wide zone) while another rseq::Zone lives";
+        let g = rseq::alloc().expect(why);
+        let h = rseq::alloc().expect(why);
         hammer(&g, &h, |c, v| c.add(v), |_, work| work());
         expect("rseq global a", g.fetch(), THREADS * ADDS);
         expect("rseq global b", h.fetch(), 2 * THREADS * ADDS);

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # The bench binary in test mode runs its quick rounds and asserts every count.
-cargo test --features std --bench peers
+cargo test --features sim --bench peers
 
 # The whole pipeline (release build, quick run, report and plot) into a scratch folder, so the
 # committed report is left alone.

@@ -4,7 +4,7 @@
 //! bound to simulated CPUs, a fixed-duration run with a stop flag (so that oversubscribed
 //! writers all run for the whole window) and an exactness check after every round.
 //!
-//! Usage: `cargo bench --features std --bench peers -- [--out FILE] [--quick]`; without
+//! Usage: `cargo bench --features sim --bench peers -- [--out FILE] [--quick]`; without
 //! `--bench` (as under `cargo test --benches`) it runs the quick rounds. Every result
 //! is one tab-separated line `section, name, parameter, value, unit` on stdout and in FILE.
 

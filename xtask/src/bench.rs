@@ -158,7 +158,7 @@ fn target_dir(root: &Path) -> PathBuf {
 fn build(root: &Path) -> Result<PathBuf, String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
-        .args(["bench", "--features", "std", "--bench", "peers", "--no-run"])
+        .args(["bench", "--features", "sim", "--bench", "peers", "--no-run"])
         .arg("--message-format=json-render-diagnostics")
         .current_dir(root)
         .stderr(Stdio::inherit())

@@ -191,7 +191,7 @@ if [ -z "$msrv" ]; then
 elif ! command -v rustup >/dev/null; then
     echo "SKIPPED: rustup is not installed, so toolchain $msrv cannot be fetched (install rustup from https://rustup.rs; then \`rustup toolchain install $msrv --profile minimal\`)"
 elif ! msrv_log=$(rustup toolchain install "$msrv" --profile minimal --no-self-update 2>&1); then
-    echo "$msrv_log" | tail -5
+    grep -E '^(error|warning)|^    [0-9]+: ' <<<"$msrv_log" | head -8 || true
     echo "SKIPPED: rustup could not install toolchain $msrv (\`rustup toolchain install $msrv --profile minimal\` failed, above): the toolchain $msrv is missing"
 else
     rustup run "$msrv" rustc --version

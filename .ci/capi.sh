@@ -39,8 +39,8 @@ echo "== Rust side of the C ABI: tests/capi.rs and the capi doctests"
 cargo test --quiet --features capi --test capi
 cargo test --quiet --features capi --doc capi::
 
-echo "== static library (capi/)"
-cargo build --quiet --manifest-path capi/Cargo.toml
+echo "== static library (testbeds/capi-host/)"
+cargo build --quiet --manifest-path testbeds/capi-host/Cargo.toml
 lib="$CARGO_TARGET_DIR/debug/libpcpu_counter_capi.a"
 
 echo "== C test program (gcc -Wall -Wextra -Werror) on the host simulation"
@@ -66,7 +66,7 @@ if [ -x /usr/bin/cargo ] && [ -d "$(/usr/bin/rustc --print sysroot)/lib/rustlib/
     PATH="/usr/bin:$PATH" RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$CARGO_TARGET_DIR/cross" \
         /usr/bin/cargo check --quiet --lib --target x86_64-unknown-none -Zbuild-std=core --features capi
     echo "== the no_std library for C-only kernels (artifacts: target/capi-lib/<target>/libpcpu_counter.a)"
-    bash capi-kernel/build.sh x86_64-unknown-none aarch64-unknown-none-softfloat i586-unknown-none
+    bash testbeds/capi-kernel/build.sh x86_64-unknown-none aarch64-unknown-none-softfloat i586-unknown-none
     echo "== the i386 inline counter_u64_add at run time (tests/c/i386_inline.sh)"
     bash tests/c/i386_inline.sh
 else

@@ -1,9 +1,9 @@
 /*
  * pcpu-counter: per-CPU 64-bit statistics counters, FreeBSD counter(9) for C kernels.
  *
- * Link libpcpu_counter_capi.a (host, built by capi/) or a Rust kernel built with the
- * crate's `capi` feature. Functions returning int return 0 or a negative PCPU_E* code.
- * The pcpu_sim_* functions exist only in a library built with `std` (host simulation);
+ * Link libpcpu_counter_capi.a (host, built by testbeds/capi-host/) or a Rust kernel built with
+ * the crate's `capi` feature. Functions returning int return 0 or a negative PCPU_E* code.
+ * The pcpu_sim_* functions exist only in a library built with `sim` (host simulation);
  * define PCPU_COUNTER_SIM before including this header to declare them.
  */
 

@@ -82,6 +82,27 @@ pub enum Error {
     NotInstalled,
     /// The calling thread is already bound to a simulated CPU (host simulation only).
     AlreadyBound,
+    /// The zone was asked for more counters than it can hold.
+    CapacityTooLarge {
+        /// The counters asked for.
+        counters: usize,
+        /// The most a zone of this kind holds.
+        max: usize,
+    },
+    /// The operating system or the allocator refused the memory a zone needs.
+    OutOfMemory {
+        /// The bytes asked for.
+        bytes: usize,
+    },
+    /// An environment variable the crate reads has a value it does not accept.
+    BadEnvVar {
+        /// The variable's name.
+        var: &'static str,
+        /// Its value (non-UTF-8 bytes replaced by U+FFFD).
+        value: &'static str,
+        /// The values accepted, separated by commas.
+        accepted: &'static str,
+    },
 }
 
 impl fmt::Display for Error {
@@ -128,6 +149,21 @@ impl fmt::Display for Error {
             Error::AlreadyInstalled => write!(f, "the global zone is already installed"),
             Error::NotInstalled => write!(f, "no global zone is installed"),
             Error::AlreadyBound => write!(f, "this thread is already bound to a simulated CPU"),
+            Error::CapacityTooLarge { counters, max } => write!(
+                f,
+                "{counters} counters asked for, but a zone holds at most {max}"
+            ),
+            Error::OutOfMemory { bytes } => {
+                write!(f, "out of memory: the zone's {bytes} bytes could not be had")
+            }
+            Error::BadEnvVar {
+                var,
+                value,
+                accepted,
+            } => write!(
+                f,
+                "environment variable {var}={value:?} is not one of the accepted values: {accepted}"
+            ),
         }
     }
 }

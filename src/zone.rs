@@ -349,13 +349,16 @@ impl Zone<'static> {
     /// the kernel's area (with `sim`, an area of its own, as a simulated machine's zone).
     ///
     /// Each CPU's block is rounded up to a multiple of 128 bytes, so that no two CPUs share a
-    /// cache line; [`capacity`](Zone::capacity) reports the rounded count.
+    /// cache line; [`capacity`](Zone::capacity) reports the rounded count. A size that
+    /// overflows is [`Error::AddressOverflow`], memory the allocator refuses
+    /// [`Error::OutOfMemory`]: never an abort.
     pub fn with_capacity(ncpus: usize, counters: usize) -> Result<Self, Error> {
         Self::on_heap(ncpus, counters, 0)
     }
 
     /// As [`with_capacity`](Zone::with_capacity), with `header` bytes (a multiple of 8) at the
-    /// start of every block left out of the zone (the simulation keeps its area tag there).
+    /// start of every block left out of the zone (a simulated machine's zone starts its
+    /// counters at offset 8, so that no counter's offset is 0).
     pub(crate) fn on_heap(ncpus: usize, counters: usize, header: usize) -> Result<Self, Error> {
         extern crate alloc;
         use alloc::alloc::{alloc_zeroed, Layout};
@@ -378,14 +381,23 @@ impl Zone<'static> {
         let layout = Layout::from_size_align(total, 128).map_err(|_| Error::AddressOverflow)?;
         // SAFETY: `layout` has a non-zero size.
         let blocks = NonNull::new(unsafe { alloc_zeroed(layout) })
-            .unwrap_or_else(|| alloc::alloc::handle_alloc_error(layout));
+            .ok_or(Error::OutOfMemory { bytes: total })?;
         let dense = ZoneLayout {
             offset: header,
             len,
             ..ZoneLayout::dense(blocks.as_ptr() as usize, stride, ncpus)
         };
-        let meta: &'static mut [u64] =
-            alloc::boxed::Box::leak(alloc::vec![0u64; dense.meta_words()].into());
+        let words = dense.meta_words();
+        let mut meta = alloc::vec::Vec::new();
+        if meta.try_reserve_exact(words).is_err() {
+            // SAFETY: allocated just above with `layout`, and used by nothing yet.
+            unsafe { alloc::alloc::dealloc(blocks.as_ptr(), layout) };
+            return Err(Error::OutOfMemory {
+                bytes: words.saturating_mul(8),
+            });
+        }
+        meta.resize(words, 0u64);
+        let meta: &'static mut [u64] = alloc::boxed::Box::leak(meta.into_boxed_slice());
         let meta_ptr = NonNull::from(&mut *meta);
         // SAFETY: the blocks and metadata were just allocated for this zone alone and are freed
         // only when it is dropped.

@@ -13,6 +13,7 @@
 ))]
 
 use pcpu_counter::rseq::{self, Index, Path};
+use pcpu_counter::Error;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
@@ -303,33 +304,340 @@ fn threads_start_and_exit_while_others_add() {
     assert_eq!(got, expected);
 }
 
+/// A forked child starts from the parent's count and counts on its own copy: the parent's
+/// adds after the fork do not reach the child, nor the child's the parent.
 #[test]
 fn fork_child_counts_on_its_own_copy() {
+    const N: u64 = 1000;
+    const M: u64 = 100_000;
+    const P: u64 = 500;
     let _g = serial();
     let c = zone().alloc().unwrap();
-    c.add(1000);
-    // SAFETY: the child only adds, reads and calls _exit (no allocation, no locks).
+    c.add(N as i64);
+    // The parent tells the child through this pipe that its own adds after the fork are done.
+    let mut fds = [0; 2];
+    // SAFETY: a pipe into a two-int array.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: the child of this multi-threaded process only reads a pipe, adds, fetches and
+    // calls _exit: system calls, the rseq section (or sched_getcpu and a locked add) and
+    // atomic loads, no allocation and no lock (see the module docs on fork).
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0);
     if pid == 0 {
-        for _ in 0..100_000 {
-            c.inc();
-        }
-        let ok = c.fetch() == 101_000;
+        let mut byte = 0u8;
+        // SAFETY: one byte into a local; read is async-signal-safe.
+        let code = if unsafe { libc::read(fds[0], (&mut byte as *mut u8).cast(), 1) } != 1 {
+            3
+        } else if c.fetch() != N {
+            1 // The parent's adds after the fork reached the child.
+        } else {
+            for _ in 0..M {
+                c.inc();
+            }
+            if c.fetch() == N + M {
+                0
+            } else {
+                2
+            }
+        };
         // SAFETY: leaving the child without running the parent's atexit handlers.
-        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+        unsafe { libc::_exit(code) };
     }
-    for _ in 0..500 {
+    for _ in 0..P {
         c.inc();
     }
+    // SAFETY: one byte from a local into the pipe made above.
+    assert_eq!(unsafe { libc::write(fds[1], [1u8].as_ptr().cast(), 1) }, 1);
     let mut status = 0;
     // SAFETY: waiting for our own child.
     assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "child's sum"
+    // SAFETY: closing the pipe made above.
+    unsafe { (libc::close(fds[0]), libc::close(fds[1])) };
+    assert!(libc::WIFEXITED(status), "child status {status:#x}");
+    assert_eq!(
+        libc::WEXITSTATUS(status),
+        0,
+        "child exit code (1: it read the parent's later adds, 2: it did not read N + M)"
     );
-    assert_eq!(c.fetch(), 1500, "the parent is unaffected");
+    assert_eq!(c.fetch(), N + P, "the child's adds stay in the child");
+}
+
+/// Set (to the test's name) in a child process that runs one test alone.
+const CHILD: &str = "PCPU_COUNTER_RSEQ_TEST_CHILD";
+
+fn in_child(name: &str) -> bool {
+    std::env::var(CHILD).as_deref() == Ok(name)
+}
+
+/// Runs the test `name` alone in a child process of this test binary, with
+/// `PCPU_COUNTER_RSEQ` removed and then `env` set; asserts that it ran and passed. Skipped
+/// (`false`) where the kernel has no rseq, as under qemu-user (`.ci/cross.sh`), which cannot
+/// start a child of an emulated binary.
+fn run_child(name: &str, env: &[(&str, &std::ffi::OsStr)]) -> bool {
+    if let Path::Fallback { reason } = rseq::path() {
+        if reason.contains("ENOSYS") {
+            eprintln!("no rseq here ({reason}): {name} not run in a child");
+            return false;
+        }
+    }
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", name, "--test-threads=1"])
+        .env_remove("PCPU_COUNTER_RSEQ")
+        .env(CHILD, name);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{name} with {env:?}: {}\n{text}",
+        out.status
+    );
+    assert!(
+        text.contains("test result: ok. 1 passed"),
+        "{name} with {env:?} did not run:\n{text}"
+    );
+    true
+}
+
+/// Zones larger than a zone holds, or than the address space, are errors: the process lives
+/// on, and the largest zone and a normal one work.
+#[test]
+fn oversized_zones_are_errors() {
+    const MAX: usize = 1 << 28;
+    for (nslots, counters, error) in [
+        (
+            None,
+            4_000_000_000,
+            Error::CapacityTooLarge {
+                counters: 4_000_000_000,
+                max: MAX,
+            },
+        ),
+        (
+            None,
+            usize::MAX,
+            Error::CapacityTooLarge {
+                counters: usize::MAX,
+                max: MAX,
+            },
+        ),
+        (
+            Some(1),
+            MAX + 1,
+            Error::CapacityTooLarge {
+                counters: MAX + 1,
+                max: MAX,
+            },
+        ),
+        // usize::MAX + 1 blocks.
+        (Some(usize::MAX), 1, Error::AddressOverflow),
+        // 2^52 blocks of a page: 2^64 bytes.
+        (Some(1 << 52), 1, Error::AddressOverflow),
+        // 2^50 blocks of a page, 4 EiB: the sum fits, no address space does (mmap fails).
+        (Some(1 << 50), 1, Error::AddressOverflow),
+    ] {
+        let got = match nslots {
+            None => rseq::Zone::new(counters),
+            Some(n) => rseq::Zone::with_slots(n, counters),
+        };
+        assert_eq!(
+            got.unwrap_err(),
+            error,
+            "{nslots:?} slots, {counters} counters"
+        );
+    }
+    assert_eq!(
+        Error::CapacityTooLarge {
+            counters: 4_000_000_000,
+            max: MAX
+        }
+        .to_string(),
+        "4000000000 counters asked for, but a zone holds at most 268435456"
+    );
+    // The largest zone: 2 blocks of 2 GiB of address space, 2.2 GB of lazily zeroed metadata.
+    let big = rseq::Zone::with_slots(1, MAX).unwrap();
+    assert_eq!(
+        (big.capacity(), big.stride(), big.mapped_bytes()),
+        (MAX, 1 << 31, 1 << 32)
+    );
+    let c = big.alloc().unwrap();
+    c.add(7);
+    assert_eq!(c.fetch(), 7);
+    drop(c);
+    drop(big);
+    let z = rseq::Zone::new(512).unwrap();
+    let c = z.alloc().unwrap();
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| (0..1000).for_each(|_| c.inc()));
+        }
+    });
+    assert_eq!(c.fetch(), 4000);
+}
+
+/// Runs `refused_memory_child` in a child process (it lowers the address-space limit).
+#[test]
+fn refused_memory_is_an_error() {
+    run_child("refused_memory_child", &[]);
+}
+
+/// The address space left (`RLIMIT_AS`), once too small for a zone's mapping and once for
+/// its metadata: errors, and after the limit is lifted the same zone works.
+#[test]
+fn refused_memory_child() {
+    if !in_child("refused_memory_child") {
+        return;
+    }
+    const MIB: u64 = 1 << 20;
+    fn vm_size() -> u64 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmSize:")).unwrap();
+        let kb = line[7..].trim().trim_end_matches("kB").trim();
+        kb.parse::<u64>().unwrap() * 1024
+    }
+    fn limit_as(bytes: u64) {
+        let mut r = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: reading and setting this process's own limit.
+        unsafe {
+            assert_eq!(libc::getrlimit(libc::RLIMIT_AS, &mut r), 0);
+            r.rlim_cur = bytes;
+            assert_eq!(libc::setrlimit(libc::RLIMIT_AS, &r), 0);
+        }
+    }
+    // The path is chosen before the limit (dlsym may allocate).
+    let _ = rseq::path();
+    // 128 MiB of room: a zone of 2^26 counters maps 2 blocks of 512 MiB.
+    limit_as(vm_size() + 128 * MIB);
+    let mapping = rseq::Zone::with_slots(1, 1 << 26).map(|_| ());
+    // 352 MiB of room: a zone of 2^24 counters maps 2 blocks of 128 MiB, then its metadata
+    // needs 136 MiB more.
+    limit_as(vm_size() + 352 * MIB);
+    let meta = rseq::Zone::with_slots(1, 1 << 24).map(|_| ());
+    limit_as(libc::RLIM_INFINITY);
+    assert_eq!(
+        mapping,
+        Err(Error::AddressOverflow),
+        "no room for the mapping"
+    );
+    let bytes = ((1 << 24) + (1 << 18)) * 8;
+    assert_eq!(
+        meta,
+        Err(Error::OutOfMemory { bytes }),
+        "no room for the metadata"
+    );
+    assert_eq!(
+        Error::OutOfMemory { bytes }.to_string(),
+        "out of memory: the zone's 136314880 bytes could not be had"
+    );
+    let z = rseq::Zone::with_slots(1, 1 << 24).unwrap();
+    let c = z.alloc().unwrap();
+    c.add(3);
+    assert_eq!(c.fetch(), 3);
+}
+
+/// Every value of `PCPU_COUNTER_RSEQ` other than the documented ones fails every zone, each
+/// checked in a child process (the variable is read once per process).
+#[test]
+fn unknown_env_value_is_an_error() {
+    use std::os::unix::ffi::OsStrExt;
+    let bad: [&[u8]; 7] = [
+        b"CPU",
+        b"Off",
+        b"AUTO",
+        b"fallback",
+        b" cpu",
+        b"cpu\n",
+        b"cp\xffu",
+    ];
+    for v in bad {
+        let v = std::ffi::OsStr::from_bytes(v);
+        if !run_child(
+            "env_value_child",
+            &[("PCPU_COUNTER_RSEQ", v), ("EXPECT", "bad".as_ref())],
+        ) {
+            return;
+        }
+    }
+    for v in ["cpu", "cid", "off", "auto", ""] {
+        run_child(
+            "env_value_child",
+            &[
+                ("PCPU_COUNTER_RSEQ", v.as_ref()),
+                ("EXPECT", "good".as_ref()),
+            ],
+        );
+    }
+}
+
+/// Run by `unknown_env_value_is_an_error` with a `PCPU_COUNTER_RSEQ` and what to expect.
+#[test]
+fn env_value_child() {
+    if !in_child("env_value_child") {
+        return;
+    }
+    let value = std::env::var_os("PCPU_COUNTER_RSEQ").unwrap();
+    let value = value.to_string_lossy();
+    if std::env::var("EXPECT").unwrap() == "bad" {
+        let err = rseq::Zone::new(8).unwrap_err();
+        let Error::BadEnvVar {
+            var,
+            value: v,
+            accepted,
+        } = err
+        else {
+            panic!("{err:?}");
+        };
+        assert_eq!(
+            (var, v, accepted),
+            ("PCPU_COUNTER_RSEQ", &*value, "auto, cpu, cid, off")
+        );
+        let text = format!(
+            "environment variable PCPU_COUNTER_RSEQ={value:?} is not one of the accepted \
+             values: auto, cpu, cid, off"
+        );
+        assert_eq!(err.to_string(), text);
+        assert_eq!(rseq::Zone::with_slots(1, 1).unwrap_err(), err);
+        assert_eq!(rseq::Counter::new().unwrap_err(), err);
+        assert_eq!(rseq::path(), Path::Unusable { error: err });
+        assert_eq!(
+            rseq::path().to_string(),
+            format!("none: no zone can be made ({text})")
+        );
+    } else {
+        let z = rseq::Zone::new(8).unwrap();
+        let c = z.alloc().unwrap();
+        c.add(5);
+        assert_eq!(c.fetch(), 5);
+        let p = rseq::path();
+        assert_eq!(z.path(), p);
+        let off = Path::Fallback {
+            reason: "PCPU_COUNTER_RSEQ=off",
+        };
+        if value == "off" {
+            assert_eq!(p, off);
+        } else {
+            // rseq, or the fallback where the kernel or libc has none.
+            assert_ne!(p, off);
+            assert!(!matches!(p, Path::Unusable { .. }), "{p}");
+        }
+        if value == "cpu" {
+            assert!(
+                !matches!(
+                    p,
+                    Path::Rseq {
+                        index: Index::ConcurrencyId,
+                        ..
+                    }
+                ),
+                "{p}"
+            );
+        }
+    }
 }
 
 #[test]

@@ -259,3 +259,21 @@ fn zone_inside_a_kernels_own_per_cpu_blocks() {
         assert_eq!(b.counters, [0; 16]);
     }
 }
+
+/// A heap zone larger than the address space is an error, not an abort: 2^16 CPUs of 2^32
+/// bytes is 256 TiB, more than a 64-bit process can map (and more than `usize` on 32 bits).
+#[test]
+fn a_heap_zone_too_large_for_memory_is_an_error() {
+    let (ncpus, counters) = (1usize << 16, 1usize << 29);
+    let err = Zone::with_capacity(ncpus, counters).unwrap_err();
+    if cfg!(target_pointer_width = "64") {
+        assert_eq!(err, Error::OutOfMemory { bytes: 1 << 48 });
+        assert!(err.to_string().contains("out of memory"), "{err}");
+    } else {
+        assert_eq!(err, Error::AddressOverflow);
+    }
+    assert!(Machine::with_capacity(ncpus, counters).is_err());
+    // Nothing was lost: the next zone works.
+    let zone = Zone::with_capacity(2, 8).unwrap();
+    assert_eq!(zone.alloc().unwrap().fetch(), 0);
+}

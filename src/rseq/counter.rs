@@ -1,6 +1,6 @@
 //! The user-space counter handle and its add.
 
-use super::registration::{self, config, Path};
+use super::registration::{self, Config, Path};
 use super::Zone;
 
 cfg_if::cfg_if! {
@@ -42,15 +42,15 @@ pub struct Counter<'z> {
 }
 
 impl<'z> Counter<'z> {
-    pub(crate) fn new_in(zone: &'z Zone, inner: crate::Counter<'z>) -> Self {
-        let cfg = config();
+    pub(crate) fn new_in(zone: &'z Zone, cfg: &Config, inner: crate::Counter<'z>) -> Self {
         let mode = match cfg.path {
             Path::Rseq {
                 glibc_registered: true,
                 ..
             } => Mode::Rseq,
             Path::Rseq { .. } => Mode::RseqOwn,
-            Path::Fallback { .. } => Mode::Fallback,
+            // (A zone never has an unusable path: making it failed.)
+            Path::Fallback { .. } | Path::Unusable { .. } => Mode::Fallback,
         };
         Counter {
             slot0: zone.slot0(inner.offset()),

@@ -42,9 +42,13 @@
 //!   lacks `__rseq_offset`: `sched_getcpu()` and a locked add on that CPU's block, every add
 //!   of the process locked, so still exact.
 //!
-//! The environment variable `PCPU_COUNTER_RSEQ`, read once, overrides the choice: `auto`
-//! (default), `cpu` (rseq with `cpu_id`), `cid` (rseq with `mm_cid` where offered, else
-//! `cpu_id`), `off` (the fallback). It is meant for tests and CI.
+//! The environment variable `PCPU_COUNTER_RSEQ`, read once (at the first zone or [`path`]),
+//! overrides the choice: `auto` (the default, as when unset or empty), `cpu` (rseq with
+//! `cpu_id`), `cid` (rseq with `mm_cid` where offered, else `cpu_id`), `off` (the fallback).
+//! It is meant for tests and CI, so it is matched exactly: any other value (`CPU`, a typo)
+//! makes every zone of the process fail with [`Error::BadEnvVar`], naming the variable and
+//! the accepted values, and [`path`] report [`Path::Unusable`], rather than run a path
+//! nobody asked for.
 //!
 //! # Memory
 //! The zone is one anonymous private mapping of `(nslots + 1) * stride` bytes, `stride` =
@@ -54,6 +58,18 @@
 //! read non-zero). Resident cost: at most `stride` per block some thread ever added to, so
 //! with `cpu_id` the CPUs the process ran on, with `mm_cid` the concurrency IDs it used.
 //! [`Zone::resident_bytes`] reports it.
+//!
+//! # Fork
+//! A zone's mapping and metadata are private memory, which `fork` copies (copy-on-write):
+//! a child starts from its parent's counts at the fork, and from then on each process counts
+//! on its own copy: the child's adds (and zeroes) never show in the parent, nor the parent's
+//! in the child. The child's thread keeps its rseq registration (the kernel copies it) and
+//! the process's add path. Until it calls `exec`, a child of a multi-threaded parent may only
+//! do async-signal-safe work: [`Counter::add`], `inc`, `fetch`, `zero` and `fetch_and_zero`
+//! are (the rseq section, atomic loads and a compare-and-swap; on the fallback path
+//! `sched_getcpu` and a locked add: no lock, no allocation), while making a zone, allocating
+//! a counter and dropping one are not (they take the zone's slot lock, which a parent thread
+//! may have held at the fork, and allocate).
 
 mod counter;
 mod registration;
@@ -87,15 +103,17 @@ pub fn alloc() -> Result<Counter<'static>, Error> {
 
 impl Counter<'static> {
     /// A counter from the process-wide zone ([`global_zone`]), reading 0. Fails with
-    /// [`Error::ZoneFull`] when its [`GLOBAL_CAPACITY`] counters are all in use.
+    /// [`Error::ZoneFull`] when its [`GLOBAL_CAPACITY`] counters are all in use, and as
+    /// [`Zone::new`] when that zone cannot be made (every call then returns that error).
     pub fn new() -> Result<Self, Error> {
         alloc()
     }
 }
 
-/// The add path this process uses (chosen at first use; see the [module docs](self)).
+/// The add path this process uses (chosen at first use; see the [module docs](self)), or
+/// [`Path::Unusable`] when `PCPU_COUNTER_RSEQ` has an unknown value.
 pub fn path() -> Path {
-    registration::config().path
+    registration::path()
 }
 
 /// The kernel's rseq feature size (`getauxval(AT_RSEQ_FEATURE_SIZE)`, 20 when not given):

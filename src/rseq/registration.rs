@@ -15,7 +15,10 @@
 
 use core::ffi::CStr;
 use core::fmt;
+use std::boxed::Box;
 use std::sync::OnceLock;
+
+use crate::Error;
 
 /// The rseq signature glibc registers, and that the abort handlers carry before them.
 #[cfg(target_arch = "x86_64")]
@@ -63,6 +66,12 @@ pub enum Path {
         /// Why rseq is not used.
         reason: &'static str,
     },
+    /// No path: every zone of the process fails with `error` (an unknown
+    /// `PCPU_COUNTER_RSEQ` value, [`Error::BadEnvVar`]).
+    Unusable {
+        /// What zone creation returns.
+        error: Error,
+    },
 }
 
 impl fmt::Display for Path {
@@ -86,6 +95,7 @@ impl fmt::Display for Path {
             Path::Fallback { reason } => {
                 write!(f, "fallback: sched_getcpu + locked add ({reason})")
             }
+            Path::Unusable { error } => write!(f, "none: no zone can be made ({error})"),
         }
     }
 }
@@ -100,12 +110,21 @@ pub(crate) struct Config {
     pub(crate) index_offset: usize,
 }
 
-static CONFIG: OnceLock<Config> = OnceLock::new();
+static CONFIG: OnceLock<Result<Config, Error>> = OnceLock::new();
 
-/// The process's configuration (computed on first call).
-pub(crate) fn config() -> &'static Config {
-    CONFIG.get_or_init(choose)
+/// The process's configuration (computed on first call); an error, for every zone of the
+/// process, when `PCPU_COUNTER_RSEQ` has a value [`request`] does not accept.
+pub(crate) fn config() -> Result<&'static Config, Error> {
+    CONFIG
+        .get_or_init(|| request().map(choose))
+        .as_ref()
+        .map_err(|e| *e)
 }
+
+/// The environment variable that overrides the path.
+const VAR: &str = "PCPU_COUNTER_RSEQ";
+/// The values [`VAR`] accepts (unset or empty means `auto`).
+const ACCEPTED: &str = "auto, cpu, cid, off";
 
 /// What `PCPU_COUNTER_RSEQ` asks for.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -116,12 +135,25 @@ enum Request {
     Off,
 }
 
-fn request() -> Request {
-    match std::env::var("PCPU_COUNTER_RSEQ").as_deref() {
-        Ok("cpu") => Request::Cpu,
-        Ok("cid") => Request::Cid,
-        Ok("off") => Request::Off,
-        _ => Request::Auto,
+/// Reads `PCPU_COUNTER_RSEQ`: unset, empty or one of [`ACCEPTED`], exactly (lowercase).
+///
+/// Anything else, a typo or `CPU`, is an error rather than a guess: the variable exists to
+/// pin the path a test or a CI run measures, and a silent `auto` would measure another.
+fn request() -> Result<Request, Error> {
+    let Some(value) = std::env::var_os(VAR) else {
+        return Ok(Request::Auto);
+    };
+    match value.to_str() {
+        Some("" | "auto") => Ok(Request::Auto),
+        Some("cpu") => Ok(Request::Cpu),
+        Some("cid") => Ok(Request::Cid),
+        Some("off") => Ok(Request::Off),
+        _ => Err(Error::BadEnvVar {
+            var: VAR,
+            // Leaked once: the configuration, error included, is made once per process.
+            value: Box::leak(value.to_string_lossy().into_owned().into_boxed_str()),
+            accepted: ACCEPTED,
+        }),
     }
 }
 
@@ -139,8 +171,7 @@ fn fallback(reason: &'static str) -> Config {
     }
 }
 
-fn choose() -> Config {
-    let req = request();
+fn choose(req: Request) -> Config {
     if req == Request::Off {
         return fallback("PCPU_COUNTER_RSEQ=off");
     }
@@ -193,6 +224,14 @@ fn choose() -> Config {
             Index::Cpu => CPU_ID_OFFSET,
             Index::ConcurrencyId => MM_CID_OFFSET,
         },
+    }
+}
+
+/// The process's path, or [`Path::Unusable`] with the error every zone gets.
+pub(crate) fn path() -> Path {
+    match config() {
+        Ok(c) => c.path,
+        Err(error) => Path::Unusable { error },
     }
 }
 

@@ -3,15 +3,19 @@
 
 use core::mem::ManuallyDrop;
 use core::ptr::NonNull;
-use std::boxed::Box;
-use std::vec;
+use std::alloc::Layout;
 
-use super::registration::{config, possible_cpus};
+use super::registration::{config, possible_cpus, Config};
 use super::{Counter, Path};
 use crate::{Error, ZoneLayout};
 
 /// The page size the blocks are aligned to.
 const PAGE: usize = 4096;
+
+/// The most counters a zone holds: 2^28, so a block's stride is at most 2 GiB and even
+/// 8192 possible CPUs' blocks take 16 TiB, an eighth of x86_64's user address space; the
+/// metadata of such a zone is about 2.2 GB of (lazily zeroed) heap.
+const MAX_COUNTERS: usize = 1 << 28;
 
 /// A zone of per-CPU counters for a Linux process (see the [module docs](super)).
 ///
@@ -20,10 +24,11 @@ const PAGE: usize = 4096;
 /// [`fetch`](Counter::fetch) sums all of them. The mapping is anonymous and private: a block
 /// costs memory only once some thread adds to it.
 pub struct Zone {
+    /// Dropped first, in `drop`: it uses the mapping and the metadata.
     core: ManuallyDrop<crate::Zone<'static>>,
-    map: NonNull<u8>,
-    map_len: usize,
-    meta: NonNull<[u64]>,
+    map: Mapping,
+    _meta: Meta,
+    cfg: &'static Config,
     nslots: usize,
     stride: usize,
 }
@@ -40,24 +45,37 @@ impl Zone {
     /// ([`capacity`](Zone::capacity) reports the rounded count).
     ///
     /// The first zone of the process also chooses the add path ([`path`](super::path)).
-    /// Fails with [`Error::BadAreaLength`] for 0 counters and [`Error::AddressOverflow`] when
-    /// the size overflows; a failed `mmap` (no address space left) aborts as a failed
-    /// allocation does.
+    /// Fails, with nothing left allocated, with:
+    /// - [`Error::BadEnvVar`] when `PCPU_COUNTER_RSEQ` has an unknown value (every zone of
+    ///   the process then fails so);
+    /// - [`Error::BadAreaLength`] for 0 counters, [`Error::CapacityTooLarge`] for more than
+    ///   2^28 (268 435 456);
+    /// - [`Error::AddressOverflow`] when the mapping's size overflows or the kernel has no
+    ///   address space for it (`mmap` fails, as under `ulimit -v`);
+    /// - [`Error::OutOfMemory`] when the mapping cannot be made writable or the metadata
+    ///   (8 bytes and a bit per counter) cannot be allocated.
     pub fn new(counters: usize) -> Result<Zone, Error> {
         Self::with_slots(possible_cpus(), counters)
     }
 
-    /// As [`new`](Zone::new) with `nslots` per-CPU blocks instead of the possible CPUs.
+    /// As [`new`](Zone::new) with `nslots` per-CPU blocks instead of the possible CPUs
+    /// ([`Error::NoCpus`] for 0).
     ///
     /// A thread whose index (CPU or concurrency ID) is not below `nslots` adds to the shared
     /// block with a locked add, so any `nslots >= 1` counts exactly.
     pub fn with_slots(nslots: usize, counters: usize) -> Result<Zone, Error> {
-        config();
+        let cfg = config()?;
         if nslots == 0 {
             return Err(Error::NoCpus);
         }
         if counters == 0 {
             return Err(Error::BadAreaLength { len: 0 });
+        }
+        if counters > MAX_COUNTERS {
+            return Err(Error::CapacityTooLarge {
+                counters,
+                max: MAX_COUNTERS,
+            });
         }
         // A power of two, so that the add forms a slot's address with a shift; the rounding
         // costs address space only (a page is backed once a slot in it is written).
@@ -68,70 +86,30 @@ impl Zone {
             .max(PAGE);
         let blocks = nslots.checked_add(1).ok_or(Error::AddressOverflow)?;
         let map_len = stride.checked_mul(blocks).ok_or(Error::AddressOverflow)?;
-        // The blocks between two inaccessible guard pages, so that the kernel never merges
-        // their mapping with a neighbour's (resident_bytes reads the mapping's own pages).
-        let reserve = map_len
-            .checked_add(2 * PAGE)
-            .ok_or(Error::AddressOverflow)?;
-        // SAFETY: a fresh anonymous private mapping; no existing memory is affected.
-        let r = unsafe {
-            libc::mmap(
-                core::ptr::null_mut(),
-                reserve,
-                libc::PROT_NONE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        let oom = || {
-            std::alloc::handle_alloc_error(
-                std::alloc::Layout::from_size_align(map_len, PAGE)
-                    .unwrap_or(std::alloc::Layout::new::<u64>()),
-            )
-        };
-        if r == libc::MAP_FAILED {
-            oom();
-        }
-        let p = r.cast::<u8>().wrapping_add(PAGE).cast::<libc::c_void>();
-        // SAFETY: `p..p + map_len` lies inside the reservation just made.
-        if unsafe { libc::mprotect(p, map_len, libc::PROT_READ | libc::PROT_WRITE) } != 0 {
-            oom();
-        }
-        // No transparent huge pages: one would back 2 MiB (many blocks) at the first add.
-        // SAFETY: advice on the mapping just made; failure only leaves the default.
-        unsafe { libc::madvise(p, map_len, libc::MADV_NOHUGEPAGE) };
-        let map = NonNull::new(p.cast::<u8>()).ok_or(Error::AddressOverflow)?;
-        let layout = ZoneLayout::dense(map.as_ptr() as usize, stride, blocks);
-        let meta: &'static mut [u64] = Box::leak(vec![0u64; layout.meta_words()].into());
-        let meta_ptr = NonNull::from(&mut *meta);
+        let map = Mapping::new(map_len)?;
+        let layout = ZoneLayout::dense(map.base.as_ptr() as usize, stride, blocks);
+        let meta = Meta::zeroed(layout.meta_words())?;
+        // SAFETY: the words are this zone's alone, zeroed, and freed only after the core
+        // zone, which `drop` drops first (or here, on an error, with nothing left using them).
+        let words = unsafe { &mut *meta.words.as_ptr() };
         // SAFETY: the mapping is `blocks * stride` bytes, readable and writable, owned by this
         // zone until drop; only the core zone and the counters from it touch it.
-        match unsafe { crate::Zone::from_raw_parts(layout, meta) } {
-            Ok(core) => Ok(Zone {
-                core: ManuallyDrop::new(core),
-                map,
-                map_len,
-                meta: meta_ptr,
-                nslots,
-                stride,
-            }),
-            Err(e) => {
-                // SAFETY: both are unused: the zone was not made.
-                unsafe {
-                    libc::munmap(r, reserve);
-                    drop(Box::from_raw(meta_ptr.as_ptr()));
-                }
-                Err(e)
-            }
-        }
+        let core = unsafe { crate::Zone::from_raw_parts(layout, words) }?;
+        Ok(Zone {
+            core: ManuallyDrop::new(core),
+            map,
+            _meta: meta,
+            cfg,
+            nslots,
+            stride,
+        })
     }
 
     /// Allocates a counter that reads 0. Fails with [`Error::ZoneFull`] when every slot is
     /// in use.
     pub fn alloc(&self) -> Result<Counter<'_>, Error> {
         let inner = self.core.alloc()?;
-        Ok(Counter::new_in(self, inner))
+        Ok(Counter::new_in(self, self.cfg, inner))
     }
 
     /// Where the blocks lie: `nslots + 1` blocks (the last the shared one) of
@@ -162,12 +140,12 @@ impl Zone {
 
     /// The add path of the process.
     pub fn path(&self) -> Path {
-        config().path
+        self.cfg.path
     }
 
     /// Virtual size of the zone's mapping: `(nslots + 1) * stride`.
     pub fn mapped_bytes(&self) -> usize {
-        self.map_len
+        self.map.len
     }
 
     /// Resident memory of the zone's mapping now (`Rss` of its `/proc/self/smaps` entry):
@@ -175,8 +153,8 @@ impl Zone {
     /// is not counted). `None` if smaps cannot be read.
     pub fn resident_bytes(&self) -> Option<usize> {
         let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
-        let start = self.map.as_ptr() as usize;
-        let end = start + self.map_len;
+        let start = self.map.base.as_ptr() as usize;
+        let end = start + self.map.len;
         let mut total = 0;
         let mut inside = false;
         let mut found = false;
@@ -208,23 +186,105 @@ impl Zone {
 
     /// The address of counter offset `off`'s slot in block 0.
     pub(crate) fn slot0(&self, off: usize) -> usize {
-        self.map.as_ptr() as usize + off
+        self.map.base.as_ptr() as usize + off
     }
 }
 
 impl Drop for Zone {
     fn drop(&mut self) {
-        // SAFETY: dropped once, here; no counter outlives the zone (they borrow it).
+        // SAFETY: dropped once, here; no counter outlives the zone (they borrow it). The
+        // mapping and the metadata it used are released after this, as fields.
         unsafe { ManuallyDrop::drop(&mut self.core) };
-        // SAFETY: the mapping and metadata were made in `with_slots` for this zone alone, and
-        // the core zone that used them is gone.
+    }
+}
+
+/// An anonymous private mapping of `len` readable and writable bytes from `base`, between two
+/// inaccessible guard pages; unmapped on drop.
+struct Mapping {
+    base: NonNull<u8>,
+    len: usize,
+}
+
+impl Mapping {
+    /// Maps `len` bytes: [`Error::AddressOverflow`] when the guarded size overflows or `mmap`
+    /// finds no room, [`Error::OutOfMemory`] when the pages cannot be made writable.
+    fn new(len: usize) -> Result<Mapping, Error> {
+        // The blocks between two guard pages, so that the kernel never merges their mapping
+        // with a neighbour's (resident_bytes reads the mapping's own pages).
+        let reserve = len.checked_add(2 * PAGE).ok_or(Error::AddressOverflow)?;
+        // SAFETY: a fresh anonymous private mapping; no existing memory is affected.
+        let r = unsafe {
+            libc::mmap(
+                core::ptr::null_mut(),
+                reserve,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if r == libc::MAP_FAILED {
+            return Err(Error::AddressOverflow);
+        }
+        let base = NonNull::new(r.cast::<u8>().wrapping_add(PAGE)).ok_or(Error::AddressOverflow)?;
+        // From here on dropping `map` unmaps the whole reservation.
+        let map = Mapping { base, len };
+        let p = base.as_ptr().cast::<libc::c_void>();
+        // SAFETY: `p..p + len` lies inside the reservation just made.
+        if unsafe { libc::mprotect(p, len, libc::PROT_READ | libc::PROT_WRITE) } != 0 {
+            return Err(Error::OutOfMemory { bytes: len });
+        }
+        // No transparent huge pages: one would back 2 MiB (many blocks) at the first add.
+        // SAFETY: advice on the mapping just made; failure only leaves the default.
+        unsafe { libc::madvise(p, len, libc::MADV_NOHUGEPAGE) };
+        Ok(map)
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: the reservation made in `new`, one guard page either side of `base`; its
+        // owner (the zone) no longer uses it.
         unsafe {
             libc::munmap(
-                self.map.as_ptr().wrapping_sub(PAGE).cast(),
-                self.map_len + 2 * PAGE,
-            );
-            drop(Box::from_raw(self.meta.as_ptr()));
+                self.base.as_ptr().wrapping_sub(PAGE).cast(),
+                self.len + 2 * PAGE,
+            )
+        };
+    }
+}
+
+/// Zeroed words of zone metadata on the heap, freed on drop.
+struct Meta {
+    words: NonNull<[u64]>,
+    layout: Layout,
+}
+
+impl Meta {
+    /// `n` (at least one) zeroed words, or [`Error::OutOfMemory`]: the allocation is
+    /// fallible, the size being the caller's.
+    fn zeroed(n: usize) -> Result<Meta, Error> {
+        let layout = Layout::array::<u64>(n).map_err(|_| Error::AddressOverflow)?;
+        if layout.size() == 0 {
+            return Err(Error::BadAreaLength { len: 0 });
         }
+        // SAFETY: `layout` has a non-zero size.
+        let p = unsafe { std::alloc::alloc_zeroed(layout) };
+        let p = NonNull::new(p.cast::<u64>()).ok_or(Error::OutOfMemory {
+            bytes: layout.size(),
+        })?;
+        Ok(Meta {
+            words: NonNull::slice_from_raw_parts(p, n),
+            layout,
+        })
+    }
+}
+
+impl Drop for Meta {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `zeroed` with this layout; its owner (the zone) no longer
+        // uses it.
+        unsafe { std::alloc::dealloc(self.words.as_ptr().cast(), self.layout) };
     }
 }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The header's i386 inline counter_u64_add at run time: builds the host library (capi/) for
+# The header's i386 inline counter_u64_add at run time: builds the host library (testbeds/capi-host/) for
 # i686-unknown-linux-gnu with Debian's cargo (-Zbuild-std), links tests/c/i386_inline_test.c
 # with tests/c/i386_inline_add.c (the fast path, compiled without PCPU_COUNTER_SIM, -fno-pic
 # and -fPIC), and runs it natively and under qemu-i386, with CX8 (the inline cmpxchg8b loop)
@@ -15,7 +15,7 @@ if ! [ -x /usr/bin/cargo ] || ! command -v i686-linux-gnu-gcc >/dev/null || ! [ 
 fi
 dir="$PWD/target/capi-i686"
 PATH="/usr/bin:$PATH" RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$dir" \
-    /usr/bin/cargo build --quiet --manifest-path capi/Cargo.toml --target i686-unknown-linux-gnu \
+    /usr/bin/cargo build --quiet --manifest-path testbeds/capi-host/Cargo.toml --target i686-unknown-linux-gnu \
     -Zbuild-std=std,panic_abort
 lib="$dir/i686-unknown-linux-gnu/debug/libpcpu_counter_capi.a"
 flags=(-std=c11 -O2 -Wall -Wextra -Werror -pedantic -Iinclude)

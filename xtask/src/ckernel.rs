@@ -1,6 +1,8 @@
-//! The C-only test kernels (`ckernel/` and `arch/<arch>/boot/ckernel.c`): built with the
-//! cross gcc and GNU ld against `libpcpu_counter.a` (`capi-kernel/build.sh`) and the header,
-//! with no Rust of their own, for `cargo xtask qemu c-x86_64 | c-aarch64`.
+//! The C-only test kernels (`testbeds/ckernel/`, its glue in `boot/<arch>/ckernel.c`): built
+//! with the cross gcc and GNU ld against `libpcpu_counter.a` (`testbeds/capi-kernel/build.sh`)
+//! and the header, with no Rust of their own, for `cargo xtask qemu c-x86_64 | c-aarch64`.
+//! They boot through the Rust kernels' `entry.s` (x86_64 also `vectors.s`) and `link.ld`,
+//! used from `testbeds/kernel/boot/<arch>/`, not copied.
 //!
 //! Each arch also builds a broken kernel: the same sources with `-include
 //! tests/c/broken_add.h`, whose `counter_u64_add` is a load, an add and a store. Its run must
@@ -15,9 +17,10 @@ use crate::toolchain;
 pub struct CBuild {
     /// Folder under `target/qemu/`.
     pub name: &'static str,
-    /// The arch folder under `arch/` (boot code and linker script).
+    /// The arch folder under `testbeds/ckernel/boot/` (the C glue) and under
+    /// `testbeds/kernel/boot/` (the entry, interrupt stubs and linker script it shares).
     arch: &'static str,
-    /// The Rust target `capi-kernel/build.sh` builds the library for.
+    /// The Rust target `testbeds/capi-kernel/build.sh` builds the library for.
     lib_target: &'static str,
     /// The C compiler, the linker and the apt packages that have them.
     cc: (&'static str, &'static str),
@@ -43,7 +46,7 @@ const COMMON_CFLAGS: &[&str] = &[
 
 /// The portable sources, then the arch's glue.
 const SOURCES: &[&str] = &[
-    "ckernel/main.c",
+    "testbeds/ckernel/main.c",
     "tests/c/freebsd_style.c",
     "tests/c/kernel_check.c",
 ];
@@ -103,7 +106,7 @@ impl CBuild {
         );
         let toolchain = toolchain::cargo_for(self.lib_target)?;
         run(Command::new("bash")
-            .arg(root.join("capi-kernel/build.sh"))
+            .arg(root.join("testbeds/capi-kernel/build.sh"))
             .arg(self.lib_target)
             .env("CARGO", toolchain.cargo_program())
             .env_remove("RUSTUP_TOOLCHAIN")
@@ -115,15 +118,19 @@ impl CBuild {
             .join("libpcpu_counter.a");
         let out = root.join("target/qemu").join(self.name);
         std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
-        let boot = root.join("arch").join(self.arch).join("boot");
-        let glue = boot.join("ckernel.c");
+        // The C glue is this bed's; the entry, stubs and linker script are the Rust kernels'.
+        let glue = root
+            .join("testbeds/ckernel/boot")
+            .join(self.arch)
+            .join("ckernel.c");
+        let boot = root.join("testbeds/kernel/boot").join(self.arch);
         let mut objects = Vec::new();
         let sources = SOURCES.iter().map(|s| root.join(s)).chain([glue]);
         for source in sources {
             let object = out.join(object_name(&source));
             let mut cc = Command::new(self.cc.0);
             cc.args(COMMON_CFLAGS).args(self.cflags);
-            for dir in ["include", "ckernel", "tests/c"] {
+            for dir in ["include", "testbeds/ckernel", "tests/c"] {
                 cc.arg("-I").arg(root.join(dir));
             }
             if self.broken {

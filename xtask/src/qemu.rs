@@ -1,7 +1,9 @@
 //! `cargo xtask qemu [x86_64|aarch64|i386|riscv64|riscv64-broken|c-x86_64|c-aarch64|c|all]`: builds the QEMU test
-//! kernels (`kernel/` in Rust, `ckernel/` in C only; boot code under `arch/<arch>/boot/`),
-//! boots each under `qemu-system-*` with a timeout, prints its serial output and fails on any
-//! `FAIL` line, a missing verdict, a wrong exit status or a hang.
+//! kernels (`testbeds/kernel/` in Rust, boot code under its `boot/<arch>/`;
+//! `testbeds/ckernel/` in C only, its glue under its `boot/<arch>/`, booting through the Rust
+//! kernels' entry and linker script), boots each under `qemu-system-*` with a timeout, prints
+//! its serial output and fails on any `FAIL` line, a missing verdict, a wrong exit status or a
+//! hang.
 //!
 //! The runs:
 //!
@@ -14,13 +16,13 @@
 //! | `i386-486` | `qemu-system-i386 -cpu 486` (no CX8, no APIC: one CPU) | the same kernel: CX8 is detected at run time |
 //! | `riscv64` | `qemu-system-riscv64 -M virt -smp 4 -bios default` (OpenSBI, S-mode) | `riscv64imac-unknown-none-elf` (amoadd.d on tp), linked with `--no-relax` |
 //! | `riscv64-gp` | as `riscv64` | the same with feature `riscv-gp` (amoadd.d on gp) |
-//! | `riscv64-broken` | as `riscv64` | the same with feature `broken-riscv-plain-add` (ld, add, sd): must print `FAIL timer` |
+//! | `riscv64-broken` | as `riscv64` | the same with `--cfg pcpu_counter_broken="riscv_plain_add"` in its rustflags (ld, add, sd): must print `FAIL timer` |
 //!
 //! Before they boot, the riscv64 kernels' add is disassembled and pinned
 //! ([`check_riscv64_add`]): `ld; mv tp (gp); add; amoadd.d zero; ret`, which the broken build
 //! must fail.
-//! | `c-x86_64` | as `x86_64` | `ckernel/` + `arch/x86_64/boot/ckernel.c`, gcc, linked with `libpcpu_counter.a` for `x86_64-unknown-none` |
-//! | `c-aarch64` | as `aarch64-llsc` | `ckernel/` + `arch/aarch64/boot/ckernel.c`, `aarch64-linux-gnu-gcc`, the library for `aarch64-unknown-none-softfloat` |
+//! | `c-x86_64` | as `x86_64` | `testbeds/ckernel/` + its `boot/x86_64/ckernel.c`, gcc, linked with `libpcpu_counter.a` for `x86_64-unknown-none` |
+//! | `c-aarch64` | as `aarch64-llsc` | `testbeds/ckernel/` + its `boot/aarch64/ckernel.c`, `aarch64-linux-gnu-gcc`, the library for `aarch64-unknown-none-softfloat` |
 //! | `c-x86_64-broken`, `c-aarch64-broken` | as above | the same with `-include tests/c/broken_add.h` (load, add, store): must print `FAIL timer` |
 //!
 //! Every run uses one instruction per translation block (`-singlestep` on QEMU 7.x,
@@ -40,7 +42,7 @@ use std::time::{Duration, Instant};
 use crate::ckernel::{self, CBuild};
 use crate::toolchain::{self, Std};
 
-// --- Cortex-M firmware (firmware/, arch/thumb/boot/): its builds and boots live there. ---
+// --- Cortex-M firmware (testbeds/firmware/, boot code in its boot/): its builds and boots live there. ---
 mod cortexm;
 
 /// A hung kernel is killed after this long and counts as a failure.
@@ -49,6 +51,15 @@ const BOOT_TIMEOUT: Duration = Duration::from_secs(120);
 /// Bare-metal link flags shared by every kernel (GNU ld, no libc, 4 KiB segment alignment).
 const LINK_FLAGS: &str =
     "-C linker-flavor=ld -C link-arg=-nostdlib -C link-arg=-zmax-page-size=0x1000";
+
+/// The rustflags of a build broken on purpose: the crate's test-only cfg
+/// `pcpu_counter_broken` with `value` (`riscv_plain_add`, `portable_unprotected_add`; the
+/// crate declares them in its `check-cfg`), appended to the build's other rustflags. Such a
+/// build gets its own target folder: target rustflags reach `core` too (`-Zbuild-std`), and
+/// sharing a folder with the normal build would rebuild both every time.
+fn broken_cfg(value: &str) -> String {
+    format!("--cfg pcpu_counter_broken=\"{value}\"")
+}
 
 /// One kernel build.
 struct Build {
@@ -60,8 +71,11 @@ struct Build {
     rustflags: &'static str,
     /// The linker and its apt package, where `toolchain` does not set one for the target.
     linker: Option<(&'static str, &'static str)>,
-    /// Cargo features of the kernel crate (`broken-riscv-plain-add`), comma-separated.
+    /// Cargo features of the kernel crate (`riscv-gp`), comma-separated.
     features: &'static str,
+    /// For a kernel broken on purpose: the value of the crate's `pcpu_counter_broken` cfg,
+    /// added to its rustflags ([`broken_cfg`]).
+    broken: Option<&'static str>,
     /// Folder under `target/qemu/` (builds that differ only in features share one, and so
     /// the `core` they build).
     dir: &'static str,
@@ -93,6 +107,7 @@ fn x86_64_build() -> Build {
         rustflags: "-C relocation-model=static",
         linker: None,
         features: "",
+        broken: None,
         dir: "",
     }
 }
@@ -106,6 +121,7 @@ fn aarch64_build(lse: bool) -> Build {
         rustflags: if lse { "-C target-feature=+lse" } else { "" },
         linker: Some(("aarch64-linux-gnu-ld", "binutils-aarch64-linux-gnu")),
         features: "",
+        broken: None,
         dir: "",
     }
 }
@@ -117,6 +133,7 @@ fn i386_build() -> Build {
         rustflags: "",
         linker: None,
         features: "",
+        broken: None,
         dir: "",
     }
 }
@@ -138,16 +155,18 @@ fn riscv64_build(kind: Rv) -> Build {
         },
         // No floating point, as in most kernels: the trap entry saves only integer registers.
         // The A extension has amoadd.d. `--no-relax` for every build (gp must stay the
-        // kernel's with `riscv-gp`; the same flags let the three builds share one `core`).
+        // kernel's with `riscv-gp`; the same flags let the tp and gp builds share one `core`).
         target: "riscv64imac-unknown-none-elf".into(),
         rustflags: "-C link-arg=--no-relax",
         linker: Some(("riscv64-linux-gnu-ld", "binutils-riscv64-linux-gnu")),
-        features: match kind {
-            Rv::Tp => "",
-            Rv::Gp => "riscv-gp",
-            Rv::Broken => "broken-riscv-plain-add",
+        features: if kind == Rv::Gp { "riscv-gp" } else { "" },
+        broken: (kind == Rv::Broken).then_some("riscv_plain_add"),
+        // Its own folder for the broken build: its rustflags differ, and they reach `core`.
+        dir: if kind == Rv::Broken {
+            "riscv64-broken"
+        } else {
+            "riscv64"
         },
-        dir: "riscv64",
     }
 }
 
@@ -220,8 +239,8 @@ fn i386_boot(cx8: bool) -> Boot {
     }
 }
 
-/// The riscv64 kernel on 4 harts; its broken build (`broken-riscv-plain-add`: the add as
-/// `ld; add; sd`) must fail the timer check.
+/// The riscv64 kernel on 4 harts; its broken build (`pcpu_counter_broken="riscv_plain_add"`:
+/// the add as `ld; add; sd`) must fail the timer check.
 fn riscv64_boot(kind: Rv) -> Boot {
     Boot {
         name: riscv64_build(kind).name,
@@ -275,7 +294,7 @@ fn c_aarch64_boot(broken: bool) -> Boot {
     }
 }
 
-/// A kernel to build: the Rust one (`kernel/`) for a target, or a C-only one.
+/// A kernel to build: the Rust one (`testbeds/kernel/`) for a target, or a C-only one.
 enum Kernel {
     Rust(Build),
     C(CBuild),
@@ -368,7 +387,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
             Kernel::Rust(build) => {
                 toolchain::cargo_for(&build.target)?;
                 if build.name == "x86_64" {
-                    // kernel/build.rs compiles tests/c/kernel_check.c into the x86_64 kernel.
+                    // testbeds/kernel/build.rs compiles tests/c/kernel_check.c into the x86_64 kernel.
                     toolchain::require_tool("gcc", "gcc")?;
                 }
             }
@@ -392,7 +411,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
             }
         };
         if let Kernel::Rust(rust) = build {
-            if rust.dir == "riscv64" {
+            if rust.target.starts_with("riscv64") {
                 if let Err(why) = check_riscv64_add(rust, &kernel) {
                     eprintln!("[{}] FAILED: {why}", rust.name);
                     failed.extend(boots.iter().map(|boot| boot.name));
@@ -451,7 +470,7 @@ fn plan_for(kernel: &str) -> Vec<(Kernel, Vec<Boot>)> {
 }
 
 /// The riscv64 kernels' add, disassembled from `pcpu_probe_riscv64_kernel_add` (in
-/// `arch/riscv64/boot/mod.rs`, kept by its `link.ld`): exactly `ld` the handle's offset, `mv`
+/// `testbeds/kernel/boot/riscv64/mod.rs`, kept by its `link.ld`): exactly `ld` the handle's offset, `mv`
 /// the per-CPU register (`tp`, or `gp` with `riscv-gp`), `add`, `amoadd.d zero, v, (slot)`,
 /// `ret`. The broken build must fail this same check (its add is `ld; add; sd`).
 fn check_riscv64_add(build: &Build, kernel: &Path) -> Result<(), String> {
@@ -482,7 +501,7 @@ fn check_riscv64_add(build: &Build, kernel: &Path) -> Result<(), String> {
     };
     let verdict = riscv64_add_shape(&insns, register);
     let listing = insns.join("; ");
-    if build.features.contains("broken-riscv-plain-add") {
+    if build.broken.is_some() {
         return match verdict {
             Err(why) => {
                 println!(
@@ -552,18 +571,26 @@ fn build_kernel(build: &Build) -> Result<PathBuf, String> {
     }
     cmd.arg("--release")
         .arg("--manifest-path")
-        .arg(root.join("kernel/Cargo.toml"))
+        .arg(root.join("testbeds/kernel/Cargo.toml"))
         .env("CARGO_TARGET_DIR", &target_dir)
         .env_remove("RUSTFLAGS")
         .env_remove("CARGO_ENCODED_RUSTFLAGS")
         .env(
             toolchain.target_env("RUSTFLAGS"),
-            format!("{LINK_FLAGS} {}", build.rustflags),
+            format!(
+                "{LINK_FLAGS} {} {}",
+                build.rustflags,
+                build.broken.map(broken_cfg).unwrap_or_default()
+            ),
         );
     println!(
-        "[{}] building kernel for {} with {}",
+        "[{}] building kernel for {}{} with {}",
         build.name,
         toolchain.target_name(),
+        build
+            .broken
+            .map(|value| format!(" ({})", broken_cfg(value)))
+            .unwrap_or_default(),
         toolchain.description
     );
     let status = cmd

@@ -1,5 +1,5 @@
 //! The C fast path (`benches/c/c_add.c`): built with `gcc -O2` against the host C library
-//! (`capi/`, release) and run after the Rust bench; its result lines (section `c`) join the
+//! (`testbeds/capi-host/`, release) and run after the Rust bench; its result lines (section `c`) join the
 //! same results file, so the report sets it next to this run's Rust figures.
 
 use std::path::Path;
@@ -11,12 +11,12 @@ pub fn run(root: &Path, quick: bool) -> Result<String, String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(cargo)
         .args(["build", "--quiet", "--release", "--manifest-path"])
-        .arg(root.join("capi/Cargo.toml"))
+        .arg(root.join("testbeds/capi-host/Cargo.toml"))
         .env("CARGO_TARGET_DIR", &target)
         .status()
         .map_err(|e| format!("run cargo: {e}"))?;
     if !status.success() {
-        return Err(format!("building capi/ failed ({status})"));
+        return Err(format!("building testbeds/capi-host/ failed ({status})"));
     }
     let exe = target.join("c_add");
     let status = Command::new("gcc")

@@ -1,21 +1,22 @@
-//! The Cortex-M firmware runs of `cargo xtask qemu` (`firmware/`, boot code and linker
-//! scripts in `arch/thumb/boot/`), on `qemu-system-arm`:
+//! The Cortex-M firmware runs of `cargo xtask qemu` (`testbeds/firmware/`, boot code and
+//! linker scripts in its `boot/`), on `qemu-system-arm`:
 //!
 //! | run | QEMU | image |
 //! |---|---|---|
 //! | `thumbv6m` | `-M microbit` (nRF51822: Cortex-M0, one core) | `thumbv6m-none-eabi` |
 //! | `thumbv7em` | `-M mps2-an386` (Cortex-M4F, one core) | `thumbv7em-none-eabihf` |
 //! | `thumbv8m-dual` | `-M mps2-an521 -smp 2` (SSE-200: two Cortex-M33) | `thumbv8m.main-none-eabihf` |
-//! | `*-broken` | as above | the same with `--features broken` (the crate's `broken-portable-unprotected-add`): must print `FAIL timer` |
+//! | `*-broken` | as above | the same with `--cfg pcpu_counter_broken="portable_unprotected_add"` in its rustflags (the crate's portable add without protection): must print `FAIL timer` |
 //!
-//! Each kind (`cargo xtask qemu thumbv6m`, ...) builds and boots its image, then rebuilds it
-//! broken in the same target folder (only the crate and the firmware recompile) and boots
+//! Each kind (`cargo xtask qemu thumbv6m`, ...) builds and boots its image, then builds it
+//! broken in a target folder of its own (`<kind>-broken`: its rustflags differ, and target
+//! rustflags reach `core`, so a shared folder would rebuild both builds every run) and boots
 //! that. Output is semihosting `SYS_WRITE0` on a stdio chardev; the exit status is the
 //! semihosting `SYS_EXIT` reason (0 pass, 1 fail). Judged like the kernels' runs.
 
 use std::path::PathBuf;
 
-use super::{Boot, LINK_FLAGS};
+use super::{broken_cfg, Boot, LINK_FLAGS};
 use crate::toolchain::{self, Std};
 
 /// The kinds this module adds to `cargo xtask qemu`.
@@ -43,8 +44,9 @@ pub const MACHINE_ARGS: &[&str] = &[
 pub struct FirmwareBuild {
     pub name: &'static str,
     target: &'static str,
-    /// Folder under `target/qemu/`, shared by the normal and the broken build.
+    /// Folder under `target/qemu/`: the run's name (the broken build has its own).
     dir: &'static str,
+    /// Whether the image is built with `--cfg pcpu_counter_broken="portable_unprotected_add"`.
     broken: bool,
 }
 
@@ -63,25 +65,27 @@ impl FirmwareBuild {
         let key = tc.target_env("LINKER");
         tc.set_env(&key, &linker.to_string_lossy());
         let target_dir = root.join("target/qemu").join(self.dir);
+        let broken = if self.broken {
+            broken_cfg("portable_unprotected_add")
+        } else {
+            String::new()
+        };
         let mut cmd = tc.cargo("build", Std::Core);
         cmd.arg("--release")
             .arg("--manifest-path")
-            .arg(root.join("firmware/Cargo.toml"))
+            .arg(root.join("testbeds/firmware/Cargo.toml"))
             .env("CARGO_TARGET_DIR", &target_dir)
             .env_remove("RUSTFLAGS")
             .env_remove("CARGO_ENCODED_RUSTFLAGS")
-            .env(tc.target_env("RUSTFLAGS"), LINK_FLAGS);
-        if self.broken {
-            cmd.args(["--features", "broken"]);
-        }
+            .env(tc.target_env("RUSTFLAGS"), format!("{LINK_FLAGS} {broken}"));
         println!(
             "[{}] building firmware for {}{} with {}",
             self.name,
             self.target,
             if self.broken {
-                " (broken-portable-unprotected-add)"
+                format!(" ({broken})")
             } else {
-                ""
+                String::new()
             },
             tc.description
         );
@@ -166,7 +170,7 @@ pub fn plan(kind: &str) -> Vec<(FirmwareBuild, Vec<Boot>)> {
             FirmwareBuild {
                 name: broken_name,
                 target,
-                dir: name,
+                dir: broken_name,
                 broken: true,
             },
             vec![boot(broken_name, broken_expect, Some("FAIL timer"))],

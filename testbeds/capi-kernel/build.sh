@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Builds libpcpu_counter.a, the C ABI for kernels written only in C, for each bare-metal
+# target given (default: x86_64-unknown-none aarch64-unknown-none-softfloat i586-unknown-none),
+# into target/capi-lib/<target>/libpcpu_counter.a, and checks with nm that the library defines
+# the C ABI and needs nothing but the kernel's four pcpu_platform_* hooks (and the bounds of
+# the early-counter linker set, which the linker defines).
+# i586-unknown-none is the JSON spec arch/i386/i586-unknown-none.json (a Pentium without
+# MMX/SSE, soft float; as the i386 QEMU kernel); a path to another *.json spec works too, and
+# its output folder is the file stem, as cargo names it.
+# Needs Debian's cargo with the library source (rustc-web cargo-web rust-web-src), or a
+# rustup toolchain with rust-src (set CARGO to it), and binutils.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(x86_64-unknown-none aarch64-unknown-none-softfloat i586-unknown-none)
+cargo_bin="${CARGO:-/usr/bin/cargo}"
+if ! [ -x "$cargo_bin" ]; then
+    echo "missing: a cargo with the library source (apt-get install rustc-web cargo-web rust-web-src)"
+    exit 1
+fi
+for spec in "${targets[@]}"; do
+    # A JSON spec: --target takes its path, -Zjson-target-spec allows it, and cargo names the
+    # target (and its folder under target/) after the file stem.
+    [ "$spec" = i586-unknown-none ] && spec=arch/i386/i586-unknown-none.json
+    json=()
+    t="$spec"
+    if [[ "$spec" == *.json ]]; then
+        [ -f "$spec" ] || { echo "FAIL: no target spec $spec"; exit 1; }
+        spec="$(realpath "$spec")"
+        json=(-Zjson-target-spec)
+        t="$(basename "$spec" .json)"
+    fi
+    PATH="$(dirname "$cargo_bin"):$PATH" RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$PWD/target/capi-kernel" \
+        "$cargo_bin" build --quiet --release --manifest-path testbeds/capi-kernel/Cargo.toml --target "$spec" \
+        -Zbuild-std=core,compiler_builtins -Zbuild-std-features=compiler-builtins-mem "${json[@]}"
+    mkdir -p "target/capi-lib/$t"
+    lib="target/capi-lib/$t/libpcpu_counter.a"
+    cp "target/capi-kernel/$t/release/libpcpu_counter_kernel.a" "$lib"
+    # Undefined in some member and defined in none (an archive's members refer to each other).
+    defined="$(nm --defined-only "$lib" 2>/dev/null | awk 'NF == 3 {print $3}' | sort -u)"
+    undefined="$(nm -u "$lib" 2>/dev/null | awk '$1 == "U" {print $2}' | sort -u | comm -23 - <(printf '%s\n' "$defined"))"
+    # The linker defines the early-counter set's bounds (__start_/__stop_pcpu_counter_early).
+    extra="$(grep -v '^pcpu_platform_\(protect\|unprotect\|current_cpu\|panic\)$' <<<"$undefined" \
+        | grep -v '^__\(start\|stop\)_pcpu_counter_early$' || true)"
+    if [ -n "$extra" ]; then
+        echo "FAIL: $lib needs symbols beyond the pcpu_platform_* hooks:"; echo "$extra"; exit 1
+    fi
+    syms=(counter_u64_alloc counter_u64_free counter_u64_fetch counter_u64_zero pcpu_counter_add
+        pcpu_counter_add_protected pcpu_zone_init pcpu_set_cpu_base pcpu_sysctl_add_counter
+        pcpu_sysctl_walk)
+    # i386: the CX8 cache that the header's inline counter_u64_add reads.
+    case "$t" in i[3-6]86-*) syms+=(pcpu_cx8) ;; esac
+    for sym in "${syms[@]}"; do
+        grep -qx "$sym" <<<"$defined" || { echo "FAIL: $lib lacks $sym"; exit 1; }
+    done
+    echo "ok   $lib ($(du -k "$lib" | cut -f1) KiB; undefined: $(tr '\n' ' ' <<<"$undefined"))"
+done

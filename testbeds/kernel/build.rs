@@ -1,0 +1,54 @@
+//! Passes the arch's linker script (`boot/<arch>/link.ld`, in this bed) to the linker.
+
+fn main() {
+    let arch = match std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() {
+        Ok("x86_64") => "x86_64",
+        Ok("aarch64") => "aarch64",
+        Ok("x86") => "i386",
+        Ok("riscv64") => "riscv64",
+        // Host `cargo check` and friends: nothing to link.
+        _ => return,
+    };
+    let dir = std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo");
+    let script = format!("{dir}/boot/{arch}/link.ld");
+    println!("cargo:rustc-link-arg=-T{script}");
+    println!("cargo:rerun-if-changed={script}");
+    println!("cargo:rerun-if-changed=build.rs");
+    if arch == "x86_64" {
+        compile_c_check(&dir);
+    }
+}
+
+/// Compiles `tests/c/kernel_check.c` (the C API counted from every CPU) freestanding, with
+/// kernel flags, and links it into the x86_64 kernel.
+fn compile_c_check(dir: &str) {
+    let out = std::env::var("OUT_DIR").expect("set by cargo");
+    let obj = format!("{out}/kernel_check.o");
+    let source = format!("{dir}/../../tests/c/kernel_check.c");
+    let status = std::process::Command::new("gcc")
+        .args([
+            "-std=c11",
+            "-c",
+            "-ffreestanding",
+            "-fno-pic",
+            "-mno-red-zone",
+        ])
+        .args([
+            "-mcmodel=kernel",
+            "-mno-sse",
+            "-O2",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+        ])
+        .arg(format!("-I{dir}/../../include"))
+        .arg(&source)
+        .arg("-o")
+        .arg(&obj)
+        .status()
+        .expect("gcc (apt-get install gcc) compiles tests/c/kernel_check.c");
+    assert!(status.success(), "gcc failed on {source}");
+    println!("cargo:rustc-link-arg={obj}");
+    println!("cargo:rerun-if-changed={source}");
+    println!("cargo:rerun-if-changed={dir}/../../include/pcpu_counter.h");
+}

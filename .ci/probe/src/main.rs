@@ -30,7 +30,11 @@ fn main() -> ExitCode {
     .into_iter()
     .filter_map(|(on, name)| on.then_some(name))
     .collect();
-    let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
+    let profile = if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    };
     println!("probe [{}] ({profile})", features.join(","));
 
     // `Error` is offered everywhere; with `std` it is a `std::error::Error`.
@@ -45,7 +49,10 @@ fn main() -> ExitCode {
     rseq::run();
     #[cfg(feature = "sim")]
     sim::run();
-    if !cfg!(any(all(feature = "rseq", target_os = "linux"), feature = "sim")) {
+    if !cfg!(any(
+        all(feature = "rseq", target_os = "linux"),
+        feature = "sim"
+    )) {
         println!("  no counting API on this target with these features (absent.rs proves it)");
     }
     println!("probe: ok");
@@ -93,8 +100,16 @@ mod rseq {
         let a = zone.alloc().expect("alloc a");
         let b = zone.alloc().expect("alloc b");
         hammer(&a, &b, |c, v| c.add(v), |_, work| work());
-        expect("rseq a (8 threads x 100000 x +1)", a.fetch(), THREADS * ADDS);
-        expect("rseq b (8 threads x 100000 x +2)", b.fetch(), 2 * THREADS * ADDS);
+        expect(
+            "rseq a (8 threads x 100000 x +1)",
+            a.fetch(),
+            THREADS * ADDS,
+        );
+        expect(
+            "rseq b (8 threads x 100000 x +2)",
+            b.fetch(),
+            2 * THREADS * ADDS,
+        );
 
         // Negative adds, fetch_and_zero, zero.
         std::thread::scope(|s| {
@@ -103,7 +118,11 @@ mod rseq {
             }
         });
         expect("rseq a after 8000 x -1", a.fetch(), THREADS * ADDS - 8000);
-        expect("rseq a fetch_and_zero", a.fetch_and_zero(), THREADS * ADDS - 8000);
+        expect(
+            "rseq a fetch_and_zero",
+            a.fetch_and_zero(),
+            THREADS * ADDS - 8000,
+        );
         expect("rseq a after fetch_and_zero", a.fetch(), 0);
         b.zero();
         expect("rseq b after zero", b.fetch(), 0);
@@ -114,7 +133,11 @@ mod rseq {
         let in_use = zone.in_use();
         drop(a);
         drop(b);
-        assert_eq!(zone.in_use(), in_use - 2, "dropping counters frees their slots");
+        assert_eq!(
+            zone.in_use(),
+            in_use - 2,
+            "dropping counters frees their slots"
+        );
         let c = zone.alloc().expect("alloc c");
         expect("rseq new counter starts at", c.fetch(), 0);
 
@@ -159,13 +182,23 @@ mod sim {
             },
         );
         expect("sim a (8 threads x 100000 x +1)", a.fetch(), THREADS * ADDS);
-        expect("sim b (8 threads x 100000 x +2)", b.fetch(), 2 * THREADS * ADDS);
-        let per_cpu: u64 = (0..NCPUS).map(|cpu| a.cpu_slot(cpu).expect("cpu_slot")).sum();
+        expect(
+            "sim b (8 threads x 100000 x +2)",
+            b.fetch(),
+            2 * THREADS * ADDS,
+        );
+        let per_cpu: u64 = (0..NCPUS)
+            .map(|cpu| a.cpu_slot(cpu).expect("cpu_slot"))
+            .sum();
         expect("sim a, sum of the CPUs' slots", per_cpu, THREADS * ADDS);
 
         machine.run_on(1, || a.add(-7));
         expect("sim a after -7", a.fetch(), THREADS * ADDS - 7);
-        expect("sim a fetch_and_zero", a.fetch_and_zero(), THREADS * ADDS - 7);
+        expect(
+            "sim a fetch_and_zero",
+            a.fetch_and_zero(),
+            THREADS * ADDS - 7,
+        );
         expect("sim a after fetch_and_zero", a.fetch(), 0);
         b.zero();
         expect("sim b after zero", b.fetch(), 0);

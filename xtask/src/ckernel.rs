@@ -104,7 +104,17 @@ impl CBuild {
             "[{}] building libpcpu_counter.a for {}",
             self.name, self.lib_target
         );
-        let toolchain = toolchain::cargo_for(self.lib_target)?;
+        // build.sh always builds `core` from source (-Zbuild-std, with compiler-builtins-mem
+        // so that the library carries memcpy and friends): a toolchain with only a prebuilt
+        // standard library for the target (rustup's x86_64-unknown-none) cannot run it.
+        let toolchain = toolchain::source_built_for(self.lib_target).ok_or_else(|| {
+            format!(
+                "building libpcpu_counter.a for {} needs a toolchain with the library source \
+                 (apt-get install rustc-web cargo-web rust-web-src, or rustup component add \
+                 rust-src)",
+                self.lib_target
+            )
+        })?;
         run(Command::new("bash")
             .arg(root.join("testbeds/capi-kernel/build.sh"))
             .arg(self.lib_target)

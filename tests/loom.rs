@@ -681,8 +681,8 @@ enum ArchAdd {
     /// The portable fallback and i386 without CX8: load, add, store under local protection
     /// (interrupts masked), modelled as a lock the interrupt handler also takes.
     Protected,
-    /// Broken: load, add, store unprotected (`broken-portable-unprotected-add`,
-    /// `broken-riscv-plain-add`).
+    /// Broken: load, add, store unprotected (the crate's `--cfg pcpu_counter_broken` values
+    /// `portable_unprotected_add` and `riscv_plain_add`).
     Unprotected,
 }
 

@@ -1,9 +1,9 @@
 //! The C ABI (feature `capi`): counter(9) with FreeBSD's names, for kernels written in C.
 //!
 //! The header is `include/pcpu_counter.h`, generated from these items by `cbindgen` (and
-//! checked against them in CI: `.ci/capi.sh`). Build the static library from the `capi/`
-//! crate (`cargo build --manifest-path capi/Cargo.toml`), which links this crate with the
-//! features `capi` and `sim` for host programs; a Rust kernel enables `capi` on its own
+//! checked against them in CI: `.ci/capi.sh`). A C kernel links the `no_std` library that
+//! `testbeds/capi-kernel/build.sh` builds; host C test programs link the one from
+//! `testbeds/capi-host/` (features `capi` and `sim`); a Rust kernel enables `capi` on its own
 //! dependency and links C objects into itself.
 //!
 //! | C | Rust |

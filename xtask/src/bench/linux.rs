@@ -43,7 +43,7 @@ pub fn section(o: &mut String, r: &Results, cores: usize) -> Result<(), String> 
     let eight = |name: &str| r.get("linux single", name, "8", None);
     let (rseq8, plain8, per_thread8) = (eight(RSEQ)?, eight(PLAIN)?, eight(PER_THREAD)?);
 
-    writeln!(o, "### Targets (issue 13)\n").unwrap();
+    writeln!(o, "### Targets\n").unwrap();
     writeln!(o, "| Target | Goal | Measured | |\n|---|---|---|---|").unwrap();
     let verdict = |met: bool| if met { "met" } else { "**missed**" };
     // Each target: what, goal, measured, met, and why it can be missed (printed only then).

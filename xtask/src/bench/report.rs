@@ -136,7 +136,7 @@ pub fn markdown(
     )
     .unwrap();
 
-    // The targets of issue 5.
+    // The targets the report checks.
     let mut targets = Vec::new();
     let cores = machine.cores;
     let (p1, p2, p16) = (tp(PCPU, "1")?, tp(PCPU, "2")?, tp(PCPU, "16")?);
@@ -301,7 +301,7 @@ pub fn markdown(
         why: None,
     });
 
-    writeln!(o, "## Targets (issue 5)\n").unwrap();
+    writeln!(o, "## Targets\n").unwrap();
     writeln!(o, "| Target | Goal | Measured | |\n|---|---|---|---|").unwrap();
     for t in &targets {
         let verdict = if t.met { "met" } else { "**missed**" };

@@ -414,8 +414,12 @@ impl Zone<'static> {
             });
         }
         meta.resize(words, 0u64);
-        let meta: &'static mut [u64] = alloc::boxed::Box::leak(meta.into_boxed_slice());
-        let meta_ptr = NonNull::from(&mut *meta);
+        // The raw pointer is the owner (it frees the words on drop); the `&mut` the zone uses is
+        // derived from it, so using that borrow never invalidates the pointer.
+        let meta_ptr = NonNull::from(alloc::boxed::Box::leak(meta.into_boxed_slice()));
+        // SAFETY: the words were just leaked from their box: valid, and used through this
+        // borrow alone until the zone is dropped and frees them through `meta_ptr`.
+        let meta: &'static mut [u64] = unsafe { &mut *meta_ptr.as_ptr() };
         // SAFETY: the blocks and metadata were just allocated for this zone alone and are freed
         // only when it is dropped.
         match unsafe { Self::from_raw_parts(dense, meta) } {

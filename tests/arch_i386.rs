@@ -195,14 +195,13 @@ fn gdt_data_descriptor_encodes_a_flat_data_segment() {
 }
 
 #[test]
-fn set_cpu_base_in_rejects_bad_selectors_without_writing() {
+fn set_cpu_base_rejects_bad_selectors_without_writing() {
     let mut entry = 0u64;
     // SAFETY: every call here is rejected before it writes or loads anything.
     unsafe {
-        assert!(!arch::set_cpu_base_in(&mut entry, 0, 0x1000)); // null selector
-        assert!(!arch::set_cpu_base_in(&mut entry, 3, 0x1000)); // null with RPL 3
-        assert!(!arch::set_cpu_base_in(&mut entry, 0x0F, 0x1000)); // names the LDT
-        assert!(!arch::set_cpu_base(0x1000)); // i386 needs the kernel's descriptor
+        assert!(!arch::set_cpu_base(&mut entry, 0, 0x1000)); // null selector
+        assert!(!arch::set_cpu_base(&mut entry, 3, 0x1000)); // null with RPL 3
+        assert!(!arch::set_cpu_base(&mut entry, 0x0F, 0x1000)); // names the LDT
     }
     assert_eq!(entry, 0);
 }

@@ -706,14 +706,6 @@ fn zone_full_and_reuse() {
     assert_eq!(c.fetch(), 20_000);
 }
 
-#[test]
-fn cpu_list_parsing() {
-    assert_eq!(rseq::parse_cpu_list("0-3,8"), Some(9));
-    assert_eq!(rseq::parse_cpu_list("0"), Some(1));
-    assert_eq!(rseq::parse_cpu_list("0-255"), Some(256));
-    assert_eq!(rseq::parse_cpu_list("x"), None);
-}
-
 /// The other profiles, each in a child process running the storm tests.
 #[test]
 fn profiles_in_child_processes() {

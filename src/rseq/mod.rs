@@ -121,8 +121,3 @@ pub fn path() -> Path {
 pub fn kernel_feature_size() -> usize {
     registration::kernel_feature_size()
 }
-
-#[doc(hidden)]
-pub fn parse_cpu_list(s: &str) -> Option<usize> {
-    registration::parse_cpu_list(s)
-}

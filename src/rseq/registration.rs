@@ -357,3 +357,16 @@ pub(crate) fn parse_cpu_list(s: &str) -> Option<usize> {
     }
     max.map(|m| m + 1)
 }
+
+#[cfg(test)]
+mod tests {
+    /// `/sys/devices/system/cpu/possible`'s format: ranges and single CPUs, the count is the
+    /// highest CPU plus one.
+    #[test]
+    fn cpu_list_parsing() {
+        assert_eq!(super::parse_cpu_list("0-3,8"), Some(9));
+        assert_eq!(super::parse_cpu_list("0"), Some(1));
+        assert_eq!(super::parse_cpu_list("0-255"), Some(256));
+        assert_eq!(super::parse_cpu_list("x"), None);
+    }
+}

@@ -35,7 +35,9 @@ enum AreaRef<'m> {
     /// its own mapping, reached through no per-CPU register), and with `sim` a zone made
     /// outside any simulated machine (no simulated CPU's register points at it, so adds to its
     /// counters on a bound thread are refused; see the `sim` module).
+    // Unused in a build with neither (a kernel's heap zones share the kernel's area).
     #[cfg(feature = "alloc")]
+    #[cfg_attr(not(any(feature = "sim", feature = "rseq")), allow(dead_code))]
     Own(alloc::boxed::Box<Area>),
 }
 
@@ -105,6 +107,7 @@ impl<'m> Zone<'m> {
     /// # Safety
     /// As [`from_raw_parts`](Zone::from_raw_parts).
     #[cfg(feature = "alloc")]
+    #[cfg_attr(not(any(feature = "sim", feature = "rseq")), allow(dead_code))]
     pub(crate) unsafe fn from_raw_parts_own_area(
         layout: ZoneLayout,
         meta: &'m mut [u64],

@@ -316,12 +316,19 @@ fn tsan(root: &Path) -> (bool, String) {
     // TSan delivers a signal only at the thread's next interceptor or synchronisation, never
     // between two plain instructions, so the storm can never split the racy load/add/store
     // it must catch (it ran 3 minutes and failed): skipped here, it runs in `cargo test`.
-    // For the same reason rseq's `broken::harness_catches_*` (a broken rseq add that only a signal or
-    // a preemption between two of its plain instructions exposes) may see no loss in its
-    // bounded attempts (one failed so in CI): they run in `cargo test` and `.ci/rseq.sh`.
+    // For the same reason rseq's `broken::harness_catches_*` (a broken rseq add that only a
+    // signal or a preemption between two of its plain instructions exposes) may see no loss
+    // in its bounded attempts (one failed so in CI): they run in `cargo test` and
+    // `.ci/rseq.sh`.
     // `refused_memory` limits its child's address space (RLIMIT_AS) to make mmap fail, which
     // leaves no room for TSan's shadow memory: it too runs in `cargo test` only.
-    cmd.args(["--", "--skip", "storm_catches", "--skip", "broken::harness_catches"]);
+    cmd.args([
+        "--",
+        "--skip",
+        "storm_catches",
+        "--skip",
+        "broken::harness_catches",
+    ]);
     cmd.args(["--skip", "refused_memory"]);
     cmd.env("RUSTFLAGS", flags)
         .env("CARGO_TARGET_DIR", &target_dir)

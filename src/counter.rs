@@ -52,7 +52,8 @@ impl<'z> Counter<'z> {
     ///
     /// On x86_64 this is one `add qword ptr gs:[off], v`: an interrupt or a migration cannot
     /// fall inside it, so it needs no protection. Under the host simulation it is preceded by
-    /// a check that the thread holds a CPU of the counter's machine (see the `sim` module, feature `sim`).
+    /// a check that the thread holds a CPU of the counter's machine (see the `sim` module,
+    /// feature `sim`).
     #[inline(always)]
     pub fn add(&self, v: i64) {
         #[cfg(feature = "sim")]

@@ -59,9 +59,15 @@ pub type CounterU64 = Counter<'static>;
 /// FreeBSD's `counter_u64_alloc(flags)`: a new counter of the global zone, reading 0.
 pub fn counter_u64_alloc(wait: Wait) -> Option<CounterU64> {
     let zone = global_zone().ok()?;
+    alloc_waiting(wait, || zone.alloc())
+}
+
+/// Runs `attempt` until it succeeds, or once with `Wait::NoWait`: FreeBSD's `M_WAITOK` loop,
+/// which yields the thread under `std` and spins without it.
+fn alloc_waiting<T>(wait: Wait, mut attempt: impl FnMut() -> Result<T, Error>) -> Option<T> {
     loop {
-        match (zone.alloc(), wait) {
-            (Ok(counter), _) => return Some(counter),
+        match (attempt(), wait) {
+            (Ok(made), _) => return Some(made),
             (Err(_), Wait::NoWait) => return None,
             (Err(_), Wait::WaitOk) => {
                 #[cfg(feature = "std")]
@@ -115,33 +121,22 @@ pub fn counter_u64_add_protected(guard: &Protected, counter: &Counter<'_>, v: i6
 /// FreeBSD's `COUNTER_ARRAY_ALLOC(a, N, wait)` on the global zone: `N` counters in one run.
 ///
 /// `Wait::NoWait` returns `None` at once when no run of `N` free slots exists; `Wait::WaitOk`
-/// waits for one, as [`counter_u64_alloc`] does. `None` also when
-/// no global zone is installed, and when `N` is more than the zone's capacity (a run that
-/// could never fit, which `WaitOk` would wait for for ever). `COUNTER_ARRAY_FREE` is dropping the array,
-/// `COUNTER_ARRAY_ZERO` is [`CounterArray::zero_all`], `COUNTER_ARRAY_COPY` is
-/// [`CounterArray::fetch_all`].
+/// waits for one, as [`counter_u64_alloc`] does. `None` also when no global zone is installed,
+/// and when `N` is more than the zone's capacity (a run that could never fit, which `WaitOk`
+/// would wait for for ever). `COUNTER_ARRAY_FREE` is dropping the array, `COUNTER_ARRAY_ZERO`
+/// is [`CounterArray::zero_all`], `COUNTER_ARRAY_COPY` is [`CounterArray::fetch_all`].
 ///
 /// ```
 /// // No global zone installed in this doctest:
-/// assert!(pcpu_counter::freebsd::counter_array_alloc::<4>(pcpu_counter::freebsd::Wait::NoWait).is_none());
+/// use pcpu_counter::freebsd::{counter_array_alloc, Wait};
+/// assert!(counter_array_alloc::<4>(Wait::NoWait).is_none());
 /// ```
 pub fn counter_array_alloc<const N: usize>(wait: Wait) -> Option<CounterArray<'static, N>> {
     let zone = global_zone().ok()?;
     if N > zone.capacity() {
         return None;
     }
-    loop {
-        match (CounterArray::new(zone), wait) {
-            (Ok(array), _) => return Some(array),
-            (Err(_), Wait::NoWait) => return None,
-            (Err(_), Wait::WaitOk) => {
-                #[cfg(feature = "std")]
-                std::thread::yield_now();
-                #[cfg(not(feature = "std"))]
-                core::hint::spin_loop();
-            }
-        }
-    }
+    alloc_waiting(wait, || CounterArray::new(zone))
 }
 
 /// FreeBSD's `counter_ratecheck(cr, limit)`: [`CounterRate::check`].

@@ -33,7 +33,10 @@ macro_rules! core_internals {
     ($($item:item)*) => {
         $(
             #[cfg(any(feature = "sim", feature = "rseq", doc, not(any(unix, windows))))]
-            #[cfg_attr(not(any(feature = "sim", doc, not(any(unix, windows)))), allow(dead_code, unused_imports))]
+            #[cfg_attr(
+                not(any(feature = "sim", doc, not(any(unix, windows)))),
+                allow(dead_code, unused_imports)
+            )]
             $item
         )*
     };

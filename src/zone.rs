@@ -92,13 +92,11 @@ impl<'m> Zone<'m> {
     /// and the counters from it may access them while the zone lives.
     pub unsafe fn from_raw_parts(layout: ZoneLayout, meta: &'m mut [u64]) -> Result<Self, Error> {
         #[cfg(feature = "sim")]
-        // SAFETY: the caller's contract.
-        return unsafe { Self::from_raw_parts_own_area(layout, meta) };
+        let area = AreaRef::Own(alloc::boxed::Box::default());
         #[cfg(not(feature = "sim"))]
+        let area = AreaRef::Shared(Area::global());
         // SAFETY: the caller's contract.
-        unsafe {
-            Self::carve(AreaRef::Shared(Area::global()), layout, meta)
-        }
+        unsafe { Self::carve(area, layout, meta) }
     }
 
     /// As [`from_raw_parts`](Zone::from_raw_parts), in an area of the zone's own (see
@@ -107,7 +105,7 @@ impl<'m> Zone<'m> {
     /// # Safety
     /// As [`from_raw_parts`](Zone::from_raw_parts).
     #[cfg(feature = "alloc")]
-    #[cfg_attr(not(any(feature = "sim", feature = "rseq")), allow(dead_code))]
+    #[cfg_attr(not(feature = "rseq"), allow(dead_code))] // Only `rseq` calls it.
     pub(crate) unsafe fn from_raw_parts_own_area(
         layout: ZoneLayout,
         meta: &'m mut [u64],

@@ -18,8 +18,8 @@
 //! Setting up FS: the FS base lives in a segment descriptor the kernel owns, so i386's
 //! [`set_cpu_base`] takes this CPU's GDT entry and its selector besides the base: it writes
 //! [`gdt_data_descriptor`]`(base)` into the entry (each CPU has its own GDT, or its own entry)
-//! and loads the selector with [`load_fs`]. In host tests (feature `sim`) a bound thread's `%fs` is a
-//! segment with the CPU's block as base: its own GDT TLS entry (`set_thread_area`) natively,
+//! and loads the selector with [`load_fs`]. In host tests (feature `sim`) a bound thread's
+//! `%fs` is a segment with the CPU's block as base: its own GDT TLS entry (`set_thread_area`) natively,
 //! an LDT entry of its own (`modify_ldt`) under qemu-i386 (glibc keeps i386 TLS in `%gs`, so
 //! `%fs` is free).
 

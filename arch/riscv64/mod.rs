@@ -104,8 +104,8 @@ unsafe fn atomic_add(slot: *mut u64, v: u64) {
     }
 }
 
-/// TEST ONLY (`--cfg pcpu_counter_broken="riscv_plain_add"`, set by xtask): a plain `ld; add; sd` that an interrupt can
-/// split, losing the handler's add. Exists so that the QEMU kernel's timer check can be shown
+/// TEST ONLY (`--cfg pcpu_counter_broken="riscv_plain_add"`, set by xtask): a plain
+/// `ld; add; sd` that an interrupt can split, losing the handler's add. Exists so that the QEMU kernel's timer check can be shown
 /// to catch it; never enable it in a real build.
 ///
 /// # Safety

@@ -4,7 +4,7 @@ use core::ffi::c_int;
 
 use super::error::{code, PCPU_ECPU, PCPU_EFULL, PCPU_EINVAL, PCPU_ENOTINSTALLED, PCPU_OK};
 use super::{early, protect};
-use crate::{arch, freebsd as global, Zone, ZoneLayout};
+use crate::{arch, freebsd, Zone, ZoneLayout};
 
 /// The zone the C ABI allocates from: the simulated machine's (feature `sim`, once
 /// `pcpu_sim_machine_new` ran), else the global zone.
@@ -13,7 +13,7 @@ pub(crate) fn current_zone() -> Option<&'static Zone<'static>> {
     if let Some(machine) = super::sim::machine() {
         return Some(machine.zone());
     }
-    global::global_zone().ok()
+    freebsd::global_zone().ok()
 }
 
 /// Where a zone's per-CPU memory lies (the C form of [`ZoneLayout`]).
@@ -84,7 +84,7 @@ pub unsafe extern "C" fn pcpu_zone_init(
     if let Err(e) = fits_c(&zone) {
         return e;
     }
-    match global::install(zone) {
+    match freebsd::install(zone) {
         Ok(zone) => {
             early::move_into(zone);
             PCPU_OK

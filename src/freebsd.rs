@@ -17,8 +17,8 @@
 //! | `counter_ratecheck(cr, limit)` | [`counter_ratecheck`] |
 //! | `COUNTER_U64_DEFINE_EARLY(name)` | [`counter_u64_define_early!`]`(static NAME)` |
 
-pub use crate::counter_u64_define_early;
 use crate::array::CounterArray;
+pub use crate::counter_u64_define_early;
 use crate::ratecheck::CounterRate;
 use crate::{Counter, Error, Protected, Zone};
 

@@ -1,7 +1,7 @@
 //! `counter_enter` / `counter_exit`: paying for local protection once for several adds.
 
-use crate::platform::Protection;
 use crate::arch;
+use crate::platform::Protection;
 
 /// Proof that the caller is inside `counter_enter()`; dropping it is `counter_exit()`.
 ///

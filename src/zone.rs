@@ -3,8 +3,8 @@
 use core::marker::PhantomData;
 use core::ptr::NonNull;
 
-use crate::bitmap::Bitmap;
 use crate::area::Area;
+use crate::bitmap::Bitmap;
 use crate::counter::Counter;
 use crate::memory::ZoneMemory;
 use crate::{arch, baseline, Error, ZoneLayout};

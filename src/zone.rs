@@ -480,3 +480,22 @@ impl core::fmt::Debug for Zone<'_> {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `holds_offset` is exactly the zone's slots: from `offset`, 8-byte aligned, below
+    /// `offset + len`.
+    #[test]
+    fn holds_offset_is_exactly_the_counter_area() {
+        let zone = Zone::on_heap(2, 16, 64).unwrap();
+        let (offset, len) = (zone.layout().offset, zone.layout().len);
+        assert_eq!((offset, len), (64, 128));
+        assert!(zone.holds_offset(64));
+        assert!(zone.holds_offset(64 + 120), "the last slot");
+        assert!(!zone.holds_offset(64 + 128), "one past the last slot");
+        assert!(!zone.holds_offset(56), "below the area");
+        assert!(!zone.holds_offset(68), "not 8-byte aligned");
+    }
+}

@@ -165,3 +165,23 @@ impl core::fmt::Debug for Area {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::format;
+
+    #[test]
+    fn debug_shows_the_shape_and_the_zone_count() {
+        let area = Area::new();
+        assert_eq!(format!("{area:?}"), "Area { shape: None, zones: 0 }");
+        let layout = ZoneLayout::dense(0x1000, 64, 2);
+        area.carve(&layout).unwrap();
+        assert_eq!(
+            format!("{area:?}"),
+            "Area { shape: Some(AreaShape { base: 4096, stride: 64, ncpus: 2 }), zones: 1 }"
+        );
+        area.release(&layout);
+        assert_eq!(format!("{area:?}"), "Area { shape: None, zones: 0 }");
+    }
+}

@@ -131,6 +131,18 @@ mod tests {
     }
 
     #[test]
+    fn a_run_as_long_as_the_bitmap_fits_only_when_it_is_empty() {
+        with_bitmap(64, |b| {
+            assert_eq!(b.alloc_run(64), Some(0));
+            assert_eq!(b.count_used(), 64);
+            assert_eq!(b.alloc_run(1), None);
+            b.free_run(63, 1);
+            assert_eq!(b.alloc_run(64), None);
+            assert_eq!(b.alloc_run(1), Some(63));
+        });
+    }
+
+    #[test]
     #[should_panic(expected = "outside the bitmap")]
     fn freeing_outside_the_bitmap_panics() {
         with_bitmap(64, |b| b.free_run(60, 8));

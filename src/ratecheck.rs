@@ -210,3 +210,20 @@ impl<'z> CounterRate<'z> {
         &self.rate
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The monotonic clock's ticks are milliseconds: after a sleep of 5 ms (at least 5 ms, by
+    /// `sleep`'s contract) it has advanced by at least 5.
+    #[test]
+    fn the_monotonic_clock_counts_milliseconds() {
+        let clock = Clock::monotonic();
+        assert_eq!(clock.hz, 1000);
+        let before = (clock.now)();
+        std::thread::sleep(core::time::Duration::from_millis(5));
+        let elapsed = (clock.now)().wrapping_sub(before);
+        assert!((5..1 << 31).contains(&elapsed), "{elapsed} ticks");
+    }
+}

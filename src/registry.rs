@@ -367,8 +367,22 @@ mod tests {
     use std::format;
     use std::string::ToString;
 
+    /// A statistic of no values: the trait's default `is_empty` says so.
+    struct Nothing;
+    impl Statistic for Nothing {
+        fn len(&self) -> usize {
+            0
+        }
+        fn value(&self, _i: usize) -> u64 {
+            unreachable!()
+        }
+        fn zero_value(&self, _i: usize) {}
+    }
+
     #[test]
     fn statistics_errors_and_debug_output() {
+        assert!(Nothing.is_empty());
+        assert!(!Nothing.is_array());
         let machine: &'static Machine = Box::leak(Box::new(Machine::new(2)));
         let c = machine.alloc().unwrap();
         let a: CounterArray<'_, 2> = CounterArray::new(machine.zone()).unwrap();
@@ -404,6 +418,9 @@ mod tests {
         stats.zero("e").unwrap();
         assert_eq!(early.fetch(), 0);
 
+        stats.zero("c").unwrap();
+        stats.zero("a").unwrap();
+        assert_eq!((c.fetch(), a.fetch(1)), (0, 0));
         assert_eq!(stats.unregister("c"), Ok(()));
         assert!(stats.get("c").is_none());
         assert_eq!(stats.unregister("c"), Err(RegistryError::NotFound));

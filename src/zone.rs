@@ -498,4 +498,14 @@ mod tests {
         assert!(!zone.holds_offset(56), "below the area");
         assert!(!zone.holds_offset(68), "not 8-byte aligned");
     }
+
+    #[test]
+    fn debug_shows_the_layout_and_the_slots_in_use() {
+        let zone = Zone::with_capacity(1, 16).unwrap();
+        let _c = zone.alloc().unwrap();
+        assert_eq!(
+            std::format!("{zone:?}"),
+            std::format!("Zone {{ layout: {:?}, in_use: 1 }}", zone.layout())
+        );
+    }
 }

@@ -407,6 +407,9 @@ mod tests {
              Stat { name: \"a\", description: \"an array\", index: Some(1), value: 4 }, \
              Stat { name: \"e\", description: \"an early counter\", index: None, value: 6 }]"
         );
+        let entry = |i| stats.entry(i).map(|(n, d, s)| (n, d, s.value(s.len() - 1)));
+        assert_eq!(entry(0), Some(("c", "a counter", 3)));
+        assert_eq!(entry(1), Some(("a", "an array", 4)));
         let mut snapshot = stats.snapshot();
         snapshot.next();
         snapshot.next();

@@ -142,6 +142,20 @@ mod tests {
         });
     }
 
+    /// The full-word skip applies only at a word's first bit: a search that enters a full
+    /// word after a set bit walks it bit by bit and finds the run that starts right after it.
+    #[test]
+    fn a_search_entering_a_full_word_midway_finds_the_run_after_it() {
+        with_bitmap(192, |b| {
+            assert_eq!(b.alloc_run(63), Some(0));
+            assert_eq!(b.alloc_run(1), Some(63));
+            assert_eq!(b.alloc_run(64), Some(64));
+            b.free_run(63, 1); // word 0 has one clear bit, word 1 is full
+            assert_eq!(b.alloc_run(3), Some(128));
+            assert_eq!(b.alloc_run(1), Some(63));
+        });
+    }
+
     #[test]
     #[should_panic(expected = "outside the bitmap")]
     fn freeing_outside_the_bitmap_panics() {

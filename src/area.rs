@@ -171,6 +171,37 @@ mod tests {
     use super::*;
     use std::format;
 
+    /// Zones may touch on either side: a zone that ends where a live one starts is carved
+    /// too, and one that starts inside it is not.
+    #[test]
+    fn a_zone_may_end_where_another_starts() {
+        let area = Area::new();
+        let high = ZoneLayout {
+            offset: 128,
+            len: 128,
+            ..ZoneLayout::dense(0x1000, 256, 2)
+        };
+        area.carve(&high).unwrap();
+        let low = ZoneLayout { offset: 0, ..high };
+        assert_eq!(area.carve(&low), Ok(()));
+        assert_eq!(area.zones(), 2);
+        let across = ZoneLayout {
+            offset: 120,
+            len: 16,
+            ..high
+        };
+        assert_eq!(
+            area.carve(&across),
+            Err(Error::ZoneOverlap {
+                offset: 120,
+                len: 16
+            })
+        );
+        area.release(&low);
+        area.release(&high);
+        assert_eq!((area.zones(), area.shape()), (0, None));
+    }
+
     #[test]
     fn debug_shows_the_shape_and_the_zone_count() {
         let area = Area::new();

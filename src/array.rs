@@ -300,7 +300,10 @@ mod tests {
         assert_eq!((a.cpu_slot(0, 2), a.cpu_slot(1, 2)), (Ok(0), Ok(2)));
         assert_eq!(
             format!("{a:?}"),
-            format!("CounterArray {{ offset: {}, values: [40, 0, 2] }}", a.offset())
+            format!(
+                "CounterArray {{ offset: {}, values: [40, 0, 2] }}",
+                a.offset()
+            )
         );
     }
 }

@@ -291,6 +291,10 @@ mod tests {
         machine.run_on(0, || c.inc());
         assert_eq!(format!("{c:?}"), "EarlyCounter { live: true, value: 4 }");
         let slots = c.counter().map(|s| (s.cpu_slot(0), s.cpu_slot(1)));
-        assert_eq!(slots, Some((Ok(1), Ok(3))), "the early counts moved to CPU 1");
+        assert_eq!(
+            slots,
+            Some((Ok(1), Ok(3))),
+            "the early counts moved to CPU 1"
+        );
     }
 }

@@ -50,3 +50,24 @@ impl core::fmt::Debug for Protected {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The guard holds local protection exactly where the arch's add needs it (never on
+    /// x86_64), and says so in its `Debug`.
+    #[test]
+    fn holds_protection_where_the_add_needs_it() {
+        let machine = crate::sim::Machine::new(1);
+        let (holds, debug) = machine.run_on(0, || {
+            let guard = Protected::enter();
+            (guard.holds_protection(), std::format!("{guard:?}"))
+        });
+        assert_eq!(holds, arch::needs_protection());
+        assert_eq!(
+            debug,
+            std::format!("Protected {{ holds_protection: {holds} }}")
+        );
+    }
+}

@@ -65,6 +65,8 @@ mod tests {
             (guard.holds_protection(), std::format!("{guard:?}"))
         });
         assert_eq!(holds, arch::needs_protection());
+        #[cfg(target_arch = "x86_64")]
+        assert!(!holds, "x86_64's one-instruction add needs no protection");
         assert_eq!(
             debug,
             std::format!("Protected {{ holds_protection: {holds} }}")

@@ -27,9 +27,10 @@ extern const volatile uint8_t pcpu_cx8;
 
 /*
  * The CX8 add, as FreeBSD's i386 counter_64_inc_8b: edx:eax = %fs:(c), ecx:ebx = edx:eax + v,
- * cmpxchg8b %fs:(c), again while it fails. No lock prefix: the slot is this CPU's own. v's
- * halves are "rm" operands, so that a frame pointer or the PIC register (ebx is saved by the
- * compiler, as a clobber) leaves the compiler enough registers: memory when it runs out.
+ * cmpxchg8b %fs:(c), again while it fails. No lock prefix: the slot is this CPU's own. The
+ * loop takes eax, ebx, ecx and edx; with a frame pointer (ebp) only esi and edi are left for
+ * c and v's two halves, so the halves are "g" operands: an immediate when v is a constant
+ * (counter_u64_add(c, 1) is addl $1 / adcl $0), else a register or memory.
  */
 static inline void pcpu_counter_add_cx8(counter_u64_t c, int64_t v)
 {
@@ -44,7 +45,7 @@ static inline void pcpu_counter_add_cx8(counter_u64_t c, int64_t v)
 			     "cmpxchg8b %%fs:(%2)\n\t"
 			     "jnz 1b"
 			     : "=&a"(lo), "=&d"(hi)
-			     : "r"(c), "rm"((uint32_t)v), "rm"((uint32_t)((uint64_t)v >> 32))
+			     : "r"(c), "g"((uint32_t)v), "g"((uint32_t)((uint64_t)v >> 32))
 			     : "ebx", "ecx", "memory", "cc");
 	(void)lo;
 	(void)hi;

@@ -5,9 +5,10 @@
  * counter_u64_add is the arch's add on the current CPU's slot, inline. A counter_u64_t is
  * the slot's offset from the CPU's per-CPU register:
  *   x86_64:  one non-locked addq to %gs:(c), safe against interrupts and migration.
- *   aarch64: mrs tpidr_el1, then an ldxr/stxr loop on base + c, or one stadd with LSE
- *            (__ARM_FEATURE_ATOMICS); a migration in between adds atomically to the old
- *            CPU's slot, which fetch counts too.
+ *   aarch64: mrs tpidr_el1, then an ldxr/stxr loop on base + c, or one ldadd with LSE
+ *            (__ARM_FEATURE_ATOMICS; not stadd, which a CPU may execute "far", at the
+ *            interconnect: Linux 6.18 made the same change); a migration in between adds
+ *            atomically to the old CPU's slot, which fetch counts too.
  *   i386:    where the library's cached CPUID answer pcpu_cx8 says CX8 (2), a cmpxchg8b
  *            loop on %fs:(c) without lock prefix (only interrupts and migration race with
  *            it; a changed slot fails the compare and retries); not asked yet (0) or no CX8
@@ -61,7 +62,9 @@ static inline void counter_u64_add(counter_u64_t c, int64_t v)
 	__asm__ __volatile__("mrs %0, tpidr_el1" : "=r"(base));
 	uint64_t *slot = (uint64_t *)(base + (uintptr_t)c);
 #if defined(__ARM_FEATURE_ATOMICS)
-	__asm__ __volatile__("stadd %1, %0" : "+Q"(*slot) : "r"(v) : "memory");
+	uint64_t old;
+	__asm__ __volatile__("ldadd %2, %1, %0" : "+Q"(*slot), "=r"(old) : "r"(v) : "memory");
+	(void)old;
 #else
 	uint64_t sum;
 	uint32_t failed;

@@ -102,13 +102,14 @@ check_x86_64() {
     [ "$(grep -c '%gs:' <<<"$insns")" = 1 ] || return 1
 }
 
-# aarch64: the LL/SC loop (ldxr, stxr, a branch back) or exactly one stadd; no bl.
+# aarch64: the LL/SC loop (ldxr, stxr, a branch back) or exactly one ldadd (never stadd, which
+# may execute far); no bl.
 check_aarch64() {
     local insns="$1" lse="$2"
     ! grep -Eq '^(bl|b)\s' <<<"$insns" || return 1
     grep -q '^mrs.*tpidr_el1' <<<"$insns" || return 1
     if [ "$lse" = 1 ]; then
-        [ "$(grep -c '^stadd' <<<"$insns")" = 1 ] && ! grep -q 'ldxr' <<<"$insns"
+        [ "$(grep -c '^ldadd\s' <<<"$insns")" = 1 ] && ! grep -Eq '^(ldxr|stadd)' <<<"$insns"
     else
         grep -q '^ldxr' <<<"$insns" && grep -q '^stxr' <<<"$insns" && grep -q '^cbnz' <<<"$insns"
     fi
@@ -147,18 +148,21 @@ if command -v aarch64-linux-gnu-gcc >/dev/null && command -v aarch64-linux-gnu-o
         sed 's/^/    /' <<<"$insns"
         check_aarch64 "$insns" $lse || { echo "FAIL: aarch64 probe_add (lse=$lse)"; exit 1; }
     done
-    echo "== the aarch64 checker rejects a plain load/add/store"
+    echo "== the aarch64 checker rejects a plain load/add/store, and a far stadd"
     cat > "$out/broken_a.c" <<'C'
 #include <stdint.h>
 void plain(uintptr_t c, int64_t v) { uintptr_t b; __asm__ __volatile__("mrs %0, tpidr_el1" : "=r"(b)); *(volatile int64_t *)(b + c) += v; }
+void far(uintptr_t c, int64_t v) { uintptr_t b; __asm__ __volatile__("mrs %0, tpidr_el1" : "=r"(b)); __asm__ __volatile__("stadd %1, %0" : "+Q"(*(uint64_t *)(b + c)) : "r"(v) : "memory"); }
 C
-    aarch64-linux-gnu-gcc -std=c11 -O2 -c "$out/broken_a.c" -o "$out/ba.o"
-    for lse in 0 1; do
-        if check_aarch64 "$(body "$out/ba.o" plain aarch64-linux-gnu-objdump)" $lse; then
-            echo "FAIL: the aarch64 checker accepted ldr/add/str (lse=$lse)"; exit 1
-        fi
+    aarch64-linux-gnu-gcc -std=c11 -O2 -march=armv8.1-a -c "$out/broken_a.c" -o "$out/ba.o"
+    for f in plain far; do
+        for lse in 0 1; do
+            if check_aarch64 "$(body "$out/ba.o" $f aarch64-linux-gnu-objdump)" $lse; then
+                echo "FAIL: the aarch64 checker accepted '$f' (lse=$lse)"; exit 1
+            fi
+        done
+        echo "ok   rejected $f"
     done
-    echo "ok   rejected plain"
 else
     echo "skipped aarch64: aarch64-linux-gnu-gcc / binutils-aarch64-linux-gnu not installed"
 fi

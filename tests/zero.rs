@@ -142,36 +142,52 @@ fn zero_racing_with_adds_counts_each_add_once() {
 /// the owner's add; this shows the harness above would catch it: the writer's adds made after
 /// a store-to-zero on its slot would be lost or resurrected.
 ///
-/// The two threads must run at the same moment on two cores; on a loaded machine a short run
-/// fits in one time slice, so each try's writer runs twice as long as the one before (up to
-/// 64 times the first): tries, not time, bound it.
+/// The two threads must run at the same moment on two cores. On a loaded machine they may
+/// mostly run one after the other, so each try's writer goes on until the reader has taken
+/// many non-empty values while it ran (each one a moment when both ran), bounded by a count
+/// of adds; and tries, not time, bound the search.
 #[test]
 fn a_remote_store_zero_would_lose_adds() {
     const TRIES: usize = 200;
+    const MIN_ADDS: u64 = 200_000;
+    const MAX_ADDS: u64 = 200_000_000;
+    const MIN_OVERLAPS: u64 = 2_000;
     let slot = AtomicU64::new(0);
     let done = AtomicBool::new(false);
-    let caught = (0..TRIES).find_map(|attempt| {
-        let adds = 200_000u64 << attempt.min(6);
+    let overlaps = AtomicU64::new(0);
+    let caught = (1..=TRIES).find_map(|try_| {
         slot.store(0, Ordering::Relaxed);
-        let zeroed_at = std::thread::scope(|s| {
+        overlaps.store(0, Ordering::Relaxed);
+        let (adds, zeroed) = std::thread::scope(|s| {
             let writer = s.spawn(|| {
-                // The owner's non-locked read-modify-write, as on a real CPU.
-                for _ in 0..adds {
-                    let v = slot.load(Ordering::Relaxed);
-                    slot.store(v + 1, Ordering::Relaxed);
+                let mut adds = 0u64;
+                while adds < MIN_ADDS
+                    || (overlaps.load(Ordering::Relaxed) < MIN_OVERLAPS && adds < MAX_ADDS)
+                {
+                    // The owner's non-locked read-modify-write, as on a real CPU.
+                    for _ in 0..1000 {
+                        let v = slot.load(Ordering::Relaxed);
+                        slot.store(v + 1, Ordering::Relaxed);
+                    }
+                    adds += 1000;
                 }
                 done.store(true, Ordering::Relaxed);
+                adds
             });
-            let mut zeroed_at = Vec::new();
+            let mut zeroed = 0u64;
             while !done.load(Ordering::Relaxed) {
-                zeroed_at.push(slot.swap(0, Ordering::Relaxed));
+                let taken = slot.swap(0, Ordering::Relaxed);
+                if taken > 0 {
+                    overlaps.fetch_add(1, Ordering::Relaxed);
+                }
+                zeroed += taken;
             }
-            writer.join().unwrap();
+            let adds = writer.join().unwrap();
             done.store(false, Ordering::Relaxed);
-            zeroed_at
+            (adds, zeroed)
         });
-        let counted: u64 = zeroed_at.iter().sum::<u64>() + slot.load(Ordering::Relaxed);
-        (counted != adds).then_some((attempt + 1, adds, counted))
+        let counted = zeroed + slot.load(Ordering::Relaxed);
+        (counted != adds).then_some((try_, adds, counted))
     });
     let (tries, adds, counted) = caught.unwrap_or_else(|| {
         panic!("a remote store-zero never lost or doubled an add in {TRIES} tries")

@@ -42,6 +42,11 @@ impl Target {
             add,
         }
     }
+}
+
+/// The slot arithmetic of the broken adds (`mod broken`, x86_64 only).
+#[cfg(target_arch = "x86_64")]
+impl Target {
     fn slot0(&self) -> usize {
         zone().layout().base + self.counter.offset()
     }

@@ -688,6 +688,50 @@ fn memory_is_lazy() {
     assert!(all <= z.mapped_bytes());
 }
 
+/// How many blocks N threads use when each wanders over every CPU (re-pinned every 500 adds):
+/// printed for docs/linux.md (`cpu_id` uses the CPUs' blocks; `mm_cid` the concurrency IDs the
+/// kernel handed out, which Linux 6.19 keeps per thread while the threads are no more than the
+/// CPUs). Asserts the sums, and that on glibc's registration no add reached the shared block.
+#[test]
+fn blocks_used_by_wandering_threads() {
+    const ADDS: u64 = 8000;
+    let _g = serial();
+    for threads in [1u64, 2, 4, 8] {
+        let z = rseq::Zone::new(8).unwrap();
+        let c = z.alloc().unwrap();
+        std::thread::scope(|s| {
+            for i in 0..threads as usize {
+                let c = &c;
+                s.spawn(move || {
+                    for k in 0..ADDS as usize {
+                        if k % 500 == 0 {
+                            pin(Some(i + k / 500));
+                        }
+                        c.inc();
+                    }
+                });
+            }
+        });
+        assert_eq!(c.fetch(), threads * ADDS);
+        let blocks: Vec<u64> = (0..=z.nslots()).map(|b| c.block_slot(b).unwrap()).collect();
+        assert_eq!(blocks.iter().sum::<u64>(), threads * ADDS);
+        if let Path::Rseq {
+            glibc_registered: true,
+            ..
+        } = z.path()
+        {
+            assert_eq!(blocks[z.nslots()], 0, "no add in the shared block");
+        }
+        let used = blocks.iter().filter(|&&v| v != 0).count();
+        eprintln!(
+            "blocks: {threads} threads wandering over {} CPUs used {used} of {} blocks {blocks:?}; {}",
+            ncpus(),
+            z.nslots() + 1,
+            z.path()
+        );
+    }
+}
+
 #[test]
 fn zone_full_and_reuse() {
     let z = rseq::Zone::with_slots(1, 1).unwrap();

@@ -12,6 +12,10 @@
 # took cpu_id where the kernel offers mm_cid), when the marker line is missing, or after
 # LINUX_VM_TIMEOUT seconds (default 600).
 #
+# LINUX_VM_VMLINUZ boots another arm64 kernel image instead (docs/linux.md: 6.19 and 7.3 from
+# trixie-backports); LINUX_VM_ARGS is appended to the kernel command line: `NAME=value` words
+# become /init's environment, the words after `--` the test binary's arguments (default
+# `--test-threads=4`), e.g. LINUX_VM_ARGS="PCPU_COUNTER_RSEQ=cpu -- --exact storm_profile".
 # LINUX_VM_KERNEL names the kernel package (default: what Debian's `linux-image-6.12-cloud-arm64`
 # depends on; the cloud flavour is a third the size and has virt's PL011, virtio and
 # CONFIG_RSEQ, CONFIG_SCHED_MM_CID). Installs its tools with apt-get when missing.
@@ -68,6 +72,10 @@ vmlinuz=$(ls "$cache"/root/boot/vmlinuz-* | head -1)
 config=$(ls "$cache"/root/boot/config-* | head -1)
 echo "== linux-vm: kernel $(basename "$vmlinuz"):" \
     "$(grep -E '^CONFIG_(RSEQ|SCHED_MM_CID)=' "$config" | tr '\n' ' ')"
+if [ -n "${LINUX_VM_VMLINUZ:-}" ]; then
+    vmlinuz=$LINUX_VM_VMLINUZ
+    echo "== linux-vm: booting $vmlinuz instead (LINUX_VM_VMLINUZ)"
+fi
 
 # The initramfs: busybox, /init, the test binary, and the libraries it needs (its NEEDED
 # entries and theirs, from the cross sysroot) with the program interpreter, in /lib.
@@ -99,7 +107,7 @@ log=$vm/console.log
 qemu_status=0
 timeout --foreground -k 10 "$timeout_s" qemu-system-aarch64 -M virt -cpu max,pauth-impdef=on -smp 4 -m 4G \
     -nographic -no-reboot -kernel "$vmlinuz" -initrd "$vm/initramfs.cpio" \
-    -append "console=ttyAMA0 panic=-1 quiet" </dev/null 2>&1 | tr -d '\r' | tee "$log" \
+    -append "console=ttyAMA0 panic=-1 quiet ${LINUX_VM_ARGS:-}" </dev/null 2>&1 | tr -d '\r' | tee "$log" \
     || qemu_status=$?
 [ "$qemu_status" = 0 ] || echo "qemu exited with $qemu_status (124: timed out)"
 

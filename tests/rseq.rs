@@ -688,24 +688,27 @@ fn memory_is_lazy() {
     assert!(all <= z.mapped_bytes());
 }
 
-/// How many blocks N threads use when each wanders over every CPU (re-pinned every 500 adds):
+/// How many blocks N threads use when each wanders over every CPU (re-pinned every 2000 adds):
 /// printed for docs/linux.md (`cpu_id` uses the CPUs' blocks; `mm_cid` the concurrency IDs the
 /// kernel handed out, which Linux 6.19 keeps per thread while the threads are no more than the
 /// CPUs). Asserts the sums, and that on glibc's registration no add reached the shared block.
 #[test]
 fn blocks_used_by_wandering_threads() {
-    const ADDS: u64 = 8000;
+    const ADDS: u64 = 40_000;
     let _g = serial();
     for threads in [1u64, 2, 4, 8] {
         let z = rseq::Zone::new(8).unwrap();
         let c = z.alloc().unwrap();
+        // All start together: the threads add at the same time, not one after another.
+        let start = std::sync::Barrier::new(threads as usize);
         std::thread::scope(|s| {
             for i in 0..threads as usize {
-                let c = &c;
+                let (c, start) = (&c, &start);
                 s.spawn(move || {
+                    start.wait();
                     for k in 0..ADDS as usize {
-                        if k % 500 == 0 {
-                            pin(Some(i + k / 500));
+                        if k % 2000 == 0 {
+                            pin(Some(i + k / 2000));
                         }
                         c.inc();
                     }

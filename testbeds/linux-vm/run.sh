@@ -7,9 +7,11 @@
 # target/linux-vm/cache (reused when present), packs an initramfs (busybox, ./init, the test
 # binary and the aarch64 libraries it needs) and boots it under
 # `qemu-system-aarch64 -M virt -cpu max -smp 4`. The initramfs prints the kernel, the path the
-# crate chose and AT_RSEQ_FEATURE_SIZE, runs every test of tests/rseq.rs with 4 test threads,
-# and powers off. Fails when the tests fail, when the crate did not take the rseq path (or
-# took cpu_id where the kernel offers mm_cid), when the marker line is missing, or after
+# crate chose and AT_RSEQ_FEATURE_SIZE, runs a control (testbeds/linux-vm/rseq_add.c: the same
+# critical section in plain C, whose result tells a kernel that loses adds by itself from a
+# crate bug), runs every test of tests/rseq.rs with 4 test threads, and powers off. Fails when the tests fail, when the crate did not take the rseq path (or
+# took cpu_id where the kernel offers mm_cid), when the C control lost adds (the kernel is
+# then unsound: Debian's 6.19.11), when the marker line is missing, or after
 # LINUX_VM_TIMEOUT seconds (default 600).
 #
 # LINUX_VM_VMLINUZ boots another arm64 kernel image instead (docs/linux.md: 6.19 and 7.3 from
@@ -51,6 +53,9 @@ bin=$(CARGO_TARGET_DIR=$vm/build cargo test --release --no-run --target "$target
     --test rseq --message-format=json \
     | grep '"profile":{[^}]*"test":true' | grep -o '"executable":"[^"]*"' | cut -d'"' -f4)
 [ -x "$bin" ] || { echo "FAIL: no test binary built"; exit 1; }
+# The control: the same critical section in plain C (testbeds/linux-vm/rseq_add.c).
+mkdir -p "$vm"
+aarch64-linux-gnu-gcc -O2 -Wall -Werror -pthread testbeds/linux-vm/rseq_add.c -o "$vm/rseq_add"
 
 # Debian's arm64 packages, downloaded with the machine's apt sources and package lists of its
 # own (the system's apt state is not touched).
@@ -85,6 +90,7 @@ rm -rf "$initrd" && mkdir -p "$initrd/bin" "$initrd/lib"
 cp "$cache/root/bin/busybox" "$initrd/bin/busybox"
 cp testbeds/linux-vm/init "$initrd/init"
 cp "$bin" "$initrd/rseq"
+cp "$vm/rseq_add" "$initrd/rseq_add"
 interp=$(aarch64-linux-gnu-readelf -l "$bin" | sed -n 's/.*interpreter: \(.*\)\]/\1/p')
 [ "$interp" = /lib/ld-linux-aarch64.so.1 ] || { echo "FAIL: unexpected interpreter '$interp'"; exit 1; }
 todo=("$bin")
@@ -113,8 +119,15 @@ timeout --foreground -k 10 "$timeout_s" qemu-system-aarch64 -M virt -cpu max,pau
 
 result=$(sed -n 's/^linux-vm: result \([0-9]*\)$/\1/p' "$log" | tail -1)
 path=$(grep -m1 '^path: ' "$log" || true)
+kernel_lost=0
+if [ "$(grep -c '^rseq_add: .* lost 0$' "$log")" != 2 ]; then
+    echo "NOTE: the kernel itself loses adds of a plain C rseq section (rseq_add above, or it" \
+        "did not run): a failure of tests/rseq.rs here is the kernel's, not the crate's"
+    kernel_lost=1
+fi
 [ -n "$result" ] || { echo "FAIL: no result line from the VM"; exit 1; }
 [ "$result" = 0 ] || { echo "FAIL: tests/rseq.rs failed in the VM (status $result)"; exit 1; }
+[ "$kernel_lost" = 0 ] || { echo "FAIL: the kernel's rseq lost adds of the C control"; exit 1; }
 case $path in
     "path: rseq (index mm_cid, glibc's registration);"*) ;;
     "path: rseq (index cpu_id, glibc's registration);"*)

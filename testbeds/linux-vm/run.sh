@@ -65,7 +65,7 @@ if ! ls "$cache"/root/boot/vmlinuz-* >/dev/null 2>&1 || [ ! -x "$cache/root/bin/
     mkdir -p "$cache/lists/partial" "$cache/apt" "$cache/debs" "$cache/root"
     apt_opts=(-q -oAPT::Architecture=arm64 -oAPT::Architectures=arm64
         "-oDir::State::Lists=$cache/lists" "-oDir::Cache=$cache/apt"
-        -oAPT::Sandbox::User=root)
+        -oAPT::Sandbox::User=root -oAcquire::IndexTargets::deb::DEP-11::DefaultEnabled=false)
     apt-get "${apt_opts[@]}" update
     kernel=${LINUX_VM_KERNEL:-$(apt-cache "${apt_opts[@]}" depends linux-image-6.12-cloud-arm64 \
         | sed -n 's/^ *Depends: \(linux-image-[^ ]*\)$/\1/p' | head -1)}
@@ -108,7 +108,8 @@ done
 echo "libraries: $(cd "$initrd/lib" && echo *)"
 (cd "$initrd" && find . | cpio -o -H newc -R 0:0 --quiet) >"$vm/initramfs.cpio"
 
-echo "== linux-vm: booting qemu-system-aarch64 -M virt -cpu max -smp 4 (timeout ${timeout_s}s)"
+echo "== linux-vm: booting qemu-system-aarch64 -M virt -cpu max,pauth-impdef=on -smp 4" \
+    "(timeout ${timeout_s}s)"
 log=$vm/console.log
 qemu_status=0
 timeout --foreground -k 10 "$timeout_s" qemu-system-aarch64 -M virt -cpu max,pauth-impdef=on -smp 4 -m 4G \

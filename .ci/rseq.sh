@@ -61,7 +61,9 @@ fi
 # The aarch64 rseq path executed, not only compiled: tests/rseq.rs (release, cross-built) on
 # Debian's arm64 kernel (6.12, CONFIG_RSEQ, CONFIG_SCHED_MM_CID) under
 # `qemu-system-aarch64 -M virt -smp 4`, which fails unless the crate takes the rseq path
-# (mm_cid where the kernel offers it). About 2 minutes on 2 cores: the build, 15 MB of
-# package lists and 29 MB of packages, and a 25 s boot and run.
+# (mm_cid where the kernel offers it), or when a plain C control of the same critical section
+# loses adds (a broken kernel). Measured from scratch on 2 loaded cores: 1 min 46 s (the
+# release cross-build 71 s, 9 MB of arm64 package lists and 29 MB of packages 5 s, boot and
+# run 25 s); installing cpio, where missing, adds about 10 s.
 echo "== aarch64 rseq path on a real arm64 kernel (testbeds/linux-vm)"
 bash testbeds/linux-vm/run.sh

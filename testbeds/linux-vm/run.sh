@@ -120,13 +120,13 @@ timeout --foreground -k 10 "$timeout_s" qemu-system-aarch64 -M virt -cpu max,pau
 
 result=$(sed -n 's/^linux-vm: result \([0-9]*\)$/\1/p' "$log" | tail -1)
 path=$(grep -m1 '^path: ' "$log" || true)
+[ -n "$result" ] || { echo "FAIL: no result line from the VM"; exit 1; }
 kernel_lost=0
 if [ "$(grep -c '^rseq_add: .* lost 0$' "$log")" != 2 ]; then
     echo "NOTE: the kernel itself loses adds of a plain C rseq section (rseq_add above, or it" \
         "did not run): a failure of tests/rseq.rs here is the kernel's, not the crate's"
     kernel_lost=1
 fi
-[ -n "$result" ] || { echo "FAIL: no result line from the VM"; exit 1; }
 [ "$result" = 0 ] || { echo "FAIL: tests/rseq.rs failed in the VM (status $result)"; exit 1; }
 [ "$kernel_lost" = 0 ] || { echo "FAIL: the kernel's rseq lost adds of the C control"; exit 1; }
 case $path in

@@ -6,12 +6,13 @@
 # arm64 kernel and busybox-static with apt's multiarch download options into
 # target/linux-vm/cache (reused when present), packs an initramfs (busybox, ./init, the test
 # binary and the aarch64 libraries it needs) and boots it under
-# `qemu-system-aarch64 -M virt -cpu max -smp 4`. The initramfs prints the kernel, the path the
-# crate chose and AT_RSEQ_FEATURE_SIZE, runs a control (testbeds/linux-vm/rseq_add.c: the same
-# critical section in plain C, whose result tells a kernel that loses adds by itself from a
-# crate bug), runs every test of tests/rseq.rs with 4 test threads, and powers off. Fails when the tests fail, when the crate did not take the rseq path (or
-# took cpu_id where the kernel offers mm_cid), when the C control lost adds (the kernel is
-# then unsound: Debian's 6.19.11), when the marker line is missing, or after
+# `qemu-system-aarch64 -M virt -cpu max,pauth-impdef=on -smp 4`. The initramfs prints the
+# kernel, the path the crate chose and AT_RSEQ_FEATURE_SIZE, runs a control
+# (testbeds/linux-vm/rseq_add.c: the same critical section in plain C, whose result tells a
+# kernel that loses adds by itself from a crate bug), runs every test of tests/rseq.rs with 4
+# test threads, and powers off. Fails when the tests fail, when the crate did not take the
+# rseq path (or took cpu_id where the kernel offers mm_cid), when the C control lost adds (the
+# kernel is then unsound: Debian's 6.19.11), when the marker line is missing, or after
 # LINUX_VM_TIMEOUT seconds (default 600).
 #
 # LINUX_VM_VMLINUZ boots another arm64 kernel image instead (docs/linux.md: 6.19 and 7.3 from

@@ -94,21 +94,52 @@ fn install_handler() {
     });
 }
 
-fn ncpus() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+/// The CPUs this process may run on, read once, at the first call, before any thread of the
+/// process pinned itself. (Not `available_parallelism`, which reads the calling thread's own
+/// affinity: once a thread is pinned it says 1, and every later pin of that thread would go to
+/// CPU 0.)
+fn allowed_cpus() -> &'static [usize] {
+    static CPUS: OnceLock<Vec<usize>> = OnceLock::new();
+    CPUS.get_or_init(|| {
+        // SAFETY: a zeroed cpu_set_t filled by sched_getaffinity for the calling thread.
+        let set = unsafe {
+            let mut set: libc::cpu_set_t = core::mem::zeroed();
+            let r = libc::sched_getaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), &mut set);
+            assert_eq!(r, 0, "sched_getaffinity");
+            set
+        };
+        let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
+            // SAFETY: `c` is below CPU_SETSIZE; CPU_ISSET reads the set.
+            .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+            .collect();
+        assert!(!cpus.is_empty());
+        cpus
+    })
 }
 
-/// Pins the calling thread to `cpu` (modulo the CPUs), or to all of them with `None`.
+fn ncpus() -> usize {
+    allowed_cpus().len()
+}
+
+/// Pins the calling thread to the `cpu`-th allowed CPU (modulo their number), or to all of
+/// them with `None`.
 fn pin(cpu: Option<usize>) {
+    let cpus = allowed_cpus();
     // SAFETY: a zeroed cpu_set_t filled with CPU_SET, for the calling thread (pid 0).
-    unsafe {
+    let r = unsafe {
         let mut set: libc::cpu_set_t = core::mem::zeroed();
         match cpu {
-            Some(c) => libc::CPU_SET(c % ncpus(), &mut set),
-            None => (0..ncpus()).for_each(|c| libc::CPU_SET(c, &mut set)),
+            Some(c) => libc::CPU_SET(cpus[c % cpus.len()], &mut set),
+            None => cpus.iter().for_each(|&c| libc::CPU_SET(c, &mut set)),
         }
-        libc::sched_setaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
+        libc::sched_setaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    assert_eq!(
+        r,
+        0,
+        "sched_setaffinity: {}",
+        std::io::Error::last_os_error()
+    );
 }
 
 #[derive(Clone, Copy)]

@@ -62,8 +62,8 @@ fi
 # Debian's arm64 kernel (6.12, CONFIG_RSEQ, CONFIG_SCHED_MM_CID) under
 # `qemu-system-aarch64 -M virt -smp 4`, which fails unless the crate takes the rseq path
 # (mm_cid where the kernel offers it), or when a plain C control of the same critical section
-# loses adds (a broken kernel). Measured from scratch on 2 loaded cores: 1 min 45 s (the
-# release cross-build 62 s, 9 MB of arm64 package lists and 29 MB of packages 3 s, boot and
-# run 30 s); installing cpio, where missing, adds about 10 s.
+# loses adds (a broken kernel). Measured from scratch on 2 loaded cores: 104 to 125 s (the
+# release cross-build 60-71 s, 9 MB of arm64 package lists and 29 MB of packages 3-5 s, boot
+# and run 30-52 s); installing cpio, where missing, adds about 10 s.
 echo "== aarch64 rseq path on a real arm64 kernel (testbeds/linux-vm)"
 bash testbeds/linux-vm/run.sh

@@ -16,6 +16,7 @@ fn exact_sums_from_migrating_threads() {
     const N: usize = 5;
     // Miri runs each add thousands of times slower: fewer rounds there.
     const ROUNDS: usize = if cfg!(miri) { 2 } else { 50 };
+    const ADDS: usize = if cfg!(miri) { 50 } else { 200 };
     let machine = Machine::new(8);
     let array: CounterArray<'_, N> = CounterArray::new(machine.zone()).unwrap();
     std::thread::scope(|s| {
@@ -24,7 +25,7 @@ fn exact_sums_from_migrating_threads() {
             s.spawn(move || {
                 for round in 0..ROUNDS {
                     machine.run_on((t + round) % 8, || {
-                        for k in 0..200 {
+                        for k in 0..ADDS {
                             array.add((t + k) % N, t as i64 + 1);
                         }
                     });
@@ -32,9 +33,11 @@ fn exact_sums_from_migrating_threads() {
             });
         }
     });
-    // Thread t adds t + 1 to element (t + k) % 5 for k in 0..200, ROUNDS rounds: 40 per
-    // element per round.
-    let per_element: u64 = (0..12u64).map(|t| (t + 1) * 40 * ROUNDS as u64).sum();
+    // Thread t adds t + 1 to element (t + k) % 5 for k in 0..ADDS, ROUNDS rounds: ADDS / 5
+    // per element per round.
+    let per_element: u64 = (0..12u64)
+        .map(|t| (t + 1) * (ADDS / N * ROUNDS) as u64)
+        .sum();
     let mut out = [0; N];
     array.fetch_all(&mut out);
     assert_eq!(out, [per_element; N]);

@@ -100,8 +100,8 @@ fn winners(check: &(dyn Fn(u32) -> i64 + Sync), machine: &Machine, now: u32, wan
 fn one_cpu_wins_each_reset() {
     let machine = Machine::new(8);
     let rate = CounterRate::new(machine.alloc().unwrap(), Clock { now: || 0, hz: 100 });
-    // 199 resets (10 under Miri, which is slow).
-    for second in 1..if cfg!(miri) { 11 } else { 200u32 } {
+    // 199 resets (5 under Miri, which is slow).
+    for second in 1..if cfg!(miri) { 6 } else { 200u32 } {
         // 30 events from CPU 0, over the limit of 10; then 8 CPUs race at the next second.
         let before = rate.counter().fetch() as i64;
         machine.run_on(0, || {

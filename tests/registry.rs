@@ -140,7 +140,7 @@ fn zeroing_an_early_counter_before_init_leaves_it() {
 #[test]
 fn snapshots_while_cpus_add_are_monotonic_and_end_exact() {
     // Adds per CPU (fewer under Miri, which is thousands of times slower).
-    const N: u64 = if cfg!(miri) { 200 } else { 20_000 };
+    const N: u64 = if cfg!(miri) { 100 } else { 20_000 };
     let machine = Machine::new(4);
     let c = machine.alloc().unwrap();
     let arr: CounterArray<'_, 2> = CounterArray::new(machine.zone()).unwrap();

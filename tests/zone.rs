@@ -59,7 +59,7 @@ fn alloc_free_reuse_under_concurrency() {
         for t in 0..6usize {
             let (machine, owners) = (&machine, &owners);
             s.spawn(move || {
-                for round in 0..if cfg!(miri) { 10 } else { 300usize } {
+                for round in 0..if cfg!(miri) { 4 } else { 300usize } {
                     let _cpu = machine.bind((t + round) % 4).unwrap();
                     let mine: Vec<_> = (0..5).map(|_| machine.alloc().unwrap()).collect();
                     for c in &mine {

@@ -48,11 +48,44 @@ use std::time::Instant;
 
 use crate::toolchain;
 
-/// The portable-core test selection (Miri, and its fallback).
+/// The portable-core test selection (Miri, and its fallback): the lib's unit tests (bitmap,
+/// the C API's protection nesting), the zone (layout, baselines, bitmap, static memory, a
+/// kernel's own blocks), areas, arrays, early counters, ratecheck and the registry.
 const PORTABLE_CORE: &[&str] = &[
-    "--lib", "--test", "zone", "--test", "array", "--test", "registry", "--test", "early",
-    "--test", "area",
+    "--lib",
+    "--test",
+    "zone",
+    "--test",
+    "array",
+    "--test",
+    "registry",
+    "--test",
+    "early",
+    "--test",
+    "area",
+    "--test",
+    "ratecheck",
 ];
+
+/// The concurrent tests of [`PORTABLE_CORE`] (libtest name filters) that Miri reruns with
+/// several scheduler seeds.
+const MIRI_CONCURRENT: &[&str] = &[
+    "alloc_free_reuse_under_concurrency",
+    "exact_sums_from_migrating_threads",
+    "fetch_and_zero_all_is_lossless_under_concurrent_adds",
+    "the_same_check_catches_a_two_step_fetch_then_zero",
+    "counts_before_init_move_into_the_initialising_cpus_slot",
+    "init_racing_with_adds_loses_and_doubles_nothing",
+    "fetch_never_goes_back_during_init",
+    "concurrent_events_within_a_second_are_all_counted",
+    "one_cpu_wins_each_reset",
+    "the_same_check_catches_a_reset_without_the_lock",
+    "snapshots_while_cpus_add_are_monotonic_and_end_exact",
+];
+
+/// The target Miri interprets: one with no arch module of its own, so that the portable arch
+/// (a plain add under local protection) runs, not inline assembly Miri cannot execute.
+const MIRI_TARGET: &str = "powerpc64le-unknown-linux-gnu";
 
 const HOST: &str = "x86_64-unknown-linux-gnu";
 
@@ -420,29 +453,73 @@ fn first_own_frame(report: &str) -> String {
         .to_string()
 }
 
+/// Per test binary (`Running <path>` of cargo), the last `test result:` line's counts:
+/// `(binary, passed, failed, ignored)`.
+fn per_binary(text: &str) -> Vec<(String, u64, u64, u64)> {
+    let mut out: Vec<(String, u64, u64, u64)> = Vec::new();
+    for line in text.lines() {
+        let line = line.trim_start();
+        if let Some(rest) = line.strip_prefix("Running ") {
+            let name = rest.split_whitespace().next().unwrap_or(rest);
+            out.push((name.to_string(), 0, 0, 0));
+        } else if line.starts_with("test result:") {
+            if let Some(last) = out.last_mut() {
+                let (p, f) = test_counts(line);
+                let ignored = line
+                    .split(';')
+                    .find(|p| p.trim_end().ends_with("ignored"))
+                    .and_then(|p| p.split_whitespace().rev().nth(1))
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0);
+                (last.1, last.2, last.3) = (p, f, ignored);
+            }
+        }
+    }
+    out
+}
+
+/// `cargo miri test` of `tests` for [`MIRI_TARGET`] with `miriflags`; returns success and
+/// the output.
+fn miri_test(root: &Path, miriflags: &str, tests: &[&str], filters: &[&str]) -> (bool, String) {
+    let mut cmd = nightly_cargo(root);
+    cmd.args(["miri", "test", "--target", MIRI_TARGET])
+        .args(tests)
+        .arg("--")
+        .args(filters)
+        .env("MIRIFLAGS", miriflags)
+        .env("CARGO_TARGET_DIR", root.join("target/miri"));
+    capture(cmd, false)
+}
+
 fn miri(root: &Path) -> (bool, String) {
     let has_miri = nightly_cargo(root)
         .args(["miri", "--version"])
         .output()
         .is_ok_and(|o| o.status.success());
-    if has_miri {
-        let mut cmd = nightly_cargo(root);
-        cmd.args(["miri", "test", "--target", "powerpc64le-unknown-linux-gnu"])
-            .args(PORTABLE_CORE)
-            .args(["--", "--skip", "interrupt", "--skip", "storm"])
-            .env("CARGO_TARGET_DIR", root.join("target/miri"));
-        let (ok, text) = capture(cmd, false);
-        let (passed, failed) = test_counts(&text);
-        return (
-            ok,
-            format!(
-                "cargo miri test, portable arch (powerpc64le): {passed} passed, {failed} failed"
-            ),
-        );
+    let has_src = nightly_sysroot().is_some_and(|s| has_rust_src(&s));
+    if has_miri && has_src {
+        return run_miri(root);
     }
-    let mut missing = String::from("the nightly `miri` component (cargo-miri: `rustup component add miri --toolchain nightly`)");
-    if !nightly_sysroot().is_some_and(|s| has_rust_src(&s)) {
-        missing.push_str(" and `rust-src`, which Miri builds its sysroot from");
+    let mut missing = Vec::new();
+    if nightly_sysroot().is_none() {
+        missing.push(
+            "the rustup `nightly` toolchain (`rustup toolchain install nightly`)".to_string(),
+        );
+    } else {
+        if !has_miri {
+            missing.push(
+                "the nightly's `miri` component (cargo-miri: `rustup component add --toolchain \
+                 nightly miri`)"
+                    .to_string(),
+            );
+        }
+        if !has_src {
+            missing.push(
+                "the nightly's `rust-src` component, which Miri builds its standard library \
+                 from (`rustup component add --toolchain nightly rust-src`)"
+                    .to_string(),
+            );
+        }
     }
     let mut cmd = cargo(root);
     cmd.arg("test").args(PORTABLE_CORE);
@@ -451,9 +528,99 @@ fn miri(root: &Path) -> (bool, String) {
     (
         ok,
         format!(
-            "Miri not run: missing {missing}; next best: the portable-core tests (lib, zone, array, registry, early, area) \
-             with debug assertions and overflow checks on the host arch: {passed} passed, {failed} failed \
-             (the protocols themselves: the loom models)"
+            "Miri NOT run: missing {}; next best: the portable-core tests (lib, zone, array, \
+             registry, early, area, ratecheck) with debug assertions and overflow checks on the \
+             host arch: {passed} passed, {failed} failed (the protocols themselves: the loom \
+             models)",
+            missing.join(" and ")
+        ),
+    )
+}
+
+/// The Miri runs: every portable-core test under Stacked Borrows and under Tree Borrows, then
+/// the concurrent ones under more scheduler seeds. Integer-to-pointer casts are permitted
+/// (`-Zmiri-permissive-provenance`): a zone's slot address is a number, the CPU's base plus
+/// an offset, as a per-CPU register holds it; Miri still checks that each such address lies
+/// in a live allocation whose address was exposed.
+fn run_miri(root: &Path) -> (bool, String) {
+    let seeds: u32 = std::env::var("PCPU_MIRI_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(4);
+    // The sysroot Miri interprets (built once from the nightly's rust-src, then cached).
+    let t = Instant::now();
+    let mut setup = nightly_cargo(root);
+    setup.args(["miri", "setup", "--target", MIRI_TARGET]);
+    let (ok, _) = capture(setup, false);
+    if !ok {
+        return (
+            false,
+            format!("cargo miri setup --target {MIRI_TARGET} failed"),
+        );
+    }
+    println!(
+        "  miri sysroot for {MIRI_TARGET} ready ({:.0} s)",
+        t.elapsed().as_secs_f64()
+    );
+
+    let base = "-Zmiri-permissive-provenance";
+    let mut all_ok = true;
+    let mut summary = Vec::new();
+    for (model, flags) in [
+        ("Stacked Borrows", base.to_string()),
+        ("Tree Borrows", format!("{base} -Zmiri-tree-borrows")),
+    ] {
+        let t = Instant::now();
+        let (ok, text) = miri_test(root, &flags, PORTABLE_CORE, &[]);
+        all_ok &= ok;
+        let (passed, failed) = test_counts(&text);
+        println!(
+            "  miri {model}, seed 0 (MIRIFLAGS=\"{flags}\"): {passed} passed, {failed} failed ({:.0} s)",
+            t.elapsed().as_secs_f64()
+        );
+        for (binary, p, f, i) in per_binary(&text) {
+            println!("    {binary}: {p} passed, {f} failed, {i} ignored");
+        }
+        for line in text.lines().filter(|l| l.contains("... ignored")) {
+            println!("    ignored: {}", line.trim_start_matches("test ").trim());
+        }
+        summary.push(format!("{model} {passed} passed"));
+    }
+
+    // The concurrent tests under seeds 1..=seeds: each seed another interleaving of the
+    // threads (Miri's scheduler preempts at random points) and other weak-memory outcomes.
+    // `-Zmiri-many-seeds` runs the seeds of each binary in parallel and stops at a failure.
+    let t = Instant::now();
+    let flags = format!("{base} -Zmiri-many-seeds=1..{}", seeds + 1);
+    let (ok, text) = miri_test(root, &flags, PORTABLE_CORE, MIRI_CONCURRENT);
+    all_ok &= ok;
+    let tried = text
+        .lines()
+        .filter(|l| l.starts_with("Trying seed:"))
+        .count();
+    println!(
+        "  miri Stacked Borrows, seeds 1..={seeds} (MIRIFLAGS=\"{flags}\"): {} ({tried} runs of a \
+         test binary under a seed, {:.0} s), the concurrent tests:",
+        if ok { "all passed" } else { "FAILED" },
+        t.elapsed().as_secs_f64()
+    );
+    for name in MIRI_CONCURRENT {
+        println!("    {name}");
+    }
+    if !ok {
+        print!("{text}");
+    }
+    summary.push(format!(
+        "{} concurrent tests under seeds 1..={seeds} {}",
+        MIRI_CONCURRENT.len(),
+        if ok { "passed" } else { "FAILED" }
+    ));
+    (
+        all_ok,
+        format!(
+            "cargo miri test, portable arch ({MIRI_TARGET}; lib, zone, array, registry, early, \
+             area, ratecheck): {}",
+            summary.join("; ")
         ),
     )
 }

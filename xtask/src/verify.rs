@@ -29,15 +29,25 @@
 //!   the same reason `tests/rseq.rs`'s `harness_catches_*` (broken rseq adds), and its
 //!   `refused_memory_*` (its child's address-space limit leaves no room for TSan's shadow
 //!   memory).
-//! - `miri`: `cargo +nightly miri test` of the portable core (lib unit tests, `tests/zone.rs`,
-//!   `array.rs`, `registry.rs`, `early.rs`, `area.rs`) for `powerpc64le-unknown-linux-gnu`, a
-//!   target with no arch module of its own, so the portable arch (a plain add under local
-//!   protection) is the one that runs, not inline assembly that Miri cannot execute. Where
-//!   `cargo miri` is missing it says what is missing and runs the next best: the same tests in
-//!   the dev profile (debug assertions and overflow checks) on the host arch. The Miri command
-//!   has not been run on these machines (no Miri here): the simulation's local protection
-//!   (`pthread_sigmask`) and thread-local per-CPU base need Miri shims; if one is missing,
-//!   narrow the selection rather than drop the step.
+//! - `miri`: `cargo +nightly miri test` of the portable core ([`PORTABLE_CORE`]: the lib's unit
+//!   tests, `tests/zone.rs`, `area.rs`, `array.rs`, `early.rs`, `ratecheck.rs`,
+//!   `registry.rs`) for `powerpc64le-unknown-linux-gnu` ([`MIRI_TARGET`]), a target with no
+//!   arch module of its own, so the portable arch (a plain add under local protection) runs,
+//!   not inline assembly that Miri cannot execute (own target dir `target/miri`; the sysroot
+//!   is `cargo miri setup`'s, built once from the nightly's `rust-src`). Three runs, all with
+//!   `-Zmiri-permissive-provenance` (slot addresses are numbers, a CPU's base plus an offset;
+//!   Miri still checks each lies in a live, exposed allocation): every test under Stacked
+//!   Borrows (seed 0); the same less the concurrent ones under Tree Borrows; the concurrent
+//!   tests ([`MIRI_CONCURRENT`]) under seeds 1..=4 (`-Zmiri-many-seeds`, `PCPU_MIRI_SEEDS`
+//!   overrides the 4). Prints each run's `MIRIFLAGS`, per test binary the tests passed,
+//!   failed and ignored, and each ignored test with its reason. The tests run fewer
+//!   iterations under `cfg(miri)` (in the test code). Under Miri the simulation has no
+//!   interrupts (Miri has no signals): its local protection counts nesting instead of masking
+//!   a signal (`cfg(miri)` in `src/sim` only), `interrupt_storm` panics, and the tests that
+//!   need interrupts are not selected or are `ignore`d under Miri. Where the nightly, its
+//!   `miri` or its `rust-src` component is missing it says which, with the `rustup` command,
+//!   and runs the next best: the same tests in the dev profile (debug assertions and overflow
+//!   checks) on the host arch. Findings so far are in docs/testing.md.
 //!
 //! A missing tool is reported and skipped, never a failure; a failing model, test or
 //! sanitizer finding is.

@@ -105,7 +105,15 @@ impl<'m> Zone<'m> {
     /// # Safety
     /// As [`from_raw_parts`](Zone::from_raw_parts).
     #[cfg(feature = "alloc")]
-    #[cfg_attr(not(feature = "rseq"), allow(dead_code))] // Only `rseq` calls it.
+    // Only `rseq` calls it (x86_64 and aarch64 Linux).
+    #[cfg_attr(
+        not(all(
+            feature = "rseq",
+            target_os = "linux",
+            any(target_arch = "x86_64", target_arch = "aarch64")
+        )),
+        allow(dead_code)
+    )]
     pub(crate) unsafe fn from_raw_parts_own_area(
         layout: ZoneLayout,
         meta: &'m mut [u64],

@@ -3,7 +3,6 @@
 
 use core::cell::Cell;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Once;
 
 use super::machine::{HandlerSlot, Machine};
 
@@ -47,7 +46,7 @@ extern "C" fn on_irq(_signal: libc::c_int) {
 /// Installs the simulated interrupt's signal handler, once per process.
 #[cfg(not(miri))]
 fn install_irq_handler() {
-    static INSTALL: Once = Once::new();
+    static INSTALL: std::sync::Once = std::sync::Once::new();
     INSTALL.call_once(|| {
         // SAFETY: a zeroed sigaction with a handler, SA_RESTART and an empty mask is valid;
         // `on_irq` only touches thread-locals with const initialisers and atomics.

@@ -573,6 +573,7 @@ fn run_miri(root: &Path) -> (bool, String) {
     let seeds: u32 = std::env::var("PCPU_MIRI_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())
+        .filter(|&n| n > 0)
         .unwrap_or(4);
     // The sysroot Miri interprets (built once from the nightly's rust-src, then cached).
     let t = Instant::now();
@@ -602,7 +603,7 @@ fn run_miri(root: &Path) -> (bool, String) {
     for (model, flags, args) in [
         ("Stacked Borrows", base.to_string(), &[][..]),
         (
-            "Tree Borrows, all but the concurrent tests,",
+            "Tree Borrows (all but the concurrent tests)",
             format!("{base} -Zmiri-tree-borrows"),
             &skip_concurrent[..],
         ),
@@ -621,8 +622,18 @@ fn run_miri(root: &Path) -> (bool, String) {
         for line in text.lines().filter(|l| l.contains("... ignored")) {
             println!("    ignored: {}", line.trim_start_matches("test ").trim());
         }
-        summary.push(format!("{model} {passed} passed"));
+        summary.push(format!("{model}: {passed} passed"));
         all_ok &= failed == 0 && passed > 0;
+        if args.is_empty() {
+            // Every name the seeds run filters on is a test that passed here (a renamed test
+            // would otherwise drop out of the seeds run unseen).
+            for name in MIRI_CONCURRENT {
+                if !text.contains(&format!("test {name} ... ok")) {
+                    println!("    FAIL: concurrent test {name} did not pass (or does not exist)");
+                    all_ok = false;
+                }
+            }
+        }
     }
 
     // The concurrent tests under seeds 1..=seeds: each seed another interleaving of the
@@ -645,10 +656,8 @@ fn run_miri(root: &Path) -> (bool, String) {
     ];
     let (ok, text) = miri_test(root, &flags, &with_concurrent, MIRI_CONCURRENT);
     all_ok &= ok;
-    let tried = text
-        .lines()
-        .filter(|l| l.starts_with("Trying seed:"))
-        .count();
+    // The seeds' outputs interleave: count the markers, not lines.
+    let tried = text.matches("Trying seed:").count();
     println!(
         "  miri Stacked Borrows, seeds 1..={seeds} (MIRIFLAGS=\"{flags}\"): {} ({tried} runs of a \
          test binary under a seed, {:.0} s), the concurrent tests:",
@@ -657,9 +666,6 @@ fn run_miri(root: &Path) -> (bool, String) {
     );
     for name in MIRI_CONCURRENT {
         println!("    {name}");
-    }
-    if !ok {
-        print!("{text}");
     }
     summary.push(format!(
         "{} concurrent tests under seeds 1..={seeds} {}",

@@ -927,6 +927,11 @@ mod broken {
         }
     }
 
+    /// How many storms a broken add gets before the harness is declared blind: a count, not
+    /// a time. An idle machine catches both broken adds within a few storms; a loaded one,
+    /// where the signalling thread and the migrations wait for a core, can need tens.
+    const ATTEMPTS: usize = 1000;
+
     /// Runs the storm on a broken add up to `attempts` times; returns the first loss seen.
     fn first_loss(add: fn(&Target, i64), attempts: usize) -> Option<(usize, u64, u64)> {
         let _g = serial();
@@ -939,11 +944,11 @@ mod broken {
 
     #[test]
     fn harness_catches_cpu_read_outside_the_section() {
-        let loss = first_loss(split_add, 60);
+        let loss = first_loss(split_add, ATTEMPTS);
         eprintln!("split add: {loss:?} (attempt, expected, counted)");
         assert!(
             loss.is_some(),
-            "the harness missed a split CPU check and commit"
+            "the harness missed a split CPU check and commit in {ATTEMPTS} storms"
         );
     }
 
@@ -953,11 +958,11 @@ mod broken {
             eprintln!("glibc's rseq registration is off: skipped");
             return;
         }
-        let loss = first_loss(giving_up_add, 60);
+        let loss = first_loss(giving_up_add, ATTEMPTS);
         eprintln!("giving-up abort: {loss:?} (attempt, expected, counted)");
         assert!(
             loss.is_some(),
-            "the harness missed an abort handler that does not retry"
+            "the harness missed an abort handler that does not retry in {ATTEMPTS} storms"
         );
     }
 }

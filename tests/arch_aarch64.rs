@@ -126,8 +126,7 @@ fn counter_add_is_the_llsc_loop_or_one_ldadd() {
     let lse = cfg!(target_feature = "lse");
     check_add_path(&insns, lse).unwrap();
     println!(
-        "{} ({}):\n  {}",
-        "pcpu_probe_aarch64_counter_add",
+        "pcpu_probe_aarch64_counter_add ({}):\n  {}",
         pcpu_counter::arch::NAME,
         insns.join("\n  ")
     );

@@ -96,7 +96,11 @@ enum Op {
     /// Allocates `n` counters from live zone `i % live`, checks them, drops them.
     Alloc { zone: u8, n: u8 },
     /// `Zone::with_capacity` (or `Machine::with_capacity`) with these sizes.
-    Heap { ncpus: Cpus, counters: Size, machine: bool },
+    Heap {
+        ncpus: Cpus,
+        counters: Size,
+        machine: bool,
+    },
     /// `Zone::new` on the static memory, twice: the second must be `MemoryInUse`.
     Static,
 }
@@ -125,7 +129,10 @@ fn validate_oracle(l: &ZoneLayout) -> Result<(), Error> {
     }
     let needed = l.offset.checked_add(l.len).ok_or(Error::AddressOverflow)?;
     if needed > l.stride {
-        return Err(Error::StrideTooSmall { stride: l.stride, needed });
+        return Err(Error::StrideTooSmall {
+            stride: l.stride,
+            needed,
+        });
     }
     let last = (l.ncpus as u128 - 1) * l.stride as u128 + needed as u128 + l.base as u128;
     if last > usize::MAX as u128 {
@@ -189,7 +196,10 @@ fn check_zone(zone: &Zone<'_>, l: &ZoneLayout) {
     }
     assert_eq!(
         zone.cpu_base(l.ncpus),
-        Err(Error::CpuOutOfRange { cpu: l.ncpus, ncpus: l.ncpus })
+        Err(Error::CpuOutOfRange {
+            cpu: l.ncpus,
+            ncpus: l.ncpus
+        })
     );
 }
 
@@ -209,7 +219,10 @@ fn alloc_and_check(zone: &Zone<'_>, n: usize) -> usize {
                 }
                 assert_eq!(
                     c.cpu_slot(l.ncpus),
-                    Err(Error::CpuOutOfRange { cpu: l.ncpus, ncpus: l.ncpus })
+                    Err(Error::CpuOutOfRange {
+                        cpu: l.ncpus,
+                        ncpus: l.ncpus
+                    })
                 );
                 assert_eq!(c.fetch_and_zero(), 0);
                 counters.push(c);
@@ -236,13 +249,23 @@ fn heap_case(ncpus: usize, counters: usize, machine: bool) {
     let made = if machine {
         Machine::with_capacity(ncpus, counters).map(|m| {
             let z = m.zone();
-            (z.capacity(), z.ncpus(), z.layout().offset, z.layout().stride)
+            (
+                z.capacity(),
+                z.ncpus(),
+                z.layout().offset,
+                z.layout().stride,
+            )
         })
     } else {
         Zone::with_capacity(ncpus, counters).map(|z| {
             let few = counters.min(4);
             assert_eq!(alloc_and_check(&z, few), few);
-            (z.capacity(), z.ncpus(), z.layout().offset, z.layout().stride)
+            (
+                z.capacity(),
+                z.ncpus(),
+                z.layout().offset,
+                z.layout().stride,
+            )
         })
     };
     match (expect, made) {
@@ -270,7 +293,14 @@ fuzz_target!(|input: Input| {
 
     for op in input.ops.iter().take(64) {
         match *op {
-            Op::Carve { base, stride, offset, len, ncpus, meta } => {
+            Op::Carve {
+                base,
+                stride,
+                offset,
+                len,
+                ncpus,
+                meta,
+            } => {
                 let base = match base {
                     Base::InBuffer(b) => buf_addr + usize::from(b),
                     Base::Absolute(s) => s.get(),
@@ -309,14 +339,22 @@ fuzz_target!(|input: Input| {
                 let expect = if words < needed {
                     Err(Error::MetaTooSmall { needed, has: words })
                 } else if in_force.is_some_and(|s| s != shape) {
-                    Err(Error::AreaMismatch { in_force: in_force.unwrap(), needed: shape })
+                    Err(Error::AreaMismatch {
+                        in_force: in_force.unwrap(),
+                        needed: shape,
+                    })
                 } else if live.iter().any(|z| {
                     let r = (z.layout.offset, z.layout.offset + z.layout.len);
                     range.0 < r.1 && r.0 < range.1
                 }) {
-                    Err(Error::ZoneOverlap { offset: layout.offset, len: layout.len })
+                    Err(Error::ZoneOverlap {
+                        offset: layout.offset,
+                        len: layout.len,
+                    })
                 } else if live.len() == Area::MAX_ZONES {
-                    Err(Error::TooManyZones { max: Area::MAX_ZONES })
+                    Err(Error::TooManyZones {
+                        max: Area::MAX_ZONES,
+                    })
                 } else {
                     Ok(())
                 };
@@ -324,13 +362,11 @@ fuzz_target!(|input: Input| {
                     // A valid zone on memory that is not ours: not made (only `validate`).
                     continue;
                 }
-                let meta: *mut [u64] =
-                    Box::into_raw(vec![POISON; words].into_boxed_slice());
+                let meta: *mut [u64] = Box::into_raw(vec![POISON; words].into_boxed_slice());
                 // SAFETY: the blocks are in the buffer (checked above, or the call fails
                 // before carving), which outlives every zone; the metadata is freed only
                 // after the zone is dropped, and used by nothing else meanwhile.
-                let got =
-                    unsafe { Zone::from_raw_parts_in(area_ref, layout, &mut *meta) };
+                let got = unsafe { Zone::from_raw_parts_in(area_ref, layout, &mut *meta) };
                 match (expect, got) {
                     (Ok(()), Ok(zone)) => {
                         check_zone(&zone, &layout);
@@ -340,15 +376,25 @@ fuzz_target!(|input: Input| {
                     }
                     (Err(want), Err(got)) => {
                         assert_eq!(got, want, "{layout:x?}");
-                        assert_eq!(area_ref.shape(), in_force, "a refused zone changed the area");
+                        assert_eq!(
+                            area_ref.shape(),
+                            in_force,
+                            "a refused zone changed the area"
+                        );
                         assert_eq!(area_ref.zones(), live.len());
                         // SAFETY: the refused call gave the borrow back.
                         let m = unsafe { &*meta };
-                        assert!(m.iter().all(|&w| w == POISON), "a refused zone wrote its metadata");
+                        assert!(
+                            m.iter().all(|&w| w == POISON),
+                            "a refused zone wrote its metadata"
+                        );
                         // SAFETY: allocated above, no longer borrowed.
                         drop(unsafe { Box::from_raw(meta) });
                     }
-                    (want, got) => panic!("{layout:x?} meta {words}: expected {want:?}, got {:?}", got.err()),
+                    (want, got) => panic!(
+                        "{layout:x?} meta {words}: expected {want:?}, got {:?}",
+                        got.err()
+                    ),
                 }
             }
             Op::Drop(i) => {
@@ -360,9 +406,17 @@ fuzz_target!(|input: Input| {
                 drop(z.zone);
                 assert_eq!(area_ref.zones(), was - 1);
                 if was == 1 {
-                    assert_eq!(area_ref.shape(), None, "the last zone's drop forgets the shape");
+                    assert_eq!(
+                        area_ref.shape(),
+                        None,
+                        "the last zone's drop forgets the shape"
+                    );
                 }
-                records.push(Record { layout: z.layout, meta: z.meta, ever: 0 });
+                records.push(Record {
+                    layout: z.layout,
+                    meta: z.meta,
+                    ever: 0,
+                });
             }
             Op::Alloc { zone, n } => {
                 if live.is_empty() {
@@ -370,9 +424,17 @@ fuzz_target!(|input: Input| {
                 }
                 let i = usize::from(zone) % live.len();
                 let ever = alloc_and_check(&live[i].zone, usize::from(n));
-                records.push(Record { layout: live[i].layout, meta: live[i].meta, ever });
+                records.push(Record {
+                    layout: live[i].layout,
+                    meta: live[i].meta,
+                    ever,
+                });
             }
-            Op::Heap { ncpus, counters, machine } => heap_case(ncpus.get(), counters.get(), machine),
+            Op::Heap {
+                ncpus,
+                counters,
+                machine,
+            } => heap_case(ncpus.get(), counters.get(), machine),
             Op::Static => {
                 let zone = Zone::new(&STATIC_MEMORY).expect("the static memory is free");
                 assert_eq!((zone.ncpus(), zone.capacity()), (3, 64));
@@ -383,7 +445,11 @@ fuzz_target!(|input: Input| {
     }
     for z in live.drain(..) {
         drop(z.zone);
-        records.push(Record { layout: z.layout, meta: z.meta, ever: 0 });
+        records.push(Record {
+            layout: z.layout,
+            meta: z.meta,
+            ever: 0,
+        });
     }
     assert_eq!((area_ref.zones(), area_ref.shape()), (0, None));
 
@@ -402,7 +468,10 @@ fuzz_target!(|input: Input| {
     let words = unsafe { &*buf };
     for (i, (&w, &c)) in words.iter().zip(&cleared).enumerate() {
         let want = if c { 0 } else { POISON };
-        assert_eq!(w, want, "buffer word {i}: a write outside the allocated slots");
+        assert_eq!(
+            w, want,
+            "buffer word {i}: a write outside the allocated slots"
+        );
     }
     // Each metadata: the baselines of slots ever allocated 0 and the others untouched, the
     // bitmap cleared and all free, the words past `meta_words` untouched.
@@ -417,10 +486,22 @@ fuzz_target!(|input: Input| {
         // SAFETY: the zone that used it is dropped.
         let m = unsafe { &*meta };
         let needed = meta_words(cap);
-        assert!(m[..ever].iter().all(|&w| w == 0), "baselines of allocated slots");
-        assert!(m[ever..cap].iter().all(|&w| w == POISON), "baseline of a slot never allocated");
-        assert!(m[cap..needed].iter().all(|&w| w == 0), "the bitmap is cleared and all free");
-        assert!(m[needed..].iter().all(|&w| w == POISON), "metadata past meta_words written");
+        assert!(
+            m[..ever].iter().all(|&w| w == 0),
+            "baselines of allocated slots"
+        );
+        assert!(
+            m[ever..cap].iter().all(|&w| w == POISON),
+            "baseline of a slot never allocated"
+        );
+        assert!(
+            m[cap..needed].iter().all(|&w| w == 0),
+            "the bitmap is cleared and all free"
+        );
+        assert!(
+            m[needed..].iter().all(|&w| w == POISON),
+            "metadata past meta_words written"
+        );
         // SAFETY: allocated with `Box::into_raw` in `Carve`, no zone uses it any more.
         drop(unsafe { Box::from_raw(meta) });
     }

@@ -38,9 +38,9 @@ for t in "${targets[@]}"; do
     # -runs counts inputs after the seeds; -seed fixes the mutations. The last lines are
     # libFuzzer's totals (cov: edges, ft: features, corp: inputs kept).
     rustup run nightly cargo fuzz run "$t" "$scratch/$t" "fuzz/corpus/$t" -- \
-        -runs="$runs" -seed=1 -timeout=10 -print_final_stats=1 >"$scratch/$t.log" 2>&1 \
+        -runs="$runs" -seed=1 -max_len=1024 -timeout=10 -print_final_stats=1 >"$scratch/$t.log" 2>&1 \
         || { tail -n 60 "$scratch/$t.log"; echo "FAIL: fuzz target $t"; exit 1; }
-    grep -E '^#[0-9]+ +(INITED|DONE)' "$scratch/$t.log" | sed "s/^/$t: /"
+    grep -aE '^#[0-9]+[[:space:]]+(INITED|DONE)' "$scratch/$t.log" | sed "s/^/$t: /"
     echo "$t: $runs runs in $(since "$start")"
 done
 echo "fuzz: ${#targets[@]} targets passed in $(since "$t0")"

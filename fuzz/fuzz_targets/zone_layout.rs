@@ -27,7 +27,7 @@ const BUF_WORDS: usize = 1 << 13;
 const META_MAX: usize = 1 << 14;
 /// The most bytes a heap zone may ask for in a run (beyond that only cases the oracle says
 /// fail before allocating are run: libFuzzer treats a huge malloc as a crash).
-const HEAP_MAX: usize = 8 << 20;
+const HEAP_MAX: usize = 1 << 20;
 
 /// A size or offset: small multiples of 8 most often, also unaligned, huge, near the top.
 #[derive(Arbitrary, Debug, Clone, Copy)]

@@ -257,7 +257,7 @@ impl Model {
 /// The code a handle gets from the registry calls: `PCPU_EINVAL` unless it is a slot of the
 /// zone (allocated or not).
 fn slot_ok(off: usize) -> Result<usize, c_int> {
-    if off != 0 && off % 8 == 0 && off >= HEADER && off < HEADER + 8 * CAPACITY {
+    if off != 0 && off.is_multiple_of(8) && (HEADER..HEADER + 8 * CAPACITY).contains(&off) {
         Ok(off)
     } else {
         Err(PCPU_EINVAL)
@@ -286,13 +286,13 @@ fn validate_code(l: &pcpu_zone_layout) -> Result<(), c_int> {
     if l.ncpus == 0 {
         return Err(PCPU_ENOCPUS);
     }
-    if l.stride % 8 != 0 {
+    if !l.stride.is_multiple_of(8) {
         return Err(PCPU_ESTRIDE);
     }
-    if l.len == 0 || l.len % 8 != 0 {
+    if l.len == 0 || !l.len.is_multiple_of(8) {
         return Err(PCPU_EAREA);
     }
-    if l.base % 8 != 0 || l.offset % 8 != 0 {
+    if !l.base.is_multiple_of(8) || !l.offset.is_multiple_of(8) {
         return Err(PCPU_EMISALIGNED);
     }
     let needed = l.offset.checked_add(l.len).ok_or(PCPU_EOVERFLOW)?;
@@ -306,9 +306,13 @@ fn validate_code(l: &pcpu_zone_layout) -> Result<(), c_int> {
     Ok(())
 }
 
-/// What a walk saw: each call's strings (pointer and text) and values.
+/// One callback of a walk: the name (pointer and text), the description (the same) and the
+/// values.
+type WalkCall = (*const c_char, Vec<u8>, *const c_char, Vec<u8>, Vec<u64>);
+
+/// What a walk saw.
 struct Walked {
-    calls: Vec<(*const c_char, Vec<u8>, *const c_char, Vec<u8>, Vec<u64>)>,
+    calls: Vec<WalkCall>,
     stop_at: usize,
 }
 
@@ -446,11 +450,8 @@ fn step(m: &mut Model, op: &Op) {
             };
             // SAFETY: the global zone is installed (init), so no call succeeds and the layout's
             // memory is never used; the metadata is `words` real words.
-            assert_eq!(
-                unsafe { pcpu_zone_init(lp, mp, words) },
-                expect,
-                "{layout:x?}, {words} words"
-            );
+            let rc = unsafe { pcpu_zone_init(lp, mp, words) };
+            assert_eq!(rc, expect, "{layout:x?}, {words} words");
             let untouched = if expect == PCPU_EINSTALLED { needed } else { 0 };
             assert!(
                 meta[untouched..].iter().all(|&w| w == POISON),
@@ -484,7 +485,11 @@ fn step(m: &mut Model, op: &Op) {
                 let mut b0 = 0usize;
                 // SAFETY: a valid `usize`.
                 assert_eq!(unsafe { pcpu_zone_cpu_base(0, &mut b0) }, PCPU_OK);
-                assert!(base > b0 && (base - b0) % cpu == 0 && (base - b0) / cpu % 128 == 0);
+                assert!(
+                    base > b0
+                        && (base - b0).is_multiple_of(cpu)
+                        && ((base - b0) / cpu).is_multiple_of(128)
+                );
             }
         }
         &Op::Alloc(wait) => {
@@ -631,10 +636,8 @@ fn step(m: &mut Model, op: &Op) {
             if !m.live.is_empty() {
                 let c = m.live[usize::from(i) % m.live.len()];
                 // SAFETY: a live handle.
-                assert_eq!(
-                    unsafe { counter_u64_fetch(c as counter_u64_t) },
-                    m.slot(c).fetch()
-                );
+                let got = unsafe { counter_u64_fetch(c as counter_u64_t) };
+                assert_eq!(got, m.slot(c).fetch());
             }
         }
         &Op::Zero(i) => {
@@ -652,10 +655,8 @@ fn step(m: &mut Model, op: &Op) {
                 let c = m.live[usize::from(i) % m.live.len()];
                 let want = m.slot(c).fetch_and_zero();
                 // SAFETY: a live handle.
-                assert_eq!(
-                    unsafe { pcpu_counter_fetch_and_zero(c as counter_u64_t) },
-                    want
-                );
+                let got = unsafe { pcpu_counter_fetch_and_zero(c as counter_u64_t) };
+                assert_eq!(got, want);
             }
         }
         &Op::ArrayZero(i) | &Op::ArrayCopy(i) => {

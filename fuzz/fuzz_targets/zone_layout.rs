@@ -115,16 +115,16 @@ fn validate_oracle(l: &ZoneLayout) -> Result<(), Error> {
     if l.ncpus == 0 {
         return Err(Error::NoCpus);
     }
-    if l.stride % 8 != 0 {
+    if !l.stride.is_multiple_of(8) {
         return Err(Error::StrideNotMultipleOf8 { stride: l.stride });
     }
-    if l.len == 0 || l.len % 8 != 0 {
+    if l.len == 0 || !l.len.is_multiple_of(8) {
         return Err(Error::BadAreaLength { len: l.len });
     }
-    if l.base % 8 != 0 {
+    if !l.base.is_multiple_of(8) {
         return Err(Error::Misaligned { addr: l.base });
     }
-    if l.offset % 8 != 0 {
+    if !l.offset.is_multiple_of(8) {
         return Err(Error::Misaligned { addr: l.offset });
     }
     let needed = l.offset.checked_add(l.len).ok_or(Error::AddressOverflow)?;

@@ -22,7 +22,9 @@ if ! rustup run nightly rustc --version >/dev/null 2>&1; then
 fi
 if ! command -v cargo-fuzz >/dev/null; then
     start=$(date +%s)
-    cargo install --locked cargo-fuzz
+    # A debug build: cargo-fuzz only drives cargo and libFuzzer, and builds in half the time
+    # (27 s of CPU instead of 50 on the development machine).
+    cargo install --locked --debug cargo-fuzz
     echo "cargo install cargo-fuzz took $(since "$start")"
 fi
 

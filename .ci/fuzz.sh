@@ -41,7 +41,11 @@ for t in "${targets[@]}"; do
     # libFuzzer's totals (cov: edges, ft: features, corp: inputs kept).
     rustup run nightly cargo fuzz run "$t" "$scratch/$t" "fuzz/corpus/$t" -- \
         -runs="$runs" -seed=1 -max_len=1024 -timeout=10 -print_final_stats=1 >"$scratch/$t.log" 2>&1 \
-        || { tail -n 60 "$scratch/$t.log"; echo "FAIL: fuzz target $t"; exit 1; }
+        || {
+            tail -n 120 "$scratch/$t.log"
+            echo "FAIL: fuzz target $t (the input is in fuzz/artifacts/$t/)"
+            exit 1
+        }
     grep -aE '^#[0-9]+[[:space:]]+(INITED|DONE)' "$scratch/$t.log" | sed "s/^/$t: /"
     echo "$t: $runs runs in $(since "$start")"
 done

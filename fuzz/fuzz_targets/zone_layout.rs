@@ -186,6 +186,51 @@ fn heap_oracle(ncpus: usize, counters: usize, header: usize) -> Result<(usize, u
     Ok((len, total))
 }
 
+/// A clear error: its message names the values that broke the rule, as `Error`'s `Display`
+/// documents them (sizes in decimal, addresses and offsets in hex).
+fn check_message(e: &Error) {
+    let text = e.to_string();
+    let names = |parts: &[String]| {
+        for p in parts {
+            assert!(
+                text.contains(p.as_str()),
+                "{e:?}: {text:?} does not name {p}"
+            );
+        }
+    };
+    match *e {
+        Error::NoCpus => names(&["CPU".into()]),
+        Error::StrideNotMultipleOf8 { stride } => names(&[format!("stride {stride} ")]),
+        Error::StrideTooSmall { stride, needed } => {
+            names(&[format!("stride {stride} "), format!("{needed} bytes")])
+        }
+        Error::Misaligned { addr } => names(&[format!("{addr:#x} ")]),
+        Error::BadAreaLength { len } => names(&[format!("length {len} ")]),
+        Error::MetaTooSmall { needed, has } => {
+            names(&[format!("{has} words"), format!("needs {needed}")])
+        }
+        Error::AreaMismatch { in_force, needed } => names(&[
+            format!(
+                "{:#x} + cpu * {:#x} for {} CPUs, but",
+                needed.base, needed.stride, needed.ncpus
+            ),
+            format!(
+                "{:#x} + cpu * {:#x} for {} CPUs",
+                in_force.base, in_force.stride, in_force.ncpus
+            ),
+        ]),
+        Error::ZoneOverlap { offset, len } => names(&[format!("offset {offset:#x}, {len} bytes")]),
+        Error::TooManyZones { max } => names(&[format!("{max} zones")]),
+        Error::AddressOverflow => names(&["address space".into()]),
+        Error::CpuOutOfRange { cpu, ncpus } => {
+            names(&[format!("CPU {cpu} "), format!("{ncpus} CPUs")])
+        }
+        Error::ZoneFull { capacity } => names(&[format!("all {capacity} counter slots")]),
+        Error::MemoryInUse => names(&["already backs a zone".into()]),
+        _ => panic!("{e:?} is no error of a zone's setup"),
+    }
+}
+
 fn check_zone(zone: &Zone<'_>, l: &ZoneLayout) {
     assert_eq!(zone.layout(), l);
     assert_eq!(zone.capacity(), l.len / 8);
@@ -230,6 +275,7 @@ fn alloc_and_check(zone: &Zone<'_>, n: usize) -> usize {
             Err(e) => {
                 assert_eq!(i, cap, "alloc {i} failed in a zone of {cap}");
                 assert_eq!(e, Error::ZoneFull { capacity: cap });
+                check_message(&e);
                 break;
             }
         }
@@ -276,7 +322,10 @@ fn heap_case(ncpus: usize, counters: usize, machine: bool) {
             assert_eq!(stride % 128, 0, "no two CPUs share a cache line");
             assert_eq!(stride * ncpus, total);
         }
-        (Err(want), Err(got)) => assert_eq!(got, want),
+        (Err(want), Err(got)) => {
+            assert_eq!(got, want);
+            check_message(&got);
+        }
         (want, got) => panic!("with_capacity({ncpus}, {counters}): expected {want:?}, got {got:?}"),
     }
 }
@@ -321,6 +370,7 @@ fuzz_target!(|input: Input| {
                     // assertion below stops the input if the zone were made).
                     let got = unsafe { Zone::from_raw_parts_in(area_ref, layout, &mut meta) };
                     assert_eq!(got.err(), rules.err(), "{layout:x?}");
+                    check_message(&rules.unwrap_err());
                     assert_eq!(meta, [POISON; 4], "an invalid layout wrote its metadata");
                     continue;
                 };
@@ -376,6 +426,7 @@ fuzz_target!(|input: Input| {
                     }
                     (Err(want), Err(got)) => {
                         assert_eq!(got, want, "{layout:x?}");
+                        check_message(&got);
                         assert_eq!(
                             area_ref.shape(),
                             in_force,
@@ -438,7 +489,9 @@ fuzz_target!(|input: Input| {
             Op::Static => {
                 let zone = Zone::new(&STATIC_MEMORY).expect("the static memory is free");
                 assert_eq!((zone.ncpus(), zone.capacity()), (3, 64));
-                assert_eq!(Zone::new(&STATIC_MEMORY).err(), Some(Error::MemoryInUse));
+                let again = Zone::new(&STATIC_MEMORY).err();
+                assert_eq!(again, Some(Error::MemoryInUse));
+                check_message(&again.unwrap());
                 assert_eq!(alloc_and_check(&zone, 65), 64);
             }
         }

@@ -145,6 +145,9 @@ enum Op {
         null: bool,
     },
     Strerror(i32),
+    /// Registers `fill.<i>` names on a counter until the table is full, then one more (which
+    /// must be `PCPU_EREGFULL`, even for a name already taken).
+    Fill(Handle, bool),
 }
 
 #[derive(Arbitrary, Debug)]
@@ -822,6 +825,34 @@ fn step(m: &mut Model, op: &Op) {
                 }
                 assert_eq!(call.4, want, "values of {:?} (array {})", e.name, e.array);
             }
+        }
+        &Op::Fill(handle, taken) => {
+            let c = m.handle(handle);
+            if slot_ok(c).is_err() {
+                return;
+            }
+            let mut i = 0;
+            while m.count() < PCPU_SYSCTL_MAX {
+                let name = Text::Bytes(format!("fill.{i}").into_bytes());
+                i += 1;
+                let (np, nb) = m.c_string(&name);
+                let expect = name_ok(&nb);
+                register(m, expect, np, nb, null(), None, c, 1, false, || {
+                    // SAFETY: a NUL-terminated name the model keeps until it is removed.
+                    unsafe { pcpu_sysctl_add_counter(np, null(), c as counter_u64_t) }
+                });
+            }
+            let name = if taken {
+                let first = m.table.iter().flatten().next().unwrap();
+                Text::Bytes(first.name.clone())
+            } else {
+                Text::Bytes(b"one.more".to_vec())
+            };
+            let (np, nb) = m.c_string(&name);
+            register(m, Ok(()), np, nb, null(), None, c, 1, false, || {
+                // SAFETY: as above.
+                unsafe { pcpu_sysctl_add_counter(np, null(), c as counter_u64_t) }
+            });
         }
         &Op::Strerror(code) => {
             let p = pcpu_strerror(code);

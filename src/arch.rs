@@ -15,27 +15,32 @@
 //! | riscv64 | one `amoadd.d zero, v, (base + off)` | `tp` (`gp` with feature `riscv-gp`) |
 //! | others | plain add under local protection | none (`Platform::current_cpu`) |
 
-cfg_if::cfg_if! {
-    if #[cfg(target_arch = "x86_64")] {
-        #[path = "../arch/x86_64/mod.rs"]
-        pub(crate) mod imp;
-    } else if #[cfg(target_arch = "x86")] {
-        #[path = "../arch/i386/mod.rs"]
-        pub(crate) mod imp;
-        kernel_api! {
-            pub use imp::{gdt_data_descriptor, has_cx8, load_fs};
-        }
-    } else if #[cfg(target_arch = "aarch64")] {
-        #[path = "../arch/aarch64/mod.rs"]
-        pub(crate) mod imp;
-    } else if #[cfg(target_arch = "riscv64")] {
-        #[path = "../arch/riscv64/mod.rs"]
-        pub(crate) mod imp;
-    } else {
-        #[path = "../arch/portable/mod.rs"]
-        pub(crate) mod imp;
-    }
+// Plain `#[cfg]`s rather than `cfg_if!`, so that tools that walk the module tree without
+// expanding macros (cargo-mutants, docs/mutation.md) find each arch's files.
+#[cfg(target_arch = "x86_64")]
+#[path = "../arch/x86_64/mod.rs"]
+pub(crate) mod imp;
+#[cfg(target_arch = "x86")]
+#[path = "../arch/i386/mod.rs"]
+pub(crate) mod imp;
+#[cfg(target_arch = "x86")]
+kernel_api! {
+    pub use imp::{gdt_data_descriptor, has_cx8, load_fs};
 }
+#[cfg(target_arch = "aarch64")]
+#[path = "../arch/aarch64/mod.rs"]
+pub(crate) mod imp;
+#[cfg(target_arch = "riscv64")]
+#[path = "../arch/riscv64/mod.rs"]
+pub(crate) mod imp;
+#[cfg(not(any(
+    target_arch = "x86_64",
+    target_arch = "x86",
+    target_arch = "aarch64",
+    target_arch = "riscv64"
+)))]
+#[path = "../arch/portable/mod.rs"]
+pub(crate) mod imp;
 
 pub(crate) use imp::{add, add_protected, load_slot, needs_protection, store_slot};
 #[cfg(feature = "sim")]

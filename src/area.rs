@@ -165,3 +165,54 @@ impl core::fmt::Debug for Area {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::format;
+
+    /// Zones may touch on either side: a zone that ends where a live one starts is carved
+    /// too, and one that starts inside it is not.
+    #[test]
+    fn a_zone_may_end_where_another_starts() {
+        let area = Area::new();
+        let high = ZoneLayout {
+            offset: 128,
+            len: 128,
+            ..ZoneLayout::dense(0x1000, 256, 2)
+        };
+        area.carve(&high).unwrap();
+        let low = ZoneLayout { offset: 0, ..high };
+        assert_eq!(area.carve(&low), Ok(()));
+        assert_eq!(area.zones(), 2);
+        let across = ZoneLayout {
+            offset: 120,
+            len: 16,
+            ..high
+        };
+        assert_eq!(
+            area.carve(&across),
+            Err(Error::ZoneOverlap {
+                offset: 120,
+                len: 16
+            })
+        );
+        area.release(&low);
+        area.release(&high);
+        assert_eq!((area.zones(), area.shape()), (0, None));
+    }
+
+    #[test]
+    fn debug_shows_the_shape_and_the_zone_count() {
+        let area = Area::new();
+        assert_eq!(format!("{area:?}"), "Area { shape: None, zones: 0 }");
+        let layout = ZoneLayout::dense(0x1000, 64, 2);
+        area.carve(&layout).unwrap();
+        assert_eq!(
+            format!("{area:?}"),
+            "Area { shape: Some(AreaShape { base: 4096, stride: 64, ncpus: 2 }), zones: 1 }"
+        );
+        area.release(&layout);
+        assert_eq!(format!("{area:?}"), "Area { shape: None, zones: 0 }");
+    }
+}

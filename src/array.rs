@@ -277,3 +277,33 @@ impl<const N: usize> core::fmt::Debug for CounterArray<'_, N> {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::Machine;
+    use std::format;
+
+    #[test]
+    fn every_accessor_reports_the_array() {
+        let machine = Machine::new(2);
+        let a: CounterArray<'_, 3> = CounterArray::new(machine.zone()).unwrap();
+        assert_eq!((a.len(), a.is_empty()), (3, false));
+        assert!(core::ptr::eq(a.zone(), machine.zone()));
+        machine.run_on(1, || {
+            a.inc(2);
+            let guard = crate::Protected::enter();
+            a.add_protected(&guard, 0, 40);
+            a.add_protected(&guard, 2, 1);
+        });
+        assert_eq!((a.fetch(0), a.fetch(1), a.fetch(2)), (40, 0, 2));
+        assert_eq!((a.cpu_slot(0, 2), a.cpu_slot(1, 2)), (Ok(0), Ok(2)));
+        assert_eq!(
+            format!("{a:?}"),
+            format!(
+                "CounterArray {{ offset: {}, values: [40, 0, 2] }}",
+                a.offset()
+            )
+        );
+    }
+}

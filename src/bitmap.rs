@@ -131,6 +131,32 @@ mod tests {
     }
 
     #[test]
+    fn a_run_as_long_as_the_bitmap_fits_only_when_it_is_empty() {
+        with_bitmap(64, |b| {
+            assert_eq!(b.alloc_run(64), Some(0));
+            assert_eq!(b.count_used(), 64);
+            assert_eq!(b.alloc_run(1), None);
+            b.free_run(63, 1);
+            assert_eq!(b.alloc_run(64), None);
+            assert_eq!(b.alloc_run(1), Some(63));
+        });
+    }
+
+    /// The full-word skip applies only at a word's first bit: a search that enters a full
+    /// word after a set bit walks it bit by bit and finds the run that starts right after it.
+    #[test]
+    fn a_search_entering_a_full_word_midway_finds_the_run_after_it() {
+        with_bitmap(192, |b| {
+            assert_eq!(b.alloc_run(63), Some(0));
+            assert_eq!(b.alloc_run(1), Some(63));
+            assert_eq!(b.alloc_run(64), Some(64));
+            b.free_run(63, 1); // word 0 has one clear bit, word 1 is full
+            assert_eq!(b.alloc_run(3), Some(128));
+            assert_eq!(b.alloc_run(1), Some(63));
+        });
+    }
+
+    #[test]
     #[should_panic(expected = "outside the bitmap")]
     fn freeing_outside_the_bitmap_panics() {
         with_bitmap(64, |b| b.free_run(60, 8));

@@ -125,3 +125,20 @@ impl core::fmt::Debug for Counter<'_> {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::sim::Machine;
+    use std::format;
+
+    #[test]
+    fn debug_shows_the_offset_and_the_value() {
+        let machine = Machine::new(2);
+        let c = machine.alloc().unwrap();
+        machine.run_on(1, || c.add(5));
+        assert_eq!(
+            format!("{c:?}"),
+            format!("Counter {{ offset: {}, value: 5 }}", c.offset())
+        );
+    }
+}

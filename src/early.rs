@@ -272,3 +272,29 @@ macro_rules! counter_u64_define_early {
         $vis static $name: $crate::early::EarlyCounter = $crate::early::EarlyCounter::new();
     };
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::Machine;
+    use std::boxed::Box;
+    use std::format;
+
+    #[test]
+    fn inc_and_debug_before_and_after_init() {
+        let c = EarlyCounter::new();
+        c.inc();
+        c.add(2);
+        assert_eq!(format!("{c:?}"), "EarlyCounter { live: false, value: 3 }");
+        let machine: &'static Machine = Box::leak(Box::new(Machine::new(2)));
+        machine.run_on(1, || c.init(machine.zone())).unwrap();
+        machine.run_on(0, || c.inc());
+        assert_eq!(format!("{c:?}"), "EarlyCounter { live: true, value: 4 }");
+        let slots = c.counter().map(|s| (s.cpu_slot(0), s.cpu_slot(1)));
+        assert_eq!(
+            slots,
+            Some((Ok(1), Ok(3))),
+            "the early counts moved to CPU 1"
+        );
+    }
+}

@@ -17,8 +17,8 @@
 //! | `counter_ratecheck(cr, limit)` | [`counter_ratecheck`] |
 //! | `COUNTER_U64_DEFINE_EARLY(name)` | [`counter_u64_define_early!`]`(static NAME)` |
 
-pub use crate::counter_u64_define_early;
 use crate::array::CounterArray;
+pub use crate::counter_u64_define_early;
 use crate::ratecheck::CounterRate;
 use crate::{Counter, Error, Protected, Zone};
 
@@ -148,4 +148,30 @@ pub fn counter_array_alloc<const N: usize>(wait: Wait) -> Option<CounterArray<'s
 /// ```
 pub fn counter_ratecheck(cr: &CounterRate<'_>, limit: i64) -> i64 {
     cr.check(limit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ratecheck::Clock;
+    use crate::sim::Machine;
+    use core::sync::atomic::{AtomicU32, Ordering};
+
+    #[test]
+    fn counter_ratecheck_is_the_rate_check() {
+        static TICKS: AtomicU32 = AtomicU32::new(500);
+        let machine = Machine::new(1);
+        let clock = Clock {
+            now: || TICKS.load(Ordering::Relaxed),
+            hz: 100,
+        };
+        let rate = CounterRate::new(machine.alloc().unwrap(), clock);
+        machine.run_on(0, || {
+            assert_eq!(counter_ratecheck(&rate, 2), 0);
+            assert_eq!(counter_ratecheck(&rate, 2), 0);
+            assert_eq!(counter_ratecheck(&rate, 2), -1);
+            TICKS.store(600, Ordering::Relaxed);
+            assert_eq!(counter_ratecheck(&rate, 2), 3);
+        });
+    }
 }

@@ -113,3 +113,23 @@ impl ZoneLayout {
         (off - self.offset) / 8
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The span check counts `ncpus - 1` whole strides before the last block: a zone whose
+    /// last block ends 8 bytes below the top of the address space is valid, and one 8 bytes
+    /// higher (ending at 2^64) overflows.
+    #[test]
+    fn the_last_block_may_end_at_the_top_of_the_address_space() {
+        let top = ZoneLayout::dense(usize::MAX - 7 - 4 * 256, 256, 4);
+        assert_eq!(top.validate(), Ok(()));
+        assert_eq!(top.cpu_base(3), Ok(usize::MAX - 7 - 256));
+        let past = ZoneLayout {
+            base: top.base + 8,
+            ..top
+        };
+        assert_eq!(past.validate(), Err(Error::AddressOverflow));
+    }
+}

@@ -27,21 +27,6 @@ macro_rules! kernel_api {
     };
 }
 
-/// The core's internals, also used by [`rseq`] for its zones: compiled where the kernel API is
-/// offered or with `rseq`.
-macro_rules! core_internals {
-    ($($item:item)*) => {
-        $(
-            #[cfg(any(feature = "sim", feature = "rseq", doc, not(any(unix, windows))))]
-            #[cfg_attr(
-                not(any(feature = "sim", doc, not(any(unix, windows)))),
-                allow(dead_code, unused_imports)
-            )]
-            $item
-        )*
-    };
-}
-
 // Plain data everywhere: `Error` names an `AreaShape`, and `rseq::Zone` a `ZoneLayout`.
 #[cfg_attr(
     not(any(feature = "sim", doc, not(any(unix, windows)))),
@@ -58,29 +43,84 @@ pub use area::AreaShape;
 pub use error::Error;
 pub use layout::ZoneLayout;
 
-core_internals! {
-    pub mod arch;
-    mod atomic;
-    mod baseline;
-    mod bitmap;
-    mod counter;
-    mod memory;
-    mod protect;
-    mod zone;
-    pub mod platform;
-}
+// The core's internals, also used by `rseq` for its zones: compiled where the kernel API is
+// offered or with `rseq`. Modules are declared with plain `#[cfg]` attributes, not through
+// `kernel_api!`, so that tools that walk the module tree without expanding macros
+// (cargo-mutants, docs/mutation.md) find their files.
+#[cfg(any(feature = "sim", feature = "rseq", doc, not(any(unix, windows))))]
+#[cfg_attr(
+    not(any(feature = "sim", doc, not(any(unix, windows)))),
+    allow(dead_code, unused_imports)
+)]
+pub mod arch;
+#[cfg(any(feature = "sim", feature = "rseq", doc, not(any(unix, windows))))]
+#[cfg_attr(
+    not(any(feature = "sim", doc, not(any(unix, windows)))),
+    allow(dead_code, unused_imports)
+)]
+mod atomic;
+#[cfg(any(feature = "sim", feature = "rseq", doc, not(any(unix, windows))))]
+#[cfg_attr(
+    not(any(feature = "sim", doc, not(any(unix, windows)))),
+    allow(dead_code, unused_imports)
+)]
+mod baseline;
+#[cfg(any(feature = "sim", feature = "rseq", doc, not(any(unix, windows))))]
+#[cfg_attr(
+    not(any(feature = "sim", doc, not(any(unix, windows)))),
+    allow(dead_code, unused_imports)
+)]
+mod bitmap;
+#[cfg(any(feature = "sim", feature = "rseq", doc, not(any(unix, windows))))]
+#[cfg_attr(
+    not(any(feature = "sim", doc, not(any(unix, windows)))),
+    allow(dead_code, unused_imports)
+)]
+mod counter;
+#[cfg(any(feature = "sim", feature = "rseq", doc, not(any(unix, windows))))]
+#[cfg_attr(
+    not(any(feature = "sim", doc, not(any(unix, windows)))),
+    allow(dead_code, unused_imports)
+)]
+mod memory;
+#[cfg(any(feature = "sim", feature = "rseq", doc, not(any(unix, windows))))]
+#[cfg_attr(
+    not(any(feature = "sim", doc, not(any(unix, windows)))),
+    allow(dead_code, unused_imports)
+)]
+pub mod platform;
+#[cfg(any(feature = "sim", feature = "rseq", doc, not(any(unix, windows))))]
+#[cfg_attr(
+    not(any(feature = "sim", doc, not(any(unix, windows)))),
+    allow(dead_code, unused_imports)
+)]
+mod protect;
+#[cfg(any(feature = "sim", feature = "rseq", doc, not(any(unix, windows))))]
+#[cfg_attr(
+    not(any(feature = "sim", doc, not(any(unix, windows)))),
+    allow(dead_code, unused_imports)
+)]
+mod zone;
 
 // Declared outside the macros: it defines a `macro_export` macro, which `freebsd` re-exports.
 #[cfg(any(feature = "sim", doc, not(any(unix, windows))))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "sim", not(any(unix, windows))))))]
 pub mod early;
 
-kernel_api! {
-    pub mod array;
-    pub mod freebsd;
-    pub mod ratecheck;
-    pub mod registry;
+#[cfg(any(feature = "sim", doc, not(any(unix, windows))))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "sim", not(any(unix, windows))))))]
+pub mod array;
+#[cfg(any(feature = "sim", doc, not(any(unix, windows))))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "sim", not(any(unix, windows))))))]
+pub mod freebsd;
+#[cfg(any(feature = "sim", doc, not(any(unix, windows))))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "sim", not(any(unix, windows))))))]
+pub mod ratecheck;
+#[cfg(any(feature = "sim", doc, not(any(unix, windows))))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "sim", not(any(unix, windows))))))]
+pub mod registry;
 
+kernel_api! {
     pub use area::Area;
     pub use counter::Counter;
     pub use memory::ZoneMemory;

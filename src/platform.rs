@@ -157,3 +157,15 @@ impl Drop for Protection {
         unsafe { release(self.state) }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// The platform's current CPU is the CPU the thread runs on (the simulated CPU here).
+    #[test]
+    fn current_cpu_is_the_running_cpu() {
+        let machine = crate::sim::Machine::new(4);
+        for cpu in [3, 0, 2] {
+            assert_eq!(machine.run_on(cpu, super::current_cpu), cpu);
+        }
+    }
+}

@@ -1,7 +1,7 @@
 //! `counter_enter` / `counter_exit`: paying for local protection once for several adds.
 
-use crate::platform::Protection;
 use crate::arch;
+use crate::platform::Protection;
 
 /// Proof that the caller is inside `counter_enter()`; dropping it is `counter_exit()`.
 ///
@@ -48,5 +48,28 @@ impl core::fmt::Debug for Protected {
         f.debug_struct("Protected")
             .field("holds_protection", &self._protection.is_some())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The guard holds local protection exactly where the arch's add needs it (never on
+    /// x86_64), and says so in its `Debug`.
+    #[test]
+    fn holds_protection_where_the_add_needs_it() {
+        let machine = crate::sim::Machine::new(1);
+        let (holds, debug) = machine.run_on(0, || {
+            let guard = Protected::enter();
+            (guard.holds_protection(), std::format!("{guard:?}"))
+        });
+        assert_eq!(holds, arch::needs_protection());
+        #[cfg(target_arch = "x86_64")]
+        assert!(!holds, "x86_64's one-instruction add needs no protection");
+        assert_eq!(
+            debug,
+            std::format!("Protected {{ holds_protection: {holds} }}")
+        );
     }
 }

@@ -217,3 +217,39 @@ impl<'z> CounterRate<'z> {
         &self.rate
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A CPU that finds another one resetting skips its event and returns the second's
+    /// state: -1 once it went over the limit (FreeBSD's `cr_over`).
+    #[test]
+    fn a_cpu_that_finds_a_reset_in_progress_skips_and_reports_over() {
+        let machine = crate::sim::Machine::new(1);
+        let c = machine.alloc().unwrap();
+        let state = RateState::new();
+        machine.run_on(0, || {
+            assert_eq!(state.check(machine.zone(), c.offset(), 100, 100, 0), -1);
+            state.lock.store(1, Ordering::Relaxed); // another CPU is resetting
+            assert_eq!(state.check(machine.zone(), c.offset(), 200, 100, 0), -1);
+            assert_eq!(c.fetch(), 1, "the skipped event is not counted");
+            state.lock.store(0, Ordering::Relaxed);
+            // The reset happens at the next call: the second held 1 event, within a limit of 5.
+            assert_eq!(state.check(machine.zone(), c.offset(), 200, 100, 5), 0);
+            assert_eq!(c.fetch(), 1, "the new second's first event");
+        });
+    }
+
+    /// The monotonic clock's ticks are milliseconds: after a sleep of 5 ms (at least 5 ms, by
+    /// `sleep`'s contract) it has advanced by at least 5.
+    #[test]
+    fn the_monotonic_clock_counts_milliseconds() {
+        let clock = Clock::monotonic();
+        assert_eq!(clock.hz, 1000);
+        let before = (clock.now)();
+        std::thread::sleep(core::time::Duration::from_millis(5));
+        let elapsed = (clock.now)().wrapping_sub(before);
+        assert!((5..1 << 31).contains(&elapsed), "{elapsed} ticks");
+    }
+}

@@ -358,3 +358,86 @@ impl<const N: usize> fmt::Debug for Snapshot<'_, '_, N> {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::Machine;
+    use std::boxed::Box;
+    use std::format;
+    use std::string::ToString;
+
+    /// A statistic of no values: the trait's default `is_empty` says so.
+    struct Nothing;
+    impl Statistic for Nothing {
+        fn len(&self) -> usize {
+            0
+        }
+        fn value(&self, _i: usize) -> u64 {
+            unreachable!()
+        }
+        fn zero_value(&self, _i: usize) {}
+    }
+
+    #[test]
+    fn statistics_errors_and_debug_output() {
+        assert!(Nothing.is_empty());
+        assert!(!Nothing.is_array());
+        let machine: &'static Machine = Box::leak(Box::new(Machine::new(2)));
+        let c = machine.alloc().unwrap();
+        let a: CounterArray<'_, 2> = CounterArray::new(machine.zone()).unwrap();
+        let early = EarlyCounter::new();
+        early.add(6);
+        let stats: Registry<'_, 3> = Registry::new();
+        stats.register("c", "a counter", &c).unwrap();
+        stats.register("a", "an array", &a).unwrap();
+        stats.register("e", "an early counter", &early).unwrap();
+        for (name, len, array) in [("c", 1, false), ("a", 2, true), ("e", 1, false)] {
+            let s = stats.get(name).unwrap();
+            assert_eq!((s.len(), s.is_empty(), s.is_array()), (len, false, array));
+        }
+        machine.run_on(1, || {
+            c.add(3);
+            a.add(1, 4);
+        });
+        assert_eq!(
+            format!("{stats:?}"),
+            "[Stat { name: \"c\", description: \"a counter\", index: None, value: 3 }, \
+             Stat { name: \"a\", description: \"an array\", index: Some(0), value: 0 }, \
+             Stat { name: \"a\", description: \"an array\", index: Some(1), value: 4 }, \
+             Stat { name: \"e\", description: \"an early counter\", index: None, value: 6 }]"
+        );
+        let entry = |i| stats.entry(i).map(|(n, d, s)| (n, d, s.value(s.len() - 1)));
+        assert_eq!(entry(0), Some(("c", "a counter", 3)));
+        assert_eq!(entry(1), Some(("a", "an array", 4)));
+        let mut snapshot = stats.snapshot();
+        snapshot.next();
+        snapshot.next();
+        assert_eq!(format!("{snapshot:?}"), "Snapshot { entry: 1, index: 1 }");
+        assert_eq!(stats.get("e").map(|s| s.value(0)), Some(6));
+        stats.zero("e").unwrap(); // no slot yet: left as it is
+        assert_eq!(early.fetch(), 6);
+        machine.run_on(0, || early.init(machine.zone())).unwrap();
+        stats.zero("e").unwrap();
+        assert_eq!(early.fetch(), 0);
+
+        stats.zero("c").unwrap();
+        stats.zero("a").unwrap();
+        assert_eq!((c.fetch(), a.fetch(1)), (0, 0));
+        assert_eq!(stats.unregister("c"), Ok(()));
+        assert!(stats.get("c").is_none());
+        assert_eq!(stats.unregister("c"), Err(RegistryError::NotFound));
+        assert_eq!(
+            RegistryError::Full { capacity: 3 }.to_string(),
+            "registry full: all 3 entries are in use"
+        );
+        assert_eq!(
+            RegistryError::Duplicate.to_string(),
+            "a counter with this name is registered"
+        );
+        assert_eq!(
+            RegistryError::NotFound.to_string(),
+            "no counter with this name is registered"
+        );
+    }
+}

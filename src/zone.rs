@@ -3,8 +3,8 @@
 use core::marker::PhantomData;
 use core::ptr::NonNull;
 
-use crate::bitmap::Bitmap;
 use crate::area::Area;
+use crate::bitmap::Bitmap;
 use crate::counter::Counter;
 use crate::memory::ZoneMemory;
 use crate::{arch, baseline, Error, ZoneLayout};
@@ -494,5 +494,34 @@ impl core::fmt::Debug for Zone<'_> {
             .field("layout", &self.layout)
             .field("in_use", &self.in_use())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `holds_offset` is exactly the zone's slots: from `offset`, 8-byte aligned, below
+    /// `offset + len`.
+    #[test]
+    fn holds_offset_is_exactly_the_counter_area() {
+        let zone = Zone::on_heap(2, 16, 64).unwrap();
+        let (offset, len) = (zone.layout().offset, zone.layout().len);
+        assert_eq!((offset, len), (64, 128));
+        assert!(zone.holds_offset(64));
+        assert!(zone.holds_offset(64 + 120), "the last slot");
+        assert!(!zone.holds_offset(64 + 128), "one past the last slot");
+        assert!(!zone.holds_offset(56), "below the area");
+        assert!(!zone.holds_offset(68), "not 8-byte aligned");
+    }
+
+    #[test]
+    fn debug_shows_the_layout_and_the_slots_in_use() {
+        let zone = Zone::with_capacity(1, 16).unwrap();
+        let _c = zone.alloc().unwrap();
+        assert_eq!(
+            std::format!("{zone:?}"),
+            std::format!("Zone {{ layout: {:?}, in_use: 1 }}", zone.layout())
+        );
     }
 }

@@ -267,4 +267,8 @@ fn freebsd_array_alloc_on_the_global_zone() {
     assert_eq!((a.fetch(99), b.fetch(27)), (0, 0));
     drop((a, b));
     assert_eq!(zone.in_use(), 0);
+    let whole = counter_array_alloc::<128>(Wait::NoWait).expect("the whole zone's run fits");
+    assert_eq!((zone.in_use(), whole.offset()), (128, 0));
+    drop(whole);
+    assert_eq!(zone.in_use(), 0);
 }

@@ -12,6 +12,11 @@ std::thread_local! {
 }
 
 /// This thread's per-CPU base: the bound simulated CPU's block, or 0.
+// The portable arch asks the simulation for the CPU index instead.
+#[cfg_attr(
+    not(any(target_arch = "aarch64", target_arch = "riscv64")),
+    allow(dead_code)
+)]
 #[inline(always)]
 pub(crate) fn base() -> usize {
     BASE.with(Cell::get)

@@ -5,9 +5,10 @@
  * counter_u64_add is the arch's add on the current CPU's slot, inline. A counter_u64_t is
  * the slot's offset from the CPU's per-CPU register:
  *   x86_64:  one non-locked addq to %gs:(c), safe against interrupts and migration.
- *   aarch64: mrs tpidr_el1, then an ldxr/stxr loop on base + c, or one stadd with LSE
- *            (__ARM_FEATURE_ATOMICS); a migration in between adds atomically to the old
- *            CPU's slot, which fetch counts too.
+ *   aarch64: mrs tpidr_el1, then an ldxr/stxr loop on base + c, or one ldadd with LSE
+ *            (__ARM_FEATURE_ATOMICS; not stadd, which a CPU may execute "far", at the
+ *            interconnect: Linux 6.18 made the same change); a migration in between adds
+ *            atomically to the old CPU's slot, which fetch counts too.
  *   i386:    where the library's cached CPUID answer pcpu_cx8 says CX8 (2), a cmpxchg8b
  *            loop on %fs:(c) without lock prefix (only interrupts and migration race with
  *            it; a changed slot fails the compare and retries); not asked yet (0) or no CX8
@@ -27,9 +28,10 @@ extern const volatile uint8_t pcpu_cx8;
 
 /*
  * The CX8 add, as FreeBSD's i386 counter_64_inc_8b: edx:eax = %fs:(c), ecx:ebx = edx:eax + v,
- * cmpxchg8b %fs:(c), again while it fails. No lock prefix: the slot is this CPU's own. v's
- * halves are "rm" operands, so that a frame pointer or the PIC register (ebx is saved by the
- * compiler, as a clobber) leaves the compiler enough registers: memory when it runs out.
+ * cmpxchg8b %fs:(c), again while it fails. No lock prefix: the slot is this CPU's own. The
+ * loop takes eax, ebx, ecx and edx; with a frame pointer (ebp) only esi and edi are left for
+ * c and v's two halves, so the halves are "g" operands: an immediate when v is a constant
+ * (counter_u64_add(c, 1) is addl $1 / adcl $0), else a register or memory.
  */
 static inline void pcpu_counter_add_cx8(counter_u64_t c, int64_t v)
 {
@@ -44,7 +46,7 @@ static inline void pcpu_counter_add_cx8(counter_u64_t c, int64_t v)
 			     "cmpxchg8b %%fs:(%2)\n\t"
 			     "jnz 1b"
 			     : "=&a"(lo), "=&d"(hi)
-			     : "r"(c), "rm"((uint32_t)v), "rm"((uint32_t)((uint64_t)v >> 32))
+			     : "r"(c), "g"((uint32_t)v), "g"((uint32_t)((uint64_t)v >> 32))
 			     : "ebx", "ecx", "memory", "cc");
 	(void)lo;
 	(void)hi;
@@ -60,7 +62,9 @@ static inline void counter_u64_add(counter_u64_t c, int64_t v)
 	__asm__ __volatile__("mrs %0, tpidr_el1" : "=r"(base));
 	uint64_t *slot = (uint64_t *)(base + (uintptr_t)c);
 #if defined(__ARM_FEATURE_ATOMICS)
-	__asm__ __volatile__("stadd %1, %0" : "+Q"(*slot) : "r"(v) : "memory");
+	uint64_t old;
+	__asm__ __volatile__("ldadd %2, %1, %0" : "+Q"(*slot), "=r"(old) : "r"(v) : "memory");
+	(void)old;
 #else
 	uint64_t sum;
 	uint32_t failed;

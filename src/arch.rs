@@ -11,7 +11,7 @@
 //! |---|---|---|
 //! | x86_64 | one `add qword ptr gs:[off], v` | GS base |
 //! | x86 (i386) | `cmpxchg8b fs:[off]` loop with CX8; plain add under protection without | FS segment base (`set_cpu_base(gdt_entry, selector, base)`) |
-//! | aarch64 | `ldxr/add/stxr/cbnz` loop, or one `stadd` with `lse` | `TPIDR_EL1` |
+//! | aarch64 | `ldxr/add/stxr/cbnz` loop, or one `ldadd` with `lse` | `TPIDR_EL1` |
 //! | riscv64 | one `amoadd.d zero, v, (base + off)` | `tp` (`gp` with feature `riscv-gp`) |
 //! | others | plain add under local protection | none (`Platform::current_cpu`) |
 

@@ -1,6 +1,12 @@
 #![doc = include_str!("../README.md")]
 #![no_std]
 #![cfg_attr(docsrs, feature(doc_cfg))]
+// A hosted build without the simulation compiles only the plain data and, with `rseq`, the
+// core's internals that `rseq` uses: the rest of them is unused there, not dead.
+#![cfg_attr(
+    all(any(unix, windows), not(feature = "sim"), not(doc)),
+    allow(dead_code, unused_imports)
+)]
 #![warn(
     missing_docs,
     unsafe_op_in_unsafe_fn,
@@ -28,78 +34,35 @@ macro_rules! kernel_api {
 }
 
 // Plain data everywhere: `Error` names an `AreaShape`, and `rseq::Zone` a `ZoneLayout`.
-#[cfg_attr(
-    not(any(feature = "sim", doc, not(any(unix, windows)))),
-    allow(dead_code)
-)]
 mod area;
 mod error;
-#[cfg_attr(
-    not(any(feature = "sim", doc, not(any(unix, windows)))),
-    allow(dead_code)
-)]
 mod layout;
 pub use area::AreaShape;
 pub use error::Error;
 pub use layout::ZoneLayout;
 
 // The core's internals, also used by `rseq` for its zones: compiled where the kernel API is
-// offered or with `rseq`. Modules are declared with plain `#[cfg]` attributes, not through
-// `kernel_api!`, so that tools that walk the module tree without expanding macros
-// (cargo-mutants, docs/mutation.md) find their files.
+// offered or with `rseq` (where `rseq` alone uses part of them, the crate-level `allow`
+// above keeps the rest quiet). Modules are declared with plain `#[cfg]`s, never inside a
+// macro, so that tools that walk the module tree without expanding macros (rustfmt,
+// cargo-mutants) find their files.
 #[cfg(any(feature = "sim", feature = "rseq", doc, not(any(unix, windows))))]
-#[cfg_attr(
-    not(any(feature = "sim", doc, not(any(unix, windows)))),
-    allow(dead_code, unused_imports)
-)]
 pub mod arch;
 #[cfg(any(feature = "sim", feature = "rseq", doc, not(any(unix, windows))))]
-#[cfg_attr(
-    not(any(feature = "sim", doc, not(any(unix, windows)))),
-    allow(dead_code, unused_imports)
-)]
 mod atomic;
 #[cfg(any(feature = "sim", feature = "rseq", doc, not(any(unix, windows))))]
-#[cfg_attr(
-    not(any(feature = "sim", doc, not(any(unix, windows)))),
-    allow(dead_code, unused_imports)
-)]
 mod baseline;
 #[cfg(any(feature = "sim", feature = "rseq", doc, not(any(unix, windows))))]
-#[cfg_attr(
-    not(any(feature = "sim", doc, not(any(unix, windows)))),
-    allow(dead_code, unused_imports)
-)]
 mod bitmap;
 #[cfg(any(feature = "sim", feature = "rseq", doc, not(any(unix, windows))))]
-#[cfg_attr(
-    not(any(feature = "sim", doc, not(any(unix, windows)))),
-    allow(dead_code, unused_imports)
-)]
 mod counter;
 #[cfg(any(feature = "sim", feature = "rseq", doc, not(any(unix, windows))))]
-#[cfg_attr(
-    not(any(feature = "sim", doc, not(any(unix, windows)))),
-    allow(dead_code, unused_imports)
-)]
 mod memory;
 #[cfg(any(feature = "sim", feature = "rseq", doc, not(any(unix, windows))))]
-#[cfg_attr(
-    not(any(feature = "sim", doc, not(any(unix, windows)))),
-    allow(dead_code, unused_imports)
-)]
 pub mod platform;
 #[cfg(any(feature = "sim", feature = "rseq", doc, not(any(unix, windows))))]
-#[cfg_attr(
-    not(any(feature = "sim", doc, not(any(unix, windows)))),
-    allow(dead_code, unused_imports)
-)]
 mod protect;
 #[cfg(any(feature = "sim", feature = "rseq", doc, not(any(unix, windows))))]
-#[cfg_attr(
-    not(any(feature = "sim", doc, not(any(unix, windows)))),
-    allow(dead_code, unused_imports)
-)]
 mod zone;
 
 // Declared outside the macros: it defines a `macro_export` macro, which `freebsd` re-exports.

@@ -104,6 +104,13 @@ impl RateState {
         }
         // SAFETY: a live slot of the zone, per the caller.
         unsafe { zone.add(off, 1) };
+        // This event's add, then the fetch below, in one total order with every other event's
+        // (the fences'): the fetch sees every add whose fence came first, so at most `limit`
+        // events of a second return 0. Without it two CPUs can each miss the other's add
+        // still in its store buffer and both return 0 past the limit (the store-buffering
+        // pattern; Miri's weak-memory emulation found it, tests/ratecheck.rs
+        // `concurrent_events_within_a_second_are_all_counted`).
+        crate::atomic::fence(Ordering::SeqCst);
         if self.over.load(Ordering::Relaxed) != 0 {
             return -1;
         }

@@ -105,7 +105,15 @@ impl<'m> Zone<'m> {
     /// # Safety
     /// As [`from_raw_parts`](Zone::from_raw_parts).
     #[cfg(feature = "alloc")]
-    #[cfg_attr(not(feature = "rseq"), allow(dead_code))] // Only `rseq` calls it.
+    // Only `rseq` calls it (x86_64 and aarch64 Linux).
+    #[cfg_attr(
+        not(all(
+            feature = "rseq",
+            target_os = "linux",
+            any(target_arch = "x86_64", target_arch = "aarch64")
+        )),
+        allow(dead_code)
+    )]
     pub(crate) unsafe fn from_raw_parts_own_area(
         layout: ZoneLayout,
         meta: &'m mut [u64],
@@ -174,10 +182,18 @@ impl<'m> Zone<'m> {
         if !memory.take() {
             return Err(Error::MemoryInUse);
         }
-        // The baselines and the bitmap are adjacent (`repr(C)`): one metadata run.
-        let meta = memory.baselines.get().cast::<u64>();
+        // The baselines and the bitmap are adjacent (`repr(C)`): one metadata run. The pointer
+        // comes from the whole struct, not from `baselines.get()`, whose provenance covers that
+        // field only (the bitmap past it would be out of its bounds: Miri's Stacked Borrows
+        // caught it).
+        let meta = core::ptr::from_ref(memory)
+            .cast::<u8>()
+            .wrapping_add(core::mem::offset_of!(ZoneMemory<NCPUS, WORDS>, baselines))
+            .cast::<u64>()
+            .cast_mut();
         // SAFETY: `take` made this zone the memory's only owner until drop releases it; the
-        // metadata run is `WORDS * 64 + WORDS` words of the same `repr(C)` struct.
+        // metadata run is `WORDS * 64 + WORDS` words of the same `repr(C)` struct, all inside
+        // its `UnsafeCell`s, and the pointer's provenance is the whole struct.
         let meta = unsafe { core::slice::from_raw_parts_mut(meta, layout.meta_words()) };
         // SAFETY: as above; the blocks live for 'm and are exactly the size the layout says.
         match unsafe { Self::from_raw_parts(layout, meta) } {

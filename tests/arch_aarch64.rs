@@ -68,19 +68,23 @@ fn count(insns: &[String], mnemonic: &str) -> usize {
 }
 
 /// What the add path must be: one `ldxr`/`add`/`stxr`/`cbnz` loop (or, with `lse`, one
-/// `stadd` and no exclusive pair), no acquire/release variants, no indirect call.
+/// `ldadd` and no exclusive pair), no `stadd` (a "far" atomic), no acquire/release variants,
+/// no indirect call.
 fn check_add_path(insns: &[String], lse: bool) -> Result<(), String> {
-    let (ldxr, stxr, stadd) = (
+    let (ldxr, stxr, ldadd) = (
         count(insns, "ldxr"),
         count(insns, "stxr"),
-        count(insns, "stadd"),
+        count(insns, "ldadd"),
     );
+    if count(insns, "stadd") != 0 {
+        return Err(format!("stadd (executed far) on the add path: {insns:#?}"));
+    }
     if lse {
-        if (stadd, ldxr, stxr) != (1, 0, 0) {
-            return Err(format!("expected one stadd and no ldxr/stxr: {insns:#?}"));
+        if (ldadd, ldxr, stxr) != (1, 0, 0) {
+            return Err(format!("expected one ldadd and no ldxr/stxr: {insns:#?}"));
         }
     } else {
-        if (ldxr, stxr, stadd) != (1, 1, 0) {
+        if (ldxr, stxr, ldadd) != (1, 1, 0) {
             return Err(format!("expected one ldxr/stxr pair: {insns:#?}"));
         }
         let l = insns.iter().position(|i| i.starts_with("ldxr")).unwrap();
@@ -90,7 +94,9 @@ fn check_add_path(insns: &[String], lse: bool) -> Result<(), String> {
             return Err(format!("not a ldxr; add; stxr; cbnz loop: {insns:#?}"));
         }
     }
-    for barrier in ["ldaxr", "stlxr", "staddl", "stlr", "dmb"] {
+    for barrier in [
+        "ldaxr", "stlxr", "ldadda", "ldaddl", "ldaddal", "stlr", "dmb",
+    ] {
         if count(insns, barrier) != 0 {
             return Err(format!("`{barrier}` on the add path: {insns:#?}"));
         }
@@ -105,7 +111,7 @@ fn check_add_path(insns: &[String], lse: bool) -> Result<(), String> {
 }
 
 #[test]
-fn counter_add_is_the_llsc_loop_or_one_stadd() {
+fn counter_add_is_the_llsc_loop_or_one_ldadd() {
     let machine = Machine::new(2);
     let c = machine.alloc().unwrap();
     let probe = std::hint::black_box(pcpu_probe_aarch64_counter_add as fn(&Counter<'_>, i64));
@@ -120,8 +126,7 @@ fn counter_add_is_the_llsc_loop_or_one_stadd() {
     let lse = cfg!(target_feature = "lse");
     check_add_path(&insns, lse).unwrap();
     println!(
-        "{} ({}):\n  {}",
-        "pcpu_probe_aarch64_counter_add",
+        "pcpu_probe_aarch64_counter_add ({}):\n  {}",
         pcpu_counter::arch::NAME,
         insns.join("\n  ")
     );
@@ -141,7 +146,12 @@ fn the_check_rejects_broken_add_paths() {
         "ret",
     ]);
     assert!(check_add_path(&llsc, false).is_ok());
-    assert!(check_add_path(&s(&["stadd\tx1, [x9]", "ret"]), true).is_ok());
+    assert!(check_add_path(&s(&["ldadd\tx1, x8, [x9]", "ret"]), true).is_ok());
+    assert!(
+        check_add_path(&s(&["stadd\tx1, [x9]", "ret"]), true).is_err(),
+        "stadd accepted"
+    );
+    assert!(check_add_path(&s(&["ldaddal\tx1, x8, [x9]", "ret"]), true).is_err());
     let with = |i: usize, insn: &str| {
         let mut v = llsc.clone();
         v[i] = insn.to_string();
@@ -162,5 +172,5 @@ fn the_check_rejects_broken_add_paths() {
         check_add_path(&llsc, true).is_err(),
         "LL/SC accepted as lse"
     );
-    assert!(check_add_path(&s(&["stadd\tx1, [x9]", "ret"]), false).is_err());
+    assert!(check_add_path(&s(&["ldadd\tx1, x8, [x9]", "ret"]), false).is_err());
 }

@@ -5,15 +5,21 @@ use pcpu_counter::sim::{interrupt_storm, Machine};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// On every CPU of `machine` at once, a thread under an interrupt storm calls `add` until the
-/// handlers (which call `add` too) have run at least `min_handled` times in all, or a bound
-/// is reached. Returns (adds the threads made, handler runs, interrupts taken).
+/// handlers (which call `add` too) have run at least `min_handled` times in all. Returns (adds
+/// the threads made, handler runs, interrupts taken).
+///
+/// The bound is a count, not a time: on a loaded machine the thread that raises the
+/// interrupts may wait for a core, so a thread that saw no interrupt during a chunk of adds
+/// yields it, and the adds go on until the handlers have run often enough. `MAX_ADDS` only
+/// turns a broken storm (no interrupt ever delivered) into a failure instead of a hang; runs
+/// need a few hundred thousand adds idle, and a few million under load.
 fn storm_on_every_cpu(
     machine: &Machine,
     min_handled: u64,
     add: &(dyn Fn() + Sync),
 ) -> (u64, u64, u64) {
     const CHUNK: u64 = 10_000;
-    const MAX_ADDS: u64 = 50_000_000;
+    const MAX_ADDS: u64 = 2_000_000_000;
     let handled = AtomicU64::new(0);
     let handler = |_cpu: usize| {
         add();
@@ -21,11 +27,17 @@ fn storm_on_every_cpu(
     };
     let work = || {
         let mut adds = 0;
-        while handled.load(Ordering::Relaxed) < min_handled && adds < MAX_ADDS {
+        loop {
+            let before = handled.load(Ordering::Relaxed);
+            if before >= min_handled || adds >= MAX_ADDS {
+                return adds;
+            }
             (0..CHUNK).for_each(|_| add());
             adds += CHUNK;
+            if handled.load(Ordering::Relaxed) == before {
+                std::thread::yield_now();
+            }
         }
-        adds
     };
     let (adds, taken) = machine.with_interrupt_handler(&handler, || {
         std::thread::scope(|s| {
@@ -41,7 +53,13 @@ fn storm_on_every_cpu(
                 .fold((0, 0), |(a, t), (adds, storm)| (a + adds, t + storm.taken))
         })
     });
-    (adds, handled.into_inner(), taken)
+    let handled = handled.into_inner();
+    assert!(
+        handled >= min_handled,
+        "only {handled} interrupts were handled in {adds} adds: the storm proves nothing"
+    );
+    println!("{handled} interrupts handled in {adds} adds");
+    (adds, handled, taken)
 }
 
 #[test]
@@ -49,10 +67,6 @@ fn handler_adds_interleave_exactly() {
     let machine = Machine::new(2);
     let c = machine.alloc().unwrap();
     let (adds, handled, taken) = storm_on_every_cpu(&machine, 2_000, &|| c.inc());
-    assert!(
-        handled >= 2_000,
-        "only {handled} interrupts were handled: the test proves nothing"
-    );
     assert_eq!(
         handled, taken,
         "every interrupt taken on a bound thread runs the handler"
@@ -119,19 +133,19 @@ fn storm_catches_a_racy_per_cpu_add() {
             )
         }
     };
-    let mut lost = 0;
-    for _ in 0..10 {
+    // Each try is a storm of at least 2000 handled interrupts on both CPUs; a loss needs one
+    // to land between the load and the store. Tries, not time, bound the search.
+    const TRIES: usize = 200;
+    let caught = (1..=TRIES).find_map(|try_| {
         let before = c.fetch();
         let (adds, handled, _) = storm_on_every_cpu(&machine, 2_000, &racy_add);
-        lost = (adds + handled) - (c.fetch() - before);
-        if lost > 0 {
-            break;
-        }
-    }
-    assert!(
-        lost > 0,
-        "a racy per-CPU add lost nothing under interrupts: the storm proves nothing"
-    );
+        let lost = (adds + handled) - (c.fetch() - before);
+        (lost > 0).then_some((try_, lost))
+    });
+    let (tries, lost) = caught.unwrap_or_else(|| {
+        panic!("a racy per-CPU add lost nothing under interrupts in {TRIES} tries: the storm proves nothing")
+    });
+    println!("the racy add lost {lost} adds, caught on try {tries}");
 }
 
 /// Threads alone cannot break that racy add, because a simulated CPU runs one thread at a

@@ -671,7 +671,7 @@ fn ratecheck_reset() {
 
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum ArchAdd {
-    /// x86_64 `add gs:[off]`, riscv64 `amoadd.d`, aarch64 LSE `stadd`: one instruction, which
+    /// x86_64 `add gs:[off]`, riscv64 `amoadd.d`, aarch64 LSE `ldadd`: one instruction, which
     /// an interrupt cannot split (a single indivisible read-modify-write).
     OneInstruction,
     /// aarch64 `ldxr/add/stxr/cbnz`, i386 non-locked `cmpxchg8b` loop: load, then a store
@@ -742,7 +742,7 @@ fn arch_add_against_an_interrupt() {
     for (how, mirrors) in [
         (
             ArchAdd::OneInstruction,
-            "x86_64 add gs:, riscv64 amoadd.d, aarch64 stadd",
+            "x86_64 add gs:, riscv64 amoadd.d, aarch64 ldadd",
         ),
         (
             ArchAdd::RetryLoop,

@@ -24,13 +24,15 @@ fn zero_resets_without_touching_slots() {
 
 /// Writers add while a reader repeatedly takes `fetch_and_zero`; every delta is a count that
 /// really happened, and the deltas plus the final fetch equal every add, exactly. Writers keep
-/// going until the reader has taken many non-empty deltas while they ran (bounded), so the
-/// race really happens even on a loaded machine.
+/// going until the reader has taken many non-empty deltas while they ran, so the race really
+/// happens even on a loaded machine: a writer that saw no new race during a chunk of adds
+/// yields its core to the reader. `MAX_ADDS` only turns a reader that never runs into a
+/// failure instead of a hang (a count, not a time).
 #[test]
 fn fetch_and_zero_racing_with_adds_loses_nothing() {
     const WRITERS: usize = 6;
     const MIN_ADDS: u64 = 30_000;
-    const MAX_ADDS: u64 = 20_000_000;
+    const MAX_ADDS: u64 = 1_000_000_000;
     const MIN_RACES: u64 = 200;
     let machine = Machine::new(WRITERS + 1);
     let c = machine.alloc().unwrap();
@@ -46,8 +48,12 @@ fn fetch_and_zero_racing_with_adds_loses_nothing() {
                         while adds < MIN_ADDS
                             || (races.load(Ordering::Relaxed) < MIN_RACES && adds < MAX_ADDS)
                         {
+                            let seen = races.load(Ordering::Relaxed);
                             (0..1000).for_each(|_| c.add(1));
                             adds += 1000;
+                            if races.load(Ordering::Relaxed) == seen {
+                                std::thread::yield_now();
+                            }
                         }
                         adds
                     })
@@ -73,10 +79,12 @@ fn fetch_and_zero_racing_with_adds_loses_nothing() {
         done.store(true, Ordering::Relaxed);
         (adds, reader.join().unwrap())
     });
+    let races = races.into_inner();
     assert!(
-        races.load(Ordering::Relaxed) >= MIN_RACES,
-        "the reader never raced with the writers"
+        races >= MIN_RACES,
+        "the reader raced with the writers only {races} times in {adds} adds"
     );
+    println!("{races} non-empty deltas taken during {adds} adds");
     assert_eq!(deltas + c.fetch(), adds);
 }
 
@@ -133,38 +141,56 @@ fn zero_racing_with_adds_counts_each_add_once() {
 /// A remote plain store (what FreeBSD's zero would be without its IPI rendezvous) races with
 /// the owner's add; this shows the harness above would catch it: the writer's adds made after
 /// a store-to-zero on its slot would be lost or resurrected.
+///
+/// The two threads must run at the same moment on two cores. On a loaded machine they may
+/// mostly run one after the other, so each try's writer goes on until the reader has taken
+/// many non-empty values while it ran (each one a moment when both ran), bounded by a count
+/// of adds; and tries, not time, bound the search.
 #[test]
 fn a_remote_store_zero_would_lose_adds() {
+    const TRIES: usize = 200;
+    const MIN_ADDS: u64 = 200_000;
+    const MAX_ADDS: u64 = 200_000_000;
+    const MIN_OVERLAPS: u64 = 2_000;
     let slot = AtomicU64::new(0);
     let done = AtomicBool::new(false);
-    let mut lost = false;
-    for _ in 0..200 {
+    let overlaps = AtomicU64::new(0);
+    let caught = (1..=TRIES).find_map(|try_| {
         slot.store(0, Ordering::Relaxed);
-        let zeroed_at = std::thread::scope(|s| {
+        overlaps.store(0, Ordering::Relaxed);
+        let (adds, zeroed) = std::thread::scope(|s| {
             let writer = s.spawn(|| {
-                // The owner's non-locked read-modify-write, as on a real CPU.
-                for _ in 0..200_000 {
-                    let v = slot.load(Ordering::Relaxed);
-                    slot.store(v + 1, Ordering::Relaxed);
+                let mut adds = 0u64;
+                while adds < MIN_ADDS
+                    || (overlaps.load(Ordering::Relaxed) < MIN_OVERLAPS && adds < MAX_ADDS)
+                {
+                    // The owner's non-locked read-modify-write, as on a real CPU.
+                    for _ in 0..1000 {
+                        let v = slot.load(Ordering::Relaxed);
+                        slot.store(v + 1, Ordering::Relaxed);
+                    }
+                    adds += 1000;
                 }
                 done.store(true, Ordering::Relaxed);
+                adds
             });
-            let mut zeroed_at = Vec::new();
+            let mut zeroed = 0u64;
             while !done.load(Ordering::Relaxed) {
-                zeroed_at.push(slot.swap(0, Ordering::Relaxed));
+                let taken = slot.swap(0, Ordering::Relaxed);
+                if taken > 0 {
+                    overlaps.fetch_add(1, Ordering::Relaxed);
+                }
+                zeroed += taken;
             }
-            writer.join().unwrap();
+            let adds = writer.join().unwrap();
             done.store(false, Ordering::Relaxed);
-            zeroed_at
+            (adds, zeroed)
         });
-        let counted: u64 = zeroed_at.iter().sum::<u64>() + slot.load(Ordering::Relaxed);
-        if counted != 200_000 {
-            lost = true;
-            break;
-        }
-    }
-    assert!(
-        lost,
-        "a remote store-zero never lost or doubled an add in 200 runs"
-    );
+        let counted = zeroed + slot.load(Ordering::Relaxed);
+        (counted != adds).then_some((try_, adds, counted))
+    });
+    let (tries, adds, counted) = caught.unwrap_or_else(|| {
+        panic!("a remote store-zero never lost or doubled an add in {TRIES} tries")
+    });
+    println!("a remote store-zero counted {counted} of {adds} adds, caught on try {tries}");
 }

@@ -1,5 +1,10 @@
 //! aarch64: the slot address from the per-CPU base plus the offset, then an LL/SC
-//! `ldxr; add; stxr; cbnz` loop, or one LSE `stadd` where the target enables `lse`.
+//! `ldxr; add; stxr; cbnz` loop, or one LSE `ldadd` where the target enables `lse`.
+//!
+//! `ldadd` with a real destination register, not `stadd` (`ldadd` into `xzr`): as Linux 6.18
+//! does for its per-CPU atomics, because a CPU may execute a `stadd` "far" (at the
+//! interconnect or the cache that owns the line), and back-to-back far atomics are slow. A
+//! `ldadd` is executed near, in the CPU's own cache, where a per-CPU slot already is.
 //!
 //! In a kernel each CPU's `TPIDR_EL1` holds that CPU's block of the zone ([`set_cpu_base`]).
 //! Reading the register and then adding are separate instructions, so a migration may fall
@@ -20,7 +25,7 @@ use crate::zone::Zone;
 pub const NAME: &str = "aarch64 (ldxr/stxr loop)";
 /// The arch this build's primitives are for.
 #[cfg(target_feature = "lse")]
-pub const NAME: &str = "aarch64 (LSE stadd)";
+pub const NAME: &str = "aarch64 (LSE ldadd)";
 
 /// The current CPU's per-CPU base: `TPIDR_EL1`.
 #[cfg(not(feature = "sim"))]
@@ -52,15 +57,18 @@ pub(crate) unsafe fn add(_zone: &Zone<'_>, off: usize, v: i64) {
     unsafe { atomic_add(slot, v as u64) }
 }
 
-/// One `stadd` (LSE).
+/// One `ldadd` (LSE) whose old value is discarded into a scratch register.
 ///
 /// # Safety
 /// `slot` is a live, aligned slot.
 #[cfg(target_feature = "lse")]
 #[inline(always)]
 unsafe fn atomic_add(slot: *mut u64, v: u64) {
-    // SAFETY: per the caller; `stadd` is a single atomic add.
-    unsafe { asm!("stadd {v}, [{slot}]", v = in(reg) v, slot = in(reg) slot, options(nostack)) }
+    // SAFETY: per the caller; `ldadd` is a single atomic add (the old value is unused).
+    unsafe {
+        asm!("ldadd {v}, {old}, [{slot}]", v = in(reg) v, old = out(reg) _, slot = in(reg) slot,
+            options(nostack))
+    }
 }
 
 /// The LL/SC loop: retry until the store-exclusive succeeds.

@@ -253,15 +253,7 @@ pub unsafe extern "C" fn pcpu_counter_add_protected(c: counter_u64_t, v: i64) {
 mod tests {
     use super::*;
 
-    /// Whether the simulated interrupt is blocked on this thread (what protection does).
-    fn interrupts_blocked() -> bool {
-        // SAFETY: zeroed is a valid sigset_t to receive the mask; a null new set only queries.
-        unsafe {
-            let mut now: libc::sigset_t = core::mem::zeroed();
-            libc::pthread_sigmask(libc::SIG_BLOCK, core::ptr::null(), &mut now);
-            libc::sigismember(&now, libc::SIGUSR1) == 1
-        }
-    }
+    use crate::sim::interrupts_blocked;
 
     /// The table as an arch that needs protection uses it: the outermost level holds the
     /// protection, inner exits keep it, the last exit releases it; per CPU.

@@ -3,15 +3,14 @@
 use super::registration::{self, Config, Path};
 use super::Zone;
 
-cfg_if::cfg_if! {
-    if #[cfg(target_arch = "x86_64")] {
-        #[path = "../../arch/x86_64/rseq.rs"]
-        mod imp;
-    } else {
-        #[path = "../../arch/aarch64/rseq.rs"]
-        mod imp;
-    }
-}
+// Plain `#[cfg]`s, not `cfg_if!`: tools that do not expand macros (rustfmt, cargo-mutants)
+// find the files.
+#[cfg(target_arch = "x86_64")]
+#[path = "../../arch/x86_64/rseq.rs"]
+mod imp;
+#[cfg(target_arch = "aarch64")]
+#[path = "../../arch/aarch64/rseq.rs"]
+mod imp;
 
 /// How this counter's add goes, cached from the process's [`Path`].
 #[derive(Clone, Copy, PartialEq, Eq)]

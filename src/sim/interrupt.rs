@@ -3,7 +3,6 @@
 
 use core::cell::Cell;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Once;
 
 use super::machine::{HandlerSlot, Machine};
 
@@ -18,6 +17,7 @@ std::thread_local! {
 /// Interrupts that arrived on a thread holding no simulated CPU, so no handler ran.
 static MISSED: AtomicU64 = AtomicU64::new(0);
 
+#[cfg(not(miri))]
 extern "C" fn on_irq(_signal: libc::c_int) {
     // SAFETY: errno is thread-local; it is saved and restored around the handler.
     let errno = unsafe { *libc::__errno_location() };
@@ -43,8 +43,10 @@ extern "C" fn on_irq(_signal: libc::c_int) {
     unsafe { *libc::__errno_location() = errno };
 }
 
+/// Installs the simulated interrupt's signal handler, once per process.
+#[cfg(not(miri))]
 fn install_irq_handler() {
-    static INSTALL: Once = Once::new();
+    static INSTALL: std::sync::Once = std::sync::Once::new();
     INSTALL.call_once(|| {
         // SAFETY: a zeroed sigaction with a handler, SA_RESTART and an empty mask is valid;
         // `on_irq` only touches thread-locals with const initialisers and atomics.
@@ -58,6 +60,11 @@ fn install_irq_handler() {
         }
     });
 }
+
+/// Under Miri there are no signals (see `protect`): a handler may be named, but no simulated
+/// interrupt ever calls it.
+#[cfg(miri)]
+fn install_irq_handler() {}
 
 /// Interrupts taken by threads that held no simulated CPU at the time (no handler ran).
 pub fn missed_interrupts() -> u64 {
@@ -121,7 +128,13 @@ pub struct Storm {
 /// Handlers run as [`Machine::with_interrupt_handler`] set them up, on the simulated CPU the
 /// thread holds when each interrupt lands. The storm stops, and every interrupt has been taken
 /// or merged, before this returns.
+///
+/// # Panics
+/// Under Miri, which cannot send or take signals.
 pub fn interrupt_storm<R>(work: impl FnOnce() -> R) -> (R, Storm) {
+    if cfg!(miri) {
+        panic!("interrupt_storm: simulated interrupts are signals, which Miri does not support");
+    }
     install_irq_handler();
     // SAFETY: pthread_self has no preconditions.
     let target = unsafe { libc::pthread_self() };
@@ -164,39 +177,93 @@ pub(crate) struct ProtectState {
     was_blocked: bool,
 }
 
-fn irq_set() -> libc::sigset_t {
-    // SAFETY: sigemptyset initialises the set before sigaddset uses it.
-    unsafe {
-        let mut set: libc::sigset_t = core::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, IRQ);
-        set
-    }
-}
+cfg_if::cfg_if! {
+    if #[cfg(miri)] {
+        // Under Miri (`cargo xtask verify`'s miri step) there are no signals: Miri has no
+        // `sigaction`, `pthread_kill` or `pthread_sigmask`. No simulated interrupt can
+        // arrive, so local protection has nothing to mask; it keeps the nesting depth of the
+        // thread's protected sections instead, so that the nesting rules (an inner exit keeps
+        // the protection, the outermost releases it) stay checked. `interrupt_storm` and the
+        // interrupt tests do not run under Miri.
+        std::thread_local! {
+            /// This thread's protected sections currently open.
+            static DEPTH: Cell<usize> = const { Cell::new(0) };
+        }
 
-/// Local protection under simulation: blocks simulated interrupts on this thread. Nests.
-pub(crate) fn protect() -> ProtectState {
-    let set = irq_set();
-    // SAFETY: zeroed is a valid sigset_t to receive the old mask.
-    let mut old: libc::sigset_t = unsafe { core::mem::zeroed() };
-    // SAFETY: both sets are valid; this only changes the calling thread's mask.
-    let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old) };
-    debug_assert_eq!(rc, 0);
-    // SAFETY: `old` was filled in by pthread_sigmask.
-    let was_blocked = unsafe { libc::sigismember(&old, IRQ) } == 1;
-    ProtectState { was_blocked }
-}
+        /// Local protection under simulation (Miri: no interrupts; counts the nesting).
+        pub(crate) fn protect() -> ProtectState {
+            let depth = DEPTH.with(Cell::get);
+            DEPTH.with(|d| d.set(depth + 1));
+            ProtectState { was_blocked: depth > 0 }
+        }
 
-/// Leaves local protection: unblocks simulated interrupts unless an outer `protect` holds.
-///
-/// # Safety
-/// `state` is from the matching `protect` on this thread, released in LIFO order.
-pub(crate) unsafe fn unprotect(state: ProtectState) {
-    if !state.was_blocked {
-        let set = irq_set();
-        // SAFETY: valid set; this only changes the calling thread's mask.
-        let rc = unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, core::ptr::null_mut()) };
-        debug_assert_eq!(rc, 0);
+        /// Leaves local protection (Miri: closes one level of the nesting).
+        ///
+        /// # Safety
+        /// `state` is from the matching `protect` on this thread, released in LIFO order.
+        pub(crate) unsafe fn unprotect(state: ProtectState) {
+            let depth = DEPTH.with(Cell::get);
+            debug_assert!(depth > 0 && state.was_blocked == (depth > 1));
+            DEPTH.with(|d| d.set(depth - 1));
+        }
+
+        /// Whether this thread is inside local protection (what the nesting tests check).
+        #[cfg(test)]
+        pub(crate) fn interrupts_blocked() -> bool {
+            DEPTH.with(Cell::get) > 0
+        }
+    } else {
+        fn irq_set() -> libc::sigset_t {
+            // SAFETY: sigemptyset initialises the set before sigaddset uses it.
+            unsafe {
+                let mut set: libc::sigset_t = core::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::sigaddset(&mut set, IRQ);
+                set
+            }
+        }
+
+        /// Local protection under simulation: blocks simulated interrupts on this thread.
+        /// Nests.
+        pub(crate) fn protect() -> ProtectState {
+            let set = irq_set();
+            // SAFETY: zeroed is a valid sigset_t to receive the old mask.
+            let mut old: libc::sigset_t = unsafe { core::mem::zeroed() };
+            // SAFETY: both sets are valid; this only changes the calling thread's mask.
+            let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old) };
+            debug_assert_eq!(rc, 0);
+            // SAFETY: `old` was filled in by pthread_sigmask.
+            let was_blocked = unsafe { libc::sigismember(&old, IRQ) } == 1;
+            ProtectState { was_blocked }
+        }
+
+        /// Leaves local protection: unblocks simulated interrupts unless an outer `protect`
+        /// holds.
+        ///
+        /// # Safety
+        /// `state` is from the matching `protect` on this thread, released in LIFO order.
+        pub(crate) unsafe fn unprotect(state: ProtectState) {
+            if !state.was_blocked {
+                let set = irq_set();
+                // SAFETY: valid set; this only changes the calling thread's mask.
+                let rc = unsafe {
+                    libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, core::ptr::null_mut())
+                };
+                debug_assert_eq!(rc, 0);
+            }
+        }
+
+        /// Whether the simulated interrupt is blocked on this thread (what protection does).
+        #[cfg(test)]
+        pub(crate) fn interrupts_blocked() -> bool {
+            // SAFETY: zeroed is a valid sigset_t to receive the mask; a null new set only
+            // queries.
+            unsafe {
+                let mut now: libc::sigset_t = core::mem::zeroed();
+                libc::pthread_sigmask(libc::SIG_BLOCK, core::ptr::null(), &mut now);
+                libc::sigismember(&now, IRQ) == 1
+            }
+        }
     }
 }
 
@@ -207,6 +274,10 @@ mod tests {
 
     /// Local protection under simulation really masks the interrupt, and nests.
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "simulated interrupts are signals, which Miri does not support"
+    )]
     fn protect_masks_simulated_interrupts_and_nests() {
         let machine = Machine::new(1);
         let handled = AtomicU64::new(0);

@@ -20,6 +20,8 @@ mod machine;
 pub use interrupt::{interrupt_storm, missed_interrupts, Storm};
 pub use machine::{Bound, Machine};
 
+#[cfg(test)]
+pub(crate) use interrupt::interrupts_blocked;
 pub(crate) use interrupt::{protect, unprotect, ProtectState};
 
 /// Test controls of the i386 primitives: the no-CX8 path on a CPU with CX8

@@ -368,6 +368,8 @@ void pcpu_platform_panic(const char *msg, size_t len)
 	kernel_print("\nFAIL library panic: ");
 	for (size_t i = 0; i < len; i++)
 		arch_putc(msg[i]);
+	if (msg[len] != '\0')
+		kernel_print(" (FAIL: the message is not NUL-terminated)");
 	kernel_print("\n");
 	arch_exit(0);
 }

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The C header as a fast path (issue 10): it compiles warning-free with gcc and clang, as C99,
-# C11 and C++11 with -pedantic, hosted and freestanding; and counter_u64_add compiled with
+# C11 and C++11 with -pedantic, hosted and freestanding, with variable and constant increments
+# (counter_u64_add(c, 1)) at -O0 to -O3 and -Os, with and without a frame pointer and -fPIC,
+# for x86_64, aarch64 and i386 (issue 20); and counter_u64_add compiled with
 # gcc -O2 is the arch's instruction itself: on x86_64 exactly one non-locked add to %gs: and
 # no call; on aarch64 the ldxr/stxr loop (or one stadd with LSE) and no call. The checker is
 # run once on deliberately broken adds and must reject each.
@@ -12,9 +14,29 @@ trap 'rm -rf "$out"' EXIT
 probe='#include "pcpu_counter.h"
 void probe_add(counter_u64_t c, int64_t v) { counter_u64_add(c, v); }
 void probe_protected(counter_u64_t c, int64_t v) { counter_u64_add_protected(c, v); }
+/* Constant increments: FreeBSD'"'"'s most common line, a negative one, and one with both halves. */
+void probe_inc(counter_u64_t c) { counter_u64_add(c, 1); }
+void probe_dec(counter_u64_t c) { counter_u64_add_protected(c, -1); }
+void probe_wide(counter_u64_t c) { counter_u64_add(c, 0x100000001LL); }
+/* Several live values around the add, as in a real caller. */
+void probe_two(counter_u64_t a, counter_u64_t b, int64_t v) { counter_u64_add(a, v); counter_u64_add(b, 1); }
 '
 printf '%s' "$probe" > "$out/probe.c"
 cp "$out/probe.c" "$out/probe.cc"
+
+# Compiles the probe with every optimisation level, with and without a frame pointer and
+# position-independent code: "$@" is the compiler and its flags.
+matrix() {
+    local opt fp pic
+    for opt in -O0 -O1 -O2 -O3 -Os; do
+        for fp in -fno-omit-frame-pointer -fomit-frame-pointer; do
+            for pic in -fno-pic -fPIC; do
+                "$@" $opt $fp $pic -Wall -Wextra -Werror -Iinclude -c "$out/probe.c" -o "$out/p.o"
+            done
+        done
+    done
+    echo "ok   $* (-O0 to -O3, -Os; frame pointer or not; -fPIC or not)"
+}
 
 echo "== compile matrix"
 compilers=(gcc)
@@ -31,37 +53,35 @@ for cc in "${compilers[@]}"; do
         $cxx -std=c++11 -Wall -Wextra -Werror -pedantic -Iinclude -c "$out/probe.cc" -o "$out/p.o"
         echo "ok   $cxx -std=c++11"
     fi
+    matrix $cc -std=c11 -pedantic
 done
 if command -v aarch64-linux-gnu-gcc >/dev/null; then
     for march in armv8-a armv8.1-a; do
         aarch64-linux-gnu-gcc -std=c11 -march=$march -ffreestanding -Wall -Wextra -Werror -pedantic \
             -Iinclude -c "$out/probe.c" -o "$out/p.o"
         echo "ok   aarch64-linux-gnu-gcc -march=$march"
+        matrix aarch64-linux-gnu-gcc -std=c11 -march=$march -ffreestanding -pedantic
     done
 fi
 if command -v i686-linux-gnu-gcc >/dev/null; then
     # i386 has few registers: the cmpxchg8b loop takes eax, ebx, ecx, edx; ebx is the PIC
-    # register with -fPIC, and -O0 keeps a frame pointer.
+    # register with -fPIC, and a frame pointer takes ebp: a constant increment must be an
+    # immediate, not a third register.
     for std in c99 c11; do
-        for pic in -fPIC -fno-pic; do
-            for mode in "" -ffreestanding; do
-                for opt in -O0 -O2; do
-                    i686-linux-gnu-gcc -std=$std $pic $mode $opt -march=i586 -Wall -Wextra -Werror -pedantic \
-                        -Iinclude -c "$out/probe.c" -o "$out/p.o"
-                done
-                echo "ok   i686-linux-gnu-gcc -std=$std $pic $mode (-O0, -O2)"
-            done
+        for mode in "" -ffreestanding; do
+            matrix i686-linux-gnu-gcc -std=$std $mode -march=i586 -pedantic
         done
     done
     i686-linux-gnu-gcc -std=c11 -DPCPU_COUNTER_SIM -Wall -Wextra -Werror -pedantic \
         -Iinclude -c "$out/probe.c" -o "$out/p.o"
     echo "ok   i686-linux-gnu-gcc -DPCPU_COUNTER_SIM (calls out)"
     if command -v clang >/dev/null; then
-        for pic in -fPIC -fno-pic; do
-            clang --target=i686-linux-gnu -std=c11 $pic -ffreestanding -O2 -Wall -Wextra -Werror -pedantic \
-                -Iinclude -c "$out/probe.c" -o "$out/p.o"
-            echo "ok   clang --target=i686-linux-gnu $pic -ffreestanding"
-        done
+        matrix clang --target=i686-linux-gnu -std=c11 -march=i586 -ffreestanding -pedantic
+    fi
+    if command -v i686-linux-gnu-g++ >/dev/null; then
+        i686-linux-gnu-g++ -std=c++11 -O2 -fno-omit-frame-pointer -fPIC -Wall -Wextra -Werror -pedantic \
+            -Iinclude -c "$out/probe.cc" -o "$out/p.o"
+        echo "ok   i686-linux-gnu-g++ -std=c++11 -O2 -fno-omit-frame-pointer -fPIC"
     fi
 fi
 
@@ -69,7 +89,7 @@ fi
 body() {
     "$3" -d --no-show-raw-insn "$1" | awk -v f="<$2>:" '
         $2 == f { on = 1; next }
-        on && /^$/ { exit }
+        on && /^$/ { on = 0 }
         on { sub(/^ *[0-9a-f]+:\t/, ""); print }'
 }
 
@@ -82,13 +102,14 @@ check_x86_64() {
     [ "$(grep -c '%gs:' <<<"$insns")" = 1 ] || return 1
 }
 
-# aarch64: the LL/SC loop (ldxr, stxr, a branch back) or exactly one stadd; no bl.
+# aarch64: the LL/SC loop (ldxr, stxr, a branch back) or exactly one ldadd (never stadd, which
+# may execute far); no bl.
 check_aarch64() {
     local insns="$1" lse="$2"
     ! grep -Eq '^(bl|b)\s' <<<"$insns" || return 1
     grep -q '^mrs.*tpidr_el1' <<<"$insns" || return 1
     if [ "$lse" = 1 ]; then
-        [ "$(grep -c '^stadd' <<<"$insns")" = 1 ] && ! grep -q 'ldxr' <<<"$insns"
+        [ "$(grep -c '^ldadd\s' <<<"$insns")" = 1 ] && ! grep -Eq '^(ldxr|stadd)' <<<"$insns"
     else
         grep -q '^ldxr' <<<"$insns" && grep -q '^stxr' <<<"$insns" && grep -q '^cbnz' <<<"$insns"
     fi
@@ -96,7 +117,7 @@ check_aarch64() {
 
 echo "== disassembly: x86_64 (gcc -O2)"
 gcc -std=c11 -O2 -Iinclude -c "$out/probe.c" -o "$out/x.o"
-for f in probe_add probe_protected; do
+for f in probe_add probe_protected probe_inc probe_dec probe_wide; do
     insns="$(body "$out/x.o" $f objdump)"
     printf '%s:\n%s\n' "$f" "$(sed 's/^/    /' <<<"$insns")"
     check_x86_64 "$insns" || { echo "FAIL: $f is not one non-locked add to %gs:"; exit 1; }
@@ -127,18 +148,21 @@ if command -v aarch64-linux-gnu-gcc >/dev/null && command -v aarch64-linux-gnu-o
         sed 's/^/    /' <<<"$insns"
         check_aarch64 "$insns" $lse || { echo "FAIL: aarch64 probe_add (lse=$lse)"; exit 1; }
     done
-    echo "== the aarch64 checker rejects a plain load/add/store"
+    echo "== the aarch64 checker rejects a plain load/add/store, and a far stadd"
     cat > "$out/broken_a.c" <<'C'
 #include <stdint.h>
 void plain(uintptr_t c, int64_t v) { uintptr_t b; __asm__ __volatile__("mrs %0, tpidr_el1" : "=r"(b)); *(volatile int64_t *)(b + c) += v; }
+void far(uintptr_t c, int64_t v) { uintptr_t b; __asm__ __volatile__("mrs %0, tpidr_el1" : "=r"(b)); __asm__ __volatile__("stadd %1, %0" : "+Q"(*(uint64_t *)(b + c)) : "r"(v) : "memory"); }
 C
-    aarch64-linux-gnu-gcc -std=c11 -O2 -c "$out/broken_a.c" -o "$out/ba.o"
-    for lse in 0 1; do
-        if check_aarch64 "$(body "$out/ba.o" plain aarch64-linux-gnu-objdump)" $lse; then
-            echo "FAIL: the aarch64 checker accepted ldr/add/str (lse=$lse)"; exit 1
-        fi
+    aarch64-linux-gnu-gcc -std=c11 -O2 -march=armv8.1-a -c "$out/broken_a.c" -o "$out/ba.o"
+    for f in plain far; do
+        for lse in 0 1; do
+            if check_aarch64 "$(body "$out/ba.o" $f aarch64-linux-gnu-objdump)" $lse; then
+                echo "FAIL: the aarch64 checker accepted '$f' (lse=$lse)"; exit 1
+            fi
+        done
+        echo "ok   rejected $f"
     done
-    echo "ok   rejected plain"
 else
     echo "skipped aarch64: aarch64-linux-gnu-gcc / binutils-aarch64-linux-gnu not installed"
 fi
@@ -147,7 +171,7 @@ fi
 body_i386() {
     i686-linux-gnu-objdump -dr --no-show-raw-insn "$1" | awk -v f="<$2>:" '
         $2 == f { on = 1; next }
-        on && /^$/ { exit }
+        on && /^$/ { on = 0 }
         on && $2 ~ /^R_386_/ { sym = $3; sub(/[+-]0x[0-9a-f]+$/, "", sym); line = line " @" sym; next }
         on {
             if (line != "") print line
@@ -208,13 +232,14 @@ check_i386() {
 }
 
 if command -v i686-linux-gnu-gcc >/dev/null && command -v i686-linux-gnu-objdump >/dev/null; then
-    for pic in -fno-pic -fPIC; do
-        echo "== disassembly: i386 $pic (i686-linux-gnu-gcc -O2)"
-        i686-linux-gnu-gcc -std=c11 -O2 $pic -Iinclude -c "$out/probe.c" -o "$out/i.o"
-        for f in probe_add:pcpu_counter_add probe_protected:pcpu_counter_add_protected; do
+    for flags in "-fno-pic" "-fPIC" "-fPIC -fno-omit-frame-pointer"; do
+        echo "== disassembly: i386 $flags (i686-linux-gnu-gcc -O2)"
+        i686-linux-gnu-gcc -std=c11 -O2 $flags -Iinclude -c "$out/probe.c" -o "$out/i.o"
+        for f in probe_add:pcpu_counter_add probe_protected:pcpu_counter_add_protected \
+            probe_inc:pcpu_counter_add probe_dec:pcpu_counter_add_protected probe_wide:pcpu_counter_add; do
             insns="$(body_i386 "$out/i.o" "${f%%:*}")"
             printf '%s:\n%s\n' "${f%%:*}" "$(sed 's/^/    /' <<<"$insns")"
-            check_i386 "$insns" "${f#*:}" || { echo "FAIL: i386 ${f%%:*} ($pic)"; exit 1; }
+            check_i386 "$insns" "${f#*:}" || { echo "FAIL: i386 ${f%%:*} ($flags)"; exit 1; }
         done
     done
     echo "== i386 under the simulation: only the out-of-line call"

@@ -22,7 +22,8 @@ flags=(-std=c11 -O2 -Wall -Wextra -Werror -pedantic -Iinclude)
 for pic in -fno-pic -fPIC; do
     link=-no-pie; [ "$pic" = -fPIC ] && link=-pie
     exe="$dir/i386_inline_test$pic"
-    i686-linux-gnu-gcc "${flags[@]}" $pic -c tests/c/i386_inline_add.c -o "$dir/i386_inline_add.o"
+    # With a frame pointer, as xv6 and most kernels build: the loop then has only esi and edi.
+    i686-linux-gnu-gcc "${flags[@]}" $pic -fno-omit-frame-pointer -c tests/c/i386_inline_add.c -o "$dir/i386_inline_add.o"
     i686-linux-gnu-gcc "${flags[@]}" $pic $link -D_GNU_SOURCE tests/c/i386_inline_test.c \
         "$dir/i386_inline_add.o" "$lib" -lpthread -ldl -lm \
         -Wl,--dynamic-linker=$loader -Wl,-rpath,/usr/i686-linux-gnu/lib -o "$exe"

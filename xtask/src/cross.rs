@@ -5,7 +5,7 @@
 //! source where rustup lacks the target):
 //! - `aarch64-unknown-linux-gnu` under `qemu-aarch64 -L /usr/aarch64-linux-gnu`: the whole
 //!   suite (`cargo test --all-features --tests`), then the tests that add (`LSE_TESTS`)
-//!   with `-C target-feature=+lse` (the `stadd` path); then `tests/arch_aarch64.rs` again under
+//!   with `-C target-feature=+lse` (the `ldadd` path); then `tests/arch_aarch64.rs` again under
 //!   `qemu-aarch64 -singlestep`, because qemu delivers signals only between translation
 //!   blocks and only one instruction per block lets them land inside the LL/SC loop.
 //! - `i686-unknown-linux-gnu` natively, with CX8 and with `PCPU_COUNTER_FORCE_NO_CX8=1`

@@ -29,15 +29,25 @@
 //!   the same reason `tests/rseq.rs`'s `harness_catches_*` (broken rseq adds), and its
 //!   `refused_memory_*` (its child's address-space limit leaves no room for TSan's shadow
 //!   memory).
-//! - `miri`: `cargo +nightly miri test` of the portable core (lib unit tests, `tests/zone.rs`,
-//!   `array.rs`, `registry.rs`, `early.rs`, `area.rs`) for `powerpc64le-unknown-linux-gnu`, a
-//!   target with no arch module of its own, so the portable arch (a plain add under local
-//!   protection) is the one that runs, not inline assembly that Miri cannot execute. Where
-//!   `cargo miri` is missing it says what is missing and runs the next best: the same tests in
-//!   the dev profile (debug assertions and overflow checks) on the host arch. The Miri command
-//!   has not been run on these machines (no Miri here): the simulation's local protection
-//!   (`pthread_sigmask`) and thread-local per-CPU base need Miri shims; if one is missing,
-//!   narrow the selection rather than drop the step.
+//! - `miri`: `cargo +nightly miri test` of the portable core ([`PORTABLE_CORE`]: the lib's unit
+//!   tests, `tests/zone.rs`, `area.rs`, `array.rs`, `early.rs`, `ratecheck.rs`,
+//!   `registry.rs`) for `powerpc64le-unknown-linux-gnu` ([`MIRI_TARGET`]), a target with no
+//!   arch module of its own, so the portable arch (a plain add under local protection) runs,
+//!   not inline assembly that Miri cannot execute (own target dir `target/miri`; the sysroot
+//!   is `cargo miri setup`'s, built once from the nightly's `rust-src`). Three runs, all with
+//!   `-Zmiri-permissive-provenance` (slot addresses are numbers, a CPU's base plus an offset;
+//!   Miri still checks each lies in a live, exposed allocation): every test under Stacked
+//!   Borrows (seed 0); the same less the concurrent ones under Tree Borrows; the concurrent
+//!   tests ([`MIRI_CONCURRENT`]) under seeds 1..=4 (`-Zmiri-many-seeds`, `PCPU_MIRI_SEEDS`
+//!   overrides the 4). Prints each run's `MIRIFLAGS`, per test binary the tests passed,
+//!   failed and ignored, and each ignored test with its reason. The tests run fewer
+//!   iterations under `cfg(miri)` (in the test code). Under Miri the simulation has no
+//!   interrupts (Miri has no signals): its local protection counts nesting instead of masking
+//!   a signal (`cfg(miri)` in `src/sim` only), `interrupt_storm` panics, and the tests that
+//!   need interrupts are not selected or are `ignore`d under Miri. Where the nightly, its
+//!   `miri` or its `rust-src` component is missing it says which, with the `rustup` command,
+//!   and runs the next best: the same tests in the dev profile (debug assertions and overflow
+//!   checks) on the host arch. Findings so far are in docs/testing.md.
 //!
 //! A missing tool is reported and skipped, never a failure; a failing model, test or
 //! sanitizer finding is.
@@ -48,11 +58,44 @@ use std::time::Instant;
 
 use crate::toolchain;
 
-/// The portable-core test selection (Miri, and its fallback).
+/// The portable-core test selection (Miri, and its fallback): the lib's unit tests (bitmap,
+/// the C API's protection nesting), the zone (layout, baselines, bitmap, static memory, a
+/// kernel's own blocks), areas, arrays, early counters, ratecheck and the registry.
 const PORTABLE_CORE: &[&str] = &[
-    "--lib", "--test", "zone", "--test", "array", "--test", "registry", "--test", "early",
-    "--test", "area",
+    "--lib",
+    "--test",
+    "zone",
+    "--test",
+    "array",
+    "--test",
+    "registry",
+    "--test",
+    "early",
+    "--test",
+    "area",
+    "--test",
+    "ratecheck",
 ];
+
+/// The concurrent tests of [`PORTABLE_CORE`] (libtest name filters) that Miri reruns with
+/// several scheduler seeds.
+const MIRI_CONCURRENT: &[&str] = &[
+    "alloc_free_reuse_under_concurrency",
+    "exact_sums_from_migrating_threads",
+    "fetch_and_zero_all_is_lossless_under_concurrent_adds",
+    "the_same_check_catches_a_two_step_fetch_then_zero",
+    "counts_before_init_move_into_the_initialising_cpus_slot",
+    "init_racing_with_adds_loses_and_doubles_nothing",
+    "fetch_never_goes_back_during_init",
+    "concurrent_events_within_a_second_are_all_counted",
+    "one_cpu_wins_each_reset",
+    "the_same_check_catches_a_reset_without_the_lock",
+    "snapshots_while_cpus_add_are_monotonic_and_end_exact",
+];
+
+/// The target Miri interprets: one with no arch module of its own, so that the portable arch
+/// (a plain add under local protection) runs, not inline assembly Miri cannot execute.
+const MIRI_TARGET: &str = "powerpc64le-unknown-linux-gnu";
 
 const HOST: &str = "x86_64-unknown-linux-gnu";
 
@@ -420,29 +463,90 @@ fn first_own_frame(report: &str) -> String {
         .to_string()
 }
 
+/// Per test binary (`Running <path>` of cargo), the last `test result:` line's counts:
+/// `(binary, passed, failed, ignored)`.
+fn per_binary(text: &str) -> Vec<(String, u64, u64, u64)> {
+    let mut out: Vec<(String, u64, u64, u64)> = Vec::new();
+    for line in text.lines() {
+        let line = line.trim_start();
+        if let Some(rest) = line.strip_prefix("Running ") {
+            let name = rest.split_whitespace().next().unwrap_or(rest);
+            out.push((name.to_string(), 0, 0, 0));
+        } else if line.starts_with("test result:") {
+            if let Some(last) = out.last_mut() {
+                let (p, f) = test_counts(line);
+                let ignored = line
+                    .split(';')
+                    .find(|p| p.trim_end().ends_with("ignored"))
+                    .and_then(|p| p.split_whitespace().rev().nth(1))
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0);
+                (last.1, last.2, last.3) = (p, f, ignored);
+            }
+        }
+    }
+    out
+}
+
+/// `cargo miri test` of `tests` for [`MIRI_TARGET`] with `miriflags` and libtest `args`;
+/// returns success and the output, cargo's stderr and the tests' stdout interleaved as they
+/// were written (one file for both), so that each `test result:` follows its `Running` line.
+fn miri_test(root: &Path, miriflags: &str, tests: &[&str], args: &[&str]) -> (bool, String) {
+    let log = root.join("target/miri/last-run.log");
+    let file = std::fs::create_dir_all(root.join("target/miri"))
+        .and_then(|()| std::fs::File::create(&log))
+        .and_then(|f| Ok((f.try_clone()?, f)));
+    let (out, err) = match file {
+        Ok(pair) => pair,
+        Err(e) => return (false, format!("cannot create {}: {e}", log.display())),
+    };
+    let mut cmd = nightly_cargo(root);
+    cmd.args(["miri", "test", "--target", MIRI_TARGET])
+        .args(tests)
+        .arg("--")
+        .args(args)
+        .env("MIRIFLAGS", miriflags)
+        .env("CARGO_TARGET_DIR", root.join("target/miri"))
+        .stdout(out)
+        .stderr(err);
+    eprintln!("+ MIRIFLAGS=\"{miriflags}\" {cmd:?}");
+    let ok = cmd.status().is_ok_and(|s| s.success());
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    if !ok {
+        print!("{text}");
+    }
+    (ok, text)
+}
+
 fn miri(root: &Path) -> (bool, String) {
     let has_miri = nightly_cargo(root)
         .args(["miri", "--version"])
         .output()
         .is_ok_and(|o| o.status.success());
-    if has_miri {
-        let mut cmd = nightly_cargo(root);
-        cmd.args(["miri", "test", "--target", "powerpc64le-unknown-linux-gnu"])
-            .args(PORTABLE_CORE)
-            .args(["--", "--skip", "interrupt", "--skip", "storm"])
-            .env("CARGO_TARGET_DIR", root.join("target/miri"));
-        let (ok, text) = capture(cmd, false);
-        let (passed, failed) = test_counts(&text);
-        return (
-            ok,
-            format!(
-                "cargo miri test, portable arch (powerpc64le): {passed} passed, {failed} failed"
-            ),
-        );
+    let has_src = nightly_sysroot().is_some_and(|s| has_rust_src(&s));
+    if has_miri && has_src {
+        return run_miri(root);
     }
-    let mut missing = String::from("the nightly `miri` component (cargo-miri: `rustup component add miri --toolchain nightly`)");
-    if !nightly_sysroot().is_some_and(|s| has_rust_src(&s)) {
-        missing.push_str(" and `rust-src`, which Miri builds its sysroot from");
+    let mut missing = Vec::new();
+    if nightly_sysroot().is_none() {
+        missing.push(
+            "the rustup `nightly` toolchain (`rustup toolchain install nightly`)".to_string(),
+        );
+    } else {
+        if !has_miri {
+            missing.push(
+                "the nightly's `miri` component (cargo-miri: `rustup component add --toolchain \
+                 nightly miri`)"
+                    .to_string(),
+            );
+        }
+        if !has_src {
+            missing.push(
+                "the nightly's `rust-src` component, which Miri builds its standard library \
+                 from (`rustup component add --toolchain nightly rust-src`)"
+                    .to_string(),
+            );
+        }
     }
     let mut cmd = cargo(root);
     cmd.arg("test").args(PORTABLE_CORE);
@@ -451,9 +555,129 @@ fn miri(root: &Path) -> (bool, String) {
     (
         ok,
         format!(
-            "Miri not run: missing {missing}; next best: the portable-core tests (lib, zone, array, registry, early, area) \
-             with debug assertions and overflow checks on the host arch: {passed} passed, {failed} failed \
-             (the protocols themselves: the loom models)"
+            "Miri NOT run: missing {}; next best: the portable-core tests (lib, zone, array, \
+             registry, early, area, ratecheck) with debug assertions and overflow checks on the \
+             host arch: {passed} passed, {failed} failed (the protocols themselves: the loom \
+             models)",
+            missing.join(" and ")
+        ),
+    )
+}
+
+/// The Miri runs: every portable-core test under Stacked Borrows and under Tree Borrows, then
+/// the concurrent ones under more scheduler seeds. Integer-to-pointer casts are permitted
+/// (`-Zmiri-permissive-provenance`): a zone's slot address is a number, the CPU's base plus
+/// an offset, as a per-CPU register holds it; Miri still checks that each such address lies
+/// in a live allocation whose address was exposed.
+fn run_miri(root: &Path) -> (bool, String) {
+    let seeds: u32 = std::env::var("PCPU_MIRI_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(4);
+    // The sysroot Miri interprets (built once from the nightly's rust-src, then cached).
+    let t = Instant::now();
+    let mut setup = nightly_cargo(root);
+    setup.args(["miri", "setup", "--target", MIRI_TARGET]);
+    let (ok, _) = capture(setup, false);
+    if !ok {
+        return (
+            false,
+            format!("cargo miri setup --target {MIRI_TARGET} failed"),
+        );
+    }
+    println!(
+        "  miri sysroot for {MIRI_TARGET} ready ({:.0} s)",
+        t.elapsed().as_secs_f64()
+    );
+
+    let base = "-Zmiri-permissive-provenance";
+    let mut all_ok = true;
+    let mut summary = Vec::new();
+    // Tree Borrows leaves out the concurrent tests, for time: they run the same pointer code
+    // as the others (zone, slots, baselines), which it does check.
+    let skip_concurrent: Vec<&str> = MIRI_CONCURRENT
+        .iter()
+        .flat_map(|name| ["--skip", name])
+        .collect();
+    for (model, flags, args) in [
+        ("Stacked Borrows", base.to_string(), &[][..]),
+        (
+            "Tree Borrows (all but the concurrent tests)",
+            format!("{base} -Zmiri-tree-borrows"),
+            &skip_concurrent[..],
+        ),
+    ] {
+        let t = Instant::now();
+        let (ok, text) = miri_test(root, &flags, PORTABLE_CORE, args);
+        all_ok &= ok;
+        let (passed, failed) = test_counts(&text);
+        println!(
+            "  miri {model}, seed 0 (MIRIFLAGS=\"{flags}\"): {passed} passed, {failed} failed ({:.0} s)",
+            t.elapsed().as_secs_f64()
+        );
+        for (binary, p, f, i) in per_binary(&text) {
+            println!("    {binary}: {p} passed, {f} failed, {i} ignored");
+        }
+        for line in text.lines().filter(|l| l.contains("... ignored")) {
+            println!("    ignored: {}", line.trim_start_matches("test ").trim());
+        }
+        summary.push(format!("{model}: {passed} passed"));
+        all_ok &= failed == 0 && passed > 0;
+        if args.is_empty() {
+            // Every name the seeds run filters on is a test that passed here (a renamed test
+            // would otherwise drop out of the seeds run unseen).
+            for name in MIRI_CONCURRENT {
+                if !text.contains(&format!("test {name} ... ok")) {
+                    println!("    FAIL: concurrent test {name} did not pass (or does not exist)");
+                    all_ok = false;
+                }
+            }
+        }
+    }
+
+    // The concurrent tests under seeds 1..=seeds: each seed another interleaving of the
+    // threads (Miri's scheduler preempts at random points) and other weak-memory outcomes.
+    // `-Zmiri-many-seeds` runs the seeds of each binary in parallel and stops at a failure.
+    let t = Instant::now();
+    let flags = format!("{base} -Zmiri-many-seeds=1..{}", seeds + 1);
+    // Only the binaries that have concurrent tests (each seed starts every binary again).
+    let with_concurrent = [
+        "--test",
+        "zone",
+        "--test",
+        "array",
+        "--test",
+        "registry",
+        "--test",
+        "early",
+        "--test",
+        "ratecheck",
+    ];
+    let (ok, text) = miri_test(root, &flags, &with_concurrent, MIRI_CONCURRENT);
+    all_ok &= ok;
+    // The seeds' outputs interleave: count the markers, not lines.
+    let tried = text.matches("Trying seed:").count();
+    println!(
+        "  miri Stacked Borrows, seeds 1..={seeds} (MIRIFLAGS=\"{flags}\"): {} ({tried} runs of a \
+         test binary under a seed, {:.0} s), the concurrent tests:",
+        if ok { "all passed" } else { "FAILED" },
+        t.elapsed().as_secs_f64()
+    );
+    for name in MIRI_CONCURRENT {
+        println!("    {name}");
+    }
+    summary.push(format!(
+        "{} concurrent tests under seeds 1..={seeds} {}",
+        MIRI_CONCURRENT.len(),
+        if ok { "passed" } else { "FAILED" }
+    ));
+    (
+        all_ok,
+        format!(
+            "cargo miri test, portable arch ({MIRI_TARGET}; lib, zone, array, registry, early, \
+             area, ratecheck): {}",
+            summary.join("; ")
         ),
     )
 }

@@ -13,7 +13,9 @@
 //! ```
 //!
 //! A panic inside the library (a value passed as a counter that is no live counter, a broken
-//! invariant) formats its message into a static buffer and calls `pcpu_platform_panic`.
+//! invariant) formats its message into a static buffer and calls `pcpu_platform_panic` with
+//! it: `len` bytes followed by a NUL (`msg[len] == 0`), so that a kernel's `panic(char *)`
+//! can take it as it is.
 //! `memcpy`, `memset`, `memmove`, `memcmp` and `bcmp` come with the library
 //! (`compiler-builtins-mem`), so its only undefined symbols are those four hooks.
 #![no_std]
@@ -54,7 +56,8 @@ unsafe impl pcpu_counter::Platform for CKernel {
 
 pcpu_counter::set_platform!(CKernel);
 
-/// Bytes of the panic message handed to `pcpu_platform_panic` (longer ones are cut).
+/// Bytes of the panic message handed to `pcpu_platform_panic` with its NUL (longer messages
+/// are cut at `PANIC_BUF - 1` bytes).
 const PANIC_BUF: usize = 256;
 
 /// The first panicking CPU's message. Only the CPU that set [`PANICKING`] writes it.
@@ -88,16 +91,23 @@ impl Write for Cursor<'_> {
 
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
-    const NESTED: &str = "pcpu_counter: panic while another CPU panics";
+    const NESTED: &core::ffi::CStr = c"pcpu_counter: panic while another CPU panics";
     if PANICKING.swap(true, Ordering::AcqRel) {
-        // SAFETY: a static string; the hook never returns.
-        unsafe { pcpu_platform_panic(NESTED.as_ptr(), NESTED.len()) }
+        let msg = NESTED.to_bytes();
+        // SAFETY: a static NUL-terminated string; the hook never returns.
+        unsafe { pcpu_platform_panic(msg.as_ptr(), msg.len()) }
     }
     // SAFETY: this CPU won `PANICKING`: no one else touches the buffer.
     let buf = unsafe { &mut *BUF.bytes.get() };
-    let mut cursor = Cursor { buf, len: 0 };
+    // The last byte stays for the NUL.
+    let mut cursor = Cursor {
+        buf: &mut buf[..PANIC_BUF - 1],
+        len: 0,
+    };
     let _ = write!(cursor, "pcpu_counter: {info}");
     let len = cursor.len;
-    // SAFETY: `len` bytes of the static buffer are the message; the hook never returns.
+    buf[len] = 0;
+    // SAFETY: `len` bytes of the static buffer are the message, then a NUL; the hook never
+    // returns.
     unsafe { pcpu_platform_panic(buf.as_ptr(), len) }
 }

@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# tests/rseq.rs on a real arm64 Linux kernel: the aarch64 rseq critical section executed, not
+# only compiled (qemu-aarch64, the user-mode emulator, has no rseq: there the crate takes its
+# fallback). Cross-builds the test binary (release, as programs ship, in target/linux-vm/build;
+# under TCG its suite runs in about 16 s against 57 s for a debug build), fetches Debian's
+# arm64 kernel and busybox-static with apt's multiarch download options into
+# target/linux-vm/cache (reused when present), packs an initramfs (busybox, ./init, the test
+# binary and the aarch64 libraries it needs) and boots it under
+# `qemu-system-aarch64 -M virt -cpu max,pauth-impdef=on -smp 4`. The initramfs prints the
+# kernel, the path the crate chose and AT_RSEQ_FEATURE_SIZE, runs a control
+# (testbeds/linux-vm/rseq_add.c: the same critical section in plain C, whose result tells a
+# kernel that loses adds by itself from a crate bug), runs every test of tests/rseq.rs with 4
+# test threads, and powers off. Fails when the tests fail, when the crate did not take the
+# rseq path (or took cpu_id where the kernel offers mm_cid), when the C control lost adds (the
+# kernel is then unsound: Debian's 6.19.11), when the marker line is missing, or after
+# LINUX_VM_TIMEOUT seconds (default 600).
+#
+# LINUX_VM_VMLINUZ boots another arm64 kernel image instead (docs/linux.md: 6.19 and 7.3 from
+# trixie-backports); LINUX_VM_ARGS is appended to the kernel command line: `NAME=value` words
+# become /init's environment, the words after `--` the test binary's arguments (default
+# `--test-threads=4`), e.g. LINUX_VM_ARGS="PCPU_COUNTER_RSEQ=cpu -- --exact storm_profile".
+# LINUX_VM_KERNEL names the kernel package (default: what Debian's `linux-image-6.12-cloud-arm64`
+# depends on; the cloud flavour is a third the size and has virt's PL011, virtio and
+# CONFIG_RSEQ, CONFIG_SCHED_MM_CID). Installs its tools with apt-get when missing.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+vm=$root/target/linux-vm
+cache=$vm/cache
+timeout_s=${LINUX_VM_TIMEOUT:-600}
+target=aarch64-unknown-linux-gnu
+sysroot=/usr/aarch64-linux-gnu
+
+need=()
+command -v qemu-system-aarch64 >/dev/null || need+=(qemu-system-arm)
+command -v cpio >/dev/null || need+=(cpio)
+command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu)
+command -v aarch64-linux-gnu-readelf >/dev/null || need+=(binutils-aarch64-linux-gnu)
+[ -f "$sysroot/lib/libc.so.6" ] || need+=(libc6-dev-arm64-cross)
+if [ ${#need[@]} -gt 0 ]; then
+    apt-get update -q
+    # `qemu-utils-` removes a newer qemu-utils that conflicts with Debian 12's qemu-system.
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+        "${need[@]}" qemu-utils-
+fi
+rustup target list --installed 2>/dev/null | grep -qx "$target" || rustup target add "$target"
+
+echo "== linux-vm: cross-building tests/rseq.rs for $target (release)"
+# Fixed here, so that the build in target/linux-vm/build is reused whatever the caller's
+# environment: no debug info (not read), no incremental cache.
+export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
+    CARGO_PROFILE_RELEASE_DEBUG=0 CARGO_INCREMENTAL=0
+bin=$(CARGO_TARGET_DIR=$vm/build cargo test --release --no-run --target "$target" --features rseq \
+    --test rseq --message-format=json \
+    | grep '"profile":{[^}]*"test":true' | grep -o '"executable":"[^"]*"' | cut -d'"' -f4)
+[ -x "$bin" ] || { echo "FAIL: no test binary built"; exit 1; }
+# The control: the same critical section in plain C (testbeds/linux-vm/rseq_add.c).
+mkdir -p "$vm"
+aarch64-linux-gnu-gcc -O2 -Wall -Werror -pthread testbeds/linux-vm/rseq_add.c -o "$vm/rseq_add"
+
+# Debian's arm64 packages, downloaded with the machine's apt sources and package lists of its
+# own (the system's apt state is not touched).
+if ! ls "$cache"/root/boot/vmlinuz-* >/dev/null 2>&1 || [ ! -x "$cache/root/bin/busybox" ]; then
+    echo "== linux-vm: fetching Debian's arm64 kernel and busybox-static"
+    rm -rf "$cache"
+    mkdir -p "$cache/lists/partial" "$cache/apt" "$cache/debs" "$cache/root"
+    apt_opts=(-q -oAPT::Architecture=arm64 -oAPT::Architectures=arm64
+        "-oDir::State::Lists=$cache/lists" "-oDir::Cache=$cache/apt"
+        -oAPT::Sandbox::User=root -oAcquire::IndexTargets::deb::DEP-11::DefaultEnabled=false)
+    apt-get "${apt_opts[@]}" update
+    kernel=${LINUX_VM_KERNEL:-$(apt-cache "${apt_opts[@]}" depends linux-image-6.12-cloud-arm64 \
+        | sed -n 's/^ *Depends: \(linux-image-[^ ]*\)$/\1/p' | head -1)}
+    [ -n "$kernel" ] || { echo "FAIL: no arm64 kernel package found"; exit 1; }
+    (cd "$cache/debs" && apt-get "${apt_opts[@]}" download "$kernel" busybox-static)
+    for deb in "$cache"/debs/*.deb; do dpkg -x "$deb" "$cache/root"; done
+fi
+vmlinuz=$(ls "$cache"/root/boot/vmlinuz-* | head -1)
+config=$(ls "$cache"/root/boot/config-* | head -1)
+echo "== linux-vm: kernel $(basename "$vmlinuz"):" \
+    "$(grep -E '^CONFIG_(RSEQ|SCHED_MM_CID)=' "$config" | tr '\n' ' ')"
+if [ -n "${LINUX_VM_VMLINUZ:-}" ]; then
+    vmlinuz=$LINUX_VM_VMLINUZ
+    echo "== linux-vm: booting $vmlinuz instead (LINUX_VM_VMLINUZ)"
+fi
+
+# The initramfs: busybox, /init, the test binary, and the libraries it needs (its NEEDED
+# entries and theirs, from the cross sysroot) with the program interpreter, in /lib.
+echo "== linux-vm: initramfs"
+initrd=$vm/initramfs
+rm -rf "$initrd" && mkdir -p "$initrd/bin" "$initrd/lib"
+cp "$cache/root/bin/busybox" "$initrd/bin/busybox"
+cp testbeds/linux-vm/init "$initrd/init"
+cp "$bin" "$initrd/rseq"
+cp "$vm/rseq_add" "$initrd/rseq_add"
+interp=$(aarch64-linux-gnu-readelf -l "$bin" | sed -n 's/.*interpreter: \(.*\)\]/\1/p')
+[ "$interp" = /lib/ld-linux-aarch64.so.1 ] || { echo "FAIL: unexpected interpreter '$interp'"; exit 1; }
+todo=("$bin")
+while [ ${#todo[@]} -gt 0 ]; do
+    elf=${todo[0]}
+    todo=("${todo[@]:1}")
+    for lib in $(aarch64-linux-gnu-readelf -d "$elf" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p') \
+        "$(basename "$interp")"; do
+        [ -e "$initrd/lib/$lib" ] && continue
+        [ -f "$sysroot/lib/$lib" ] || { echo "FAIL: $lib not in $sysroot/lib"; exit 1; }
+        cp -L "$sysroot/lib/$lib" "$initrd/lib/$lib"
+        todo+=("$initrd/lib/$lib")
+    done
+done
+echo "libraries: $(cd "$initrd/lib" && echo *)"
+(cd "$initrd" && find . | cpio -o -H newc -R 0:0 --quiet) >"$vm/initramfs.cpio"
+
+echo "== linux-vm: booting qemu-system-aarch64 -M virt -cpu max,pauth-impdef=on -smp 4" \
+    "(timeout ${timeout_s}s)"
+log=$vm/console.log
+qemu_status=0
+timeout --foreground -k 10 "$timeout_s" qemu-system-aarch64 -M virt -cpu max,pauth-impdef=on -smp 4 -m 4G \
+    -nographic -no-reboot -kernel "$vmlinuz" -initrd "$vm/initramfs.cpio" \
+    -append "console=ttyAMA0 panic=-1 quiet ${LINUX_VM_ARGS:-}" </dev/null 2>&1 | tr -d '\r' | tee "$log" \
+    || qemu_status=$?
+[ "$qemu_status" = 0 ] || echo "qemu exited with $qemu_status (124: timed out)"
+
+result=$(sed -n 's/^linux-vm: result \([0-9]*\)$/\1/p' "$log" | tail -1)
+path=$(grep -m1 '^path: ' "$log" || true)
+[ -n "$result" ] || { echo "FAIL: no result line from the VM"; exit 1; }
+kernel_lost=0
+if [ "$(grep -c '^rseq_add: .* lost 0$' "$log")" != 2 ]; then
+    echo "NOTE: the kernel itself loses adds of a plain C rseq section (rseq_add above, or it" \
+        "did not run): a failure of tests/rseq.rs here is the kernel's, not the crate's"
+    kernel_lost=1
+fi
+[ "$result" = 0 ] || { echo "FAIL: tests/rseq.rs failed in the VM (status $result)"; exit 1; }
+[ "$kernel_lost" = 0 ] || { echo "FAIL: the kernel's rseq lost adds of the C control"; exit 1; }
+case $path in
+    "path: rseq (index mm_cid, glibc's registration);"*) ;;
+    "path: rseq (index cpu_id, glibc's registration);"*)
+        # cpu_id is right only where the kernel does not offer mm_cid (feature size < 28).
+        size=$(sed -n 's/.*AT_RSEQ_FEATURE_SIZE \([0-9]*\);.*/\1/p' <<<"$path")
+        [ "${size:-0}" -lt 28 ] || { echo "FAIL: cpu_id index where the kernel offers mm_cid"; exit 1; }
+        ;;
+    *) echo "FAIL: the crate did not take the rseq path in the VM: '${path:-no path line}'"; exit 1 ;;
+esac
+echo "linux-vm: tests/rseq.rs passed on $(sed -n 's/^linux-vm: kernel \([^ ]*\).*/\1/p' "$log")" \
+    "with 4 vCPUs; ${path#path: }"

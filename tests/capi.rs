@@ -449,3 +449,43 @@ fn registry_callback_may_zero_and_add() {
         counter_u64_free(c);
     }
 }
+
+/// `M_WAITOK` on a full zone waits until a slot is freed, as FreeBSD's `counter_u64_alloc`
+/// sleeps in `uma_zalloc_pcpu`; `M_NOWAIT` fails at once.
+#[test]
+fn waitok_waits_for_a_free_slot() {
+    let _turn = setup();
+    let mut held = Vec::new();
+    loop {
+        let c = counter_u64_alloc(M_NOWAIT);
+        if c.is_null() {
+            break;
+        }
+        held.push(c as usize);
+    }
+    assert!(counter_u64_alloc(M_NOWAIT).is_null());
+    let asking = std::sync::atomic::AtomicBool::new(false);
+    let got = std::thread::scope(|s| {
+        let waiter = s.spawn(|| {
+            asking.store(true, std::sync::atomic::Ordering::SeqCst);
+            counter_u64_alloc(M_WAITOK) as usize
+        });
+        while !asking.load(std::sync::atomic::Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+        // Give the waiter time to find the zone full (its result does not depend on it).
+        for _ in 0..1000 {
+            std::thread::yield_now();
+        }
+        let freed = held.pop().unwrap();
+        // SAFETY: a live counter of this test's.
+        unsafe { counter_u64_free(freed as counter_u64_t) };
+        (waiter.join().unwrap(), freed)
+    });
+    assert_eq!(got.0, got.1, "the waiter got the slot that was freed");
+    held.push(got.0);
+    for c in held {
+        // SAFETY: live counters of this test's.
+        unsafe { counter_u64_free(c as counter_u64_t) };
+    }
+}

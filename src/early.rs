@@ -276,8 +276,6 @@ macro_rules! counter_u64_define_early {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::Machine;
-    use std::boxed::Box;
     use std::format;
 
     #[test]
@@ -286,7 +284,7 @@ mod tests {
         c.inc();
         c.add(2);
         assert_eq!(format!("{c:?}"), "EarlyCounter { live: false, value: 3 }");
-        let machine: &'static Machine = Box::leak(Box::new(Machine::new(2)));
+        let machine = crate::sim::machine_for_ever(2);
         machine.run_on(1, || c.init(machine.zone())).unwrap();
         machine.run_on(0, || c.inc());
         assert_eq!(format!("{c:?}"), "EarlyCounter { live: true, value: 4 }");

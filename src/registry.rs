@@ -362,8 +362,6 @@ impl<const N: usize> fmt::Debug for Snapshot<'_, '_, N> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::Machine;
-    use std::boxed::Box;
     use std::format;
     use std::string::ToString;
 
@@ -383,7 +381,7 @@ mod tests {
     fn statistics_errors_and_debug_output() {
         assert!(Nothing.is_empty());
         assert!(!Nothing.is_array());
-        let machine: &'static Machine = Box::leak(Box::new(Machine::new(2)));
+        let machine = crate::sim::machine_for_ever(2);
         let c = machine.alloc().unwrap();
         let a: CounterArray<'_, 2> = CounterArray::new(machine.zone()).unwrap();
         let early = EarlyCounter::new();

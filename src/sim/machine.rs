@@ -169,3 +169,16 @@ impl Drop for Bound<'_> {
         unsafe { arch::host_unbind() };
     }
 }
+
+/// A machine that lives for ever, for the unit tests whose zone must be `'static` (an early
+/// counter's `init`): leaked, and kept reachable from a static so that Miri's leak check
+/// does not report it.
+#[cfg(test)]
+pub(crate) fn machine_for_ever(ncpus: usize) -> &'static Machine {
+    static KEPT: std::sync::Mutex<Vec<&'static Machine>> = std::sync::Mutex::new(Vec::new());
+    let machine: &'static Machine = Box::leak(Box::new(Machine::new(ncpus)));
+    KEPT.lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .push(machine);
+    machine
+}

@@ -23,6 +23,8 @@ pub use machine::{Bound, Machine};
 #[cfg(test)]
 pub(crate) use interrupt::interrupts_blocked;
 pub(crate) use interrupt::{protect, unprotect, ProtectState};
+#[cfg(test)]
+pub(crate) use machine::machine_for_ever;
 
 /// Test controls of the i386 primitives: the no-CX8 path on a CPU with CX8
 /// ([`force_no_cx8`](i386::force_no_cx8); the environment variable `PCPU_COUNTER_FORCE_NO_CX8`

@@ -114,3 +114,59 @@ pub extern "C" fn pcpu_strerror(err: c_int) -> *const c_char {
     };
     text.as_ptr()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::AreaShape;
+
+    /// Every `Error` has the code the header documents for it, and the codes are distinct
+    /// (bar the catch-all for the variants the header has no code for).
+    #[test]
+    fn each_error_has_its_code() {
+        let shape = AreaShape {
+            base: 0,
+            stride: 64,
+            ncpus: 1,
+        };
+        let cases = [
+            (Error::NoCpus, PCPU_ENOCPUS),
+            (Error::StrideNotMultipleOf8 { stride: 12 }, PCPU_ESTRIDE),
+            (
+                Error::StrideTooSmall {
+                    stride: 8,
+                    needed: 16,
+                },
+                PCPU_ESTRIDESMALL,
+            ),
+            (Error::Misaligned { addr: 4 }, PCPU_EMISALIGNED),
+            (Error::BadAreaLength { len: 0 }, PCPU_EAREA),
+            (Error::MetaTooSmall { needed: 2, has: 1 }, PCPU_EMETA),
+            (
+                Error::AreaMismatch {
+                    in_force: shape,
+                    needed: AreaShape { ncpus: 2, ..shape },
+                },
+                PCPU_EAREAMISMATCH,
+            ),
+            (Error::ZoneOverlap { offset: 8, len: 8 }, PCPU_EOVERLAP),
+            (Error::TooManyZones { max: 64 }, PCPU_EZONES),
+            (Error::AddressOverflow, PCPU_EOVERFLOW),
+            (Error::CpuOutOfRange { cpu: 2, ncpus: 2 }, PCPU_ECPU),
+            (Error::ZoneFull { capacity: 8 }, PCPU_EFULL),
+            (Error::MemoryInUse, PCPU_EINUSE),
+            (Error::AlreadyInstalled, PCPU_EINSTALLED),
+            (Error::NotInstalled, PCPU_ENOTINSTALLED),
+            (Error::AlreadyBound, PCPU_EBOUND),
+            (Error::OutOfMemory { bytes: 1 << 40 }, PCPU_EOTHER),
+        ];
+        for (e, want) in cases {
+            assert_eq!(code(e), want, "{e:?}");
+        }
+        let mut codes: std::vec::Vec<c_int> =
+            cases[..cases.len() - 1].iter().map(|&(_, c)| c).collect();
+        codes.sort_unstable();
+        codes.dedup();
+        assert_eq!(codes.len(), cases.len() - 1, "two errors share a code");
+    }
+}

@@ -255,6 +255,15 @@ mod tests {
 
     use crate::sim::interrupts_blocked;
 
+    /// The nesting table bounds the CPUs only where the arch's add needs protection: on the
+    /// others a zone of any CPU count suits the C API.
+    #[test]
+    fn the_nesting_table_bounds_cpus_only_where_protection_is_needed() {
+        assert!(nest_fits(1) && nest_fits(PCPU_NEST_CPUS));
+        assert_eq!(nest_fits(PCPU_NEST_CPUS + 1), !arch::needs_protection());
+        assert_eq!(nest_fits(usize::MAX), !arch::needs_protection());
+    }
+
     /// The table as an arch that needs protection uses it: the outermost level holds the
     /// protection, inner exits keep it, the last exit releases it; per CPU.
     #[test]

@@ -158,7 +158,7 @@ mod tests {
             (Error::AlreadyInstalled, PCPU_EINSTALLED),
             (Error::NotInstalled, PCPU_ENOTINSTALLED),
             (Error::AlreadyBound, PCPU_EBOUND),
-            (Error::OutOfMemory { bytes: 1 << 40 }, PCPU_EOTHER),
+            (Error::OutOfMemory { bytes: usize::MAX }, PCPU_EOTHER),
         ];
         for (e, want) in cases {
             assert_eq!(code(e), want, "{e:?}");

@@ -103,6 +103,21 @@ pub enum Error {
         /// The values accepted, separated by commas.
         accepted: &'static str,
     },
+    /// The rseq add path asked for in code (`rseq::set_path`) cannot run in this process;
+    /// the path is left unchosen.
+    RseqPathUnavailable {
+        /// The path asked for.
+        asked: &'static str,
+        /// Why it cannot run here.
+        reason: &'static str,
+    },
+    /// The rseq add path asked for in code (`rseq::set_path`) differs from the one the
+    /// process already uses: the path is fixed at the first zone (or the first
+    /// `rseq::path`), so it must be set before any counter is made.
+    RseqPathTooLate {
+        /// The path asked for.
+        asked: &'static str,
+    },
 }
 
 impl fmt::Display for Error {
@@ -163,6 +178,14 @@ impl fmt::Display for Error {
             } => write!(
                 f,
                 "environment variable {var}={value:?} is not one of the accepted values: {accepted}"
+            ),
+            Error::RseqPathUnavailable { asked, reason } => {
+                write!(f, "the rseq add path {asked} is not available here: {reason}")
+            }
+            Error::RseqPathTooLate { asked } => write!(
+                f,
+                "the rseq add path {asked} was asked for after the process chose another \
+                 (at its first zone or rseq::path call); call rseq::set_path before both"
             ),
         }
     }

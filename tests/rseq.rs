@@ -1049,3 +1049,358 @@ mod broken {
         );
     }
 }
+
+/// Signed totals: a gauge that goes below zero reads negative through `fetch_i64`, and the
+/// same bits through `fetch`.
+#[test]
+fn signed_reads() {
+    let c = rseq::Counter::new().unwrap();
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| (0..1000).for_each(|_| c.add(-3)));
+        }
+    });
+    c.add(7);
+    assert_eq!(c.fetch_i64(), -11_993);
+    assert_eq!(c.fetch(), (-11_993i64) as u64);
+    c.add(i64::MAX);
+    assert_eq!(c.fetch_i64(), i64::MAX - 11_993);
+    assert_eq!(c.fetch_and_zero() as i64, i64::MAX - 11_993);
+    assert_eq!(c.fetch_i64(), 0);
+    static S: rseq::StaticCounter = rseq::StaticCounter::new();
+    S.add(-5);
+    assert_eq!((S.fetch_i64(), S.fetch()), (-5, (-5i64) as u64));
+}
+
+static HITS: rseq::StaticCounter = rseq::StaticCounter::new();
+static BY_KIND: [rseq::StaticCounter; 3] = [const { rseq::StaticCounter::new() }; 3];
+
+/// Static counters, as an outside crate declares them: one line, const, counted from many
+/// migrating threads; an array's elements are separate counters; zero and fetch_and_zero.
+#[test]
+fn static_counters_count() {
+    assert_eq!(HITS.error(), None);
+    std::thread::scope(|s| {
+        for i in 0..8 {
+            s.spawn(move || {
+                for k in 0..4000 {
+                    if k % 1000 == 0 {
+                        pin(Some(i + k / 1000));
+                    }
+                    HITS.inc();
+                    BY_KIND[k % 3].add(2);
+                }
+            });
+        }
+    });
+    assert_eq!(HITS.fetch(), 32_000);
+    // 4000 adds per thread: k % 3 is 0 for 1334 of them, 1 and 2 for 1333.
+    let kinds: Vec<u64> = BY_KIND.iter().map(|c| c.fetch()).collect();
+    assert_eq!(kinds, [8 * 1334 * 2, 8 * 1333 * 2, 8 * 1333 * 2]);
+    assert_eq!(BY_KIND[1].fetch_and_zero(), 21_328);
+    assert_eq!(BY_KIND[1].fetch(), 0);
+    BY_KIND[2].zero();
+    BY_KIND[2].add(4);
+    assert_eq!(BY_KIND[2].fetch(), 4);
+    assert_eq!(BY_KIND[0].fetch(), 21_344, "the others' zeroes leave it");
+    assert!(format!("{:?}", BY_KIND[2]).contains("value: 4"));
+}
+
+/// A static counter first used when the process-wide zone is full counts exactly on its
+/// atomic and says why (in a child: it fills the process-wide zone).
+#[test]
+fn static_counter_when_the_zone_is_full() {
+    run_child("static_counter_zone_full_child", &[]);
+}
+
+#[test]
+fn static_counter_zone_full_child() {
+    if !in_child("static_counter_zone_full_child") {
+        return;
+    }
+    static LATE: rseq::StaticCounter = rseq::StaticCounter::new();
+    static EARLY: rseq::StaticCounter = rseq::StaticCounter::new();
+    EARLY.inc();
+    let held: Vec<_> = (0..rseq::GLOBAL_CAPACITY - 1)
+        .map(|_| rseq::Counter::new().unwrap())
+        .collect();
+    assert_eq!(rseq::global_zone().unwrap().in_use(), rseq::GLOBAL_CAPACITY);
+    let full = Error::ZoneFull {
+        capacity: rseq::GLOBAL_CAPACITY,
+    };
+    assert_eq!(rseq::Counter::new().unwrap_err(), full);
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                (0..1000).for_each(|_| {
+                    LATE.add(3);
+                    EARLY.add(3);
+                })
+            });
+        }
+    });
+    assert_eq!(LATE.error(), Some(full));
+    assert_eq!(EARLY.error(), None);
+    assert_eq!((LATE.fetch(), EARLY.fetch()), (12_000, 12_001));
+    LATE.add(-12_005);
+    assert_eq!(LATE.fetch_i64(), -5);
+    assert_eq!(LATE.fetch_and_zero(), (-5i64) as u64);
+    LATE.add(2);
+    LATE.zero();
+    assert_eq!(LATE.fetch(), 0);
+    // Freed slots do not move a spilled counter back: it keeps counting on its atomic.
+    drop(held);
+    LATE.inc();
+    assert_eq!((LATE.fetch(), LATE.error()), (1, Some(full)));
+    assert!(format!("{LATE:?}").contains("ZoneFull"), "{LATE:?}");
+}
+
+/// Counters that keep their own zone alive: moved to threads, in a `static`, outliving every
+/// other handle of the zone; the zone is unmapped when the last goes.
+#[test]
+fn owned_counters_keep_their_zone() {
+    use std::sync::Arc;
+    static KEPT: OnceLock<rseq::OwnedCounter> = OnceLock::new();
+    let zone = Arc::new(rseq::Zone::new(16).unwrap());
+    let counters: Vec<_> = (0..4)
+        .map(|_| rseq::OwnedCounter::new(&zone).unwrap())
+        .collect();
+    KEPT.set(rseq::OwnedCounter::new(&zone).unwrap()).unwrap();
+    assert_eq!((zone.in_use(), Arc::strong_count(&zone)), (5, 6));
+    let weak = Arc::downgrade(&zone);
+    drop(zone);
+    let handles: Vec<_> = counters
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| {
+            std::thread::spawn(move || {
+                (0..1000).for_each(|_| {
+                    c.add(i as i64 + 1);
+                    KEPT.get().unwrap().inc();
+                });
+                c.fetch()
+            })
+        })
+        .collect();
+    let sums: Vec<u64> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    assert_eq!(sums, [1000, 2000, 3000, 4000]);
+    let kept = KEPT.get().unwrap();
+    assert_eq!(kept.fetch(), 4000);
+    // The four thread's counters are gone, their slots freed; the zone lives on in `KEPT`.
+    assert_eq!((kept.zone().in_use(), weak.strong_count()), (1, 1));
+    let zone = kept.zone();
+    let c = rseq::OwnedCounter::new(zone).unwrap();
+    assert_eq!(c.fetch(), 0, "a reused slot reads 0");
+    assert_eq!(
+        format!("{c:?}"),
+        format!("Counter {{ offset: {}, value: 0 }}", c.offset())
+    );
+    let full: Vec<_> = (1..zone.capacity())
+        .map(|_| rseq::OwnedCounter::new(zone))
+        .collect();
+    assert_eq!(full.iter().filter(|r| r.is_err()).count(), 1);
+    assert_eq!(
+        rseq::OwnedCounter::new(zone).unwrap_err(),
+        Error::ZoneFull {
+            capacity: zone.capacity()
+        }
+    );
+    drop(full);
+    drop(c);
+    // A zone with no other handle goes with its last counter.
+    let z = Arc::new(rseq::Zone::new(8).unwrap());
+    let c = rseq::OwnedCounter::new(&z).unwrap();
+    let weak = Arc::downgrade(&z);
+    drop(z);
+    c.inc();
+    assert_eq!((c.fetch(), weak.strong_count()), (1, 1));
+    drop(c);
+    assert_eq!(weak.strong_count(), 0);
+}
+
+/// The path chosen in code (`rseq::set_path`), each case in its own child process (the
+/// path is per process): what it gives, over the environment variable; what is unavailable
+/// and why, leaving the path unchosen; what comes too late.
+#[test]
+fn path_chosen_in_code() {
+    for (case, env) in [
+        ("fallback", None),
+        ("fallback-over-env", Some(("PCPU_COUNTER_RSEQ", "cpu"))),
+        ("cpu", Some(("PCPU_COUNTER_RSEQ", "off"))),
+        ("cid", None),
+        ("own", None),
+        ("own", Some(("GLIBC_TUNABLES", "glibc.pthread.rseq=0"))),
+        ("too-late", None),
+        ("bad-env", Some(("PCPU_COUNTER_RSEQ", "CPU"))),
+    ] {
+        let mut vars: Vec<(&str, &std::ffi::OsStr)> = vec![("CASE", case.as_ref())];
+        if let Some((k, v)) = env {
+            vars.push((k, v.as_ref()));
+        }
+        if !run_child("set_path_child", &vars) {
+            return;
+        }
+    }
+}
+
+#[test]
+fn set_path_child() {
+    if !in_child("set_path_child") {
+        return;
+    }
+    let case = std::env::var("CASE").unwrap();
+    let glibc_off = std::env::var("GLIBC_TUNABLES").is_ok();
+    let cid_offered = rseq::kernel_feature_size() >= 28;
+    let too_late = |asked| Error::RseqPathTooLate { asked };
+    let chosen = match case.as_str() {
+        "fallback" | "fallback-over-env" => {
+            let p = rseq::set_path(rseq::Choice::Fallback).unwrap();
+            let code = Path::Fallback {
+                reason: "chosen in code (rseq::set_path)",
+            };
+            assert_eq!(p, code);
+            assert_eq!(
+                rseq::set_path(rseq::Choice::CpuId),
+                Err(too_late("rseq with cpu_id"))
+            );
+            code
+        }
+        "cpu" => {
+            let p = rseq::set_path(rseq::Choice::CpuId).unwrap();
+            assert!(
+                matches!(
+                    p,
+                    Path::Rseq {
+                        index: Index::Cpu,
+                        glibc_registered: true
+                    }
+                ),
+                "{p}"
+            );
+            let e = rseq::set_path(rseq::Choice::Fallback).unwrap_err();
+            assert_eq!(e, too_late("fallback"));
+            assert_eq!(
+                e.to_string(),
+                "the rseq add path fallback was asked for after the process chose another \
+                 (at its first zone or rseq::path call); call rseq::set_path before both"
+            );
+            if cid_offered {
+                assert_eq!(
+                    rseq::set_path(rseq::Choice::ConcurrencyId),
+                    Err(too_late("rseq with mm_cid"))
+                );
+            }
+            p
+        }
+        "cid" => {
+            let r = rseq::set_path(rseq::Choice::ConcurrencyId);
+            if cid_offered {
+                let p = r.unwrap();
+                assert_eq!(
+                    p,
+                    Path::Rseq {
+                        index: Index::ConcurrencyId,
+                        glibc_registered: true
+                    }
+                );
+                assert_eq!(
+                    rseq::set_path(rseq::Choice::CpuId),
+                    Err(too_late("rseq with cpu_id"))
+                );
+                p
+            } else {
+                let e = r.unwrap_err();
+                assert_eq!(
+                    e,
+                    Error::RseqPathUnavailable {
+                        asked: "rseq with mm_cid",
+                        reason: "the kernel does not offer mm_cid (AT_RSEQ_FEATURE_SIZE below 28)"
+                    }
+                );
+                // Unchosen still: another choice is free.
+                rseq::set_path(rseq::Choice::CpuId).unwrap()
+            }
+        }
+        "own" if glibc_off => {
+            let p = rseq::set_path(rseq::Choice::OwnRegistration).unwrap();
+            assert!(
+                matches!(
+                    p,
+                    Path::Rseq {
+                        glibc_registered: false,
+                        ..
+                    }
+                ),
+                "{p}"
+            );
+            p
+        }
+        "own" => {
+            let e = rseq::set_path(rseq::Choice::OwnRegistration).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                "the rseq add path rseq with own registration is not available here: glibc \
+                 registers every thread's area (start the process with \
+                 GLIBC_TUNABLES=glibc.pthread.rseq=0)"
+            );
+            // The failed call chose nothing.
+            let p = rseq::set_path(rseq::Choice::CpuId).unwrap();
+            assert_eq!(
+                rseq::set_path(rseq::Choice::OwnRegistration),
+                Err(too_late("rseq with own registration"))
+            );
+            p
+        }
+        "too-late" => {
+            let p = rseq::path();
+            assert_eq!(
+                rseq::set_path(rseq::Choice::Fallback),
+                Err(too_late("fallback"))
+            );
+            let want = if cid_offered {
+                Index::ConcurrencyId
+            } else {
+                Index::Cpu
+            };
+            assert_eq!(
+                p,
+                Path::Rseq {
+                    index: want,
+                    glibc_registered: true
+                }
+            );
+            // A choice the path satisfies succeeds, late or not.
+            let same = if cid_offered {
+                rseq::Choice::ConcurrencyId
+            } else {
+                rseq::Choice::CpuId
+            };
+            assert_eq!(rseq::set_path(same), Ok(p));
+            p
+        }
+        "bad-env" => {
+            let e = rseq::Zone::new(1).unwrap_err();
+            assert!(matches!(e, Error::BadEnvVar { .. }), "{e:?}");
+            assert_eq!(rseq::set_path(rseq::Choice::Fallback), Err(e));
+            assert_eq!(rseq::set_path(rseq::Choice::Auto), Err(e));
+            return;
+        }
+        other => panic!("unknown case {other}"),
+    };
+    assert_eq!(rseq::set_path(rseq::Choice::Auto), Ok(chosen));
+    assert_eq!(rseq::path(), chosen);
+    let _g = serial();
+    let t = Target::new(product_add);
+    assert_eq!(t.counter.fetch(), 0);
+    let (expected, got) = run(
+        &t,
+        Storm {
+            threads: 8,
+            adds: 5000,
+            churn: 8,
+            ..STORM
+        },
+    );
+    eprintln!("{case}: {chosen}: expected {expected} counted {got}");
+    assert_eq!(got, expected);
+}

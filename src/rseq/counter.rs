@@ -160,6 +160,14 @@ impl<'z> Counter<'z> {
         self.inner.fetch()
     }
 
+    /// The signed count since the last zero: [`fetch`](Counter::fetch) read as two's
+    /// complement, for counters whose adds may be negative (a gauge, a balance). The sum is
+    /// kept modulo 2^64 either way, so `fetch_i64` is exact while the true total lies in
+    /// `i64`'s range.
+    pub fn fetch_i64(&self) -> i64 {
+        self.fetch() as i64
+    }
+
     /// Resets the counter to 0, losslessly (the core's [`zero`](crate::Counter::zero)).
     pub fn zero(&self) {
         self.inner.zero()

@@ -59,6 +59,23 @@
 //! with `cpu_id` the CPUs the process ran on, with `mm_cid` the concurrency IDs it used.
 //! [`Zone::resident_bytes`] reports it.
 //!
+//! # Signed totals
+//! [`Counter::add`] takes an `i64` and the sum is kept modulo 2^64: [`Counter::fetch`] reads
+//! it as a `u64`, [`Counter::fetch_i64`] as an `i64` (a gauge that goes up and down, a
+//! balance), exact while the true total lies in `i64`'s range.
+//!
+//! # Signal handlers
+//! `add`, `inc`, `fetch`, `fetch_i64`, `zero` and `fetch_and_zero` are async-signal-safe
+//! (the rseq section or one locked add; atomic loads; a compare-and-swap loop; no lock, no
+//! allocation), on every path. A handler's `fetch` counts every add that committed before it
+//! started, in any thread: an add of the interrupted thread whose critical section the signal
+//! cut is not committed yet (the kernel restarts it after the handler returns), so that add
+//! is counted by a later `fetch`, never twice and never lost. A handler's `fetch_and_zero`
+//! that interrupts the same thread's `fetch_and_zero` makes the interrupted one retry: the
+//! two deltas still add up to every add. What a handler must not do first is what allocates:
+//! making a zone, [`Counter::new`], and the first use of a [`StaticCounter`] (which
+//! allocates its slot; touch it once before installing the handler).
+//!
 //! # Fork
 //! A zone's mapping and metadata are private memory, which `fork` copies (copy-on-write):
 //! a child starts from its parent's counts at the fork, and from then on each process counts
@@ -72,13 +89,15 @@
 //! may have held at the fork, and allocate).
 
 mod counter;
+mod handles;
 mod registration;
 mod zone;
 
 use std::sync::OnceLock;
 
 pub use counter::Counter;
-pub use registration::{Index, Path};
+pub use handles::{OwnedCounter, StaticCounter};
+pub use registration::{Choice, Index, Path};
 pub use zone::Zone;
 
 use crate::Error;
@@ -114,6 +133,24 @@ impl Counter<'static> {
 /// [`Path::Unusable`] when `PCPU_COUNTER_RSEQ` has an unknown value.
 pub fn path() -> Path {
     registration::path()
+}
+
+/// Fixes the add path of the process in code, beside (and over) `PCPU_COUNTER_RSEQ`: for a
+/// program or library that knows which path it needs. Call it before the process's first
+/// zone, [`Counter::new`], [`StaticCounter`] use or [`path`] call, which choose the path
+/// (from the environment variable) for the rest of the process; once this call has fixed
+/// it, the variable is not read.
+///
+/// Returns the path now in use. Fails, leaving the path unchosen, with
+/// [`Error::RseqPathUnavailable`] when the process cannot run `choice` (no rseq in the
+/// kernel or libc, no `mm_cid`, glibc's registration on for [`Choice::OwnRegistration`]),
+/// and, with the path unchanged, with [`Error::RseqPathTooLate`] when the path was already
+/// chosen otherwise. A call whose choice the chosen path already satisfies succeeds (two
+/// libraries asking for the same path), as does [`Choice::Auto`] at any time.
+///
+/// The path is per process, not per zone: the add carries no per-counter mode check.
+pub fn set_path(choice: Choice) -> Result<Path, Error> {
+    registration::set_path(choice)
 }
 
 /// The kernel's rseq feature size (`getauxval(AT_RSEQ_FEATURE_SIZE)`, 20 when not given):

@@ -135,6 +135,110 @@ enum Request {
     Off,
 }
 
+/// The add path a program asks for in code, with [`set_path`](super::set_path).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Choice {
+    /// What the process would choose by itself (as `PCPU_COUNTER_RSEQ=auto`): rseq with
+    /// `mm_cid` where offered, else `cpu_id`, else the fallback. Always available.
+    Auto,
+    /// rseq indexed by `cpu_id` ([`Index::Cpu`]), with glibc's registration or the crate's
+    /// own. Unavailable without rseq.
+    CpuId,
+    /// rseq indexed by `mm_cid` ([`Index::ConcurrencyId`]). Unavailable without rseq or on a
+    /// kernel that does not offer `mm_cid` (before Linux 6.3).
+    ConcurrencyId,
+    /// rseq with the crate registering each thread's area itself (index as [`Choice::Auto`]
+    /// picks it). Available only where glibc's own registration is off
+    /// (`GLIBC_TUNABLES=glibc.pthread.rseq=0`): glibc's registered area cannot be
+    /// registered twice.
+    OwnRegistration,
+    /// No rseq: `sched_getcpu()` and a locked add. Always available.
+    Fallback,
+}
+
+impl Choice {
+    fn name(self) -> &'static str {
+        match self {
+            Choice::Auto => "auto",
+            Choice::CpuId => "rseq with cpu_id",
+            Choice::ConcurrencyId => "rseq with mm_cid",
+            Choice::OwnRegistration => "rseq with own registration",
+            Choice::Fallback => "fallback",
+        }
+    }
+
+    /// Whether a process on `path` runs as this choice asks.
+    fn satisfied_by(self, path: Path) -> bool {
+        match (self, path) {
+            (_, Path::Unusable { .. }) => false,
+            (Choice::Auto, _) => true,
+            (Choice::CpuId, Path::Rseq { index, .. }) => index == Index::Cpu,
+            (Choice::ConcurrencyId, Path::Rseq { index, .. }) => index == Index::ConcurrencyId,
+            (
+                Choice::OwnRegistration,
+                Path::Rseq {
+                    glibc_registered, ..
+                },
+            ) => !glibc_registered,
+            (Choice::Fallback, Path::Fallback { .. }) => true,
+            _ => false,
+        }
+    }
+}
+
+/// Fixes the process's path to `choice`, before the first zone (see
+/// [`set_path`](super::set_path)).
+pub(crate) fn set_path(choice: Choice) -> Result<Path, Error> {
+    match CONFIG.get() {
+        Some(Ok(cfg)) => return settled(choice, cfg.path),
+        // An unknown `PCPU_COUNTER_RSEQ` value was read first: every zone fails with it.
+        Some(Err(e)) => return Err(*e),
+        None => {}
+    }
+    let cfg = match choice {
+        Choice::Fallback => fallback("chosen in code (rseq::set_path)"),
+        Choice::CpuId => choose(Request::Cpu),
+        _ => choose(Request::Auto),
+    };
+    if !choice.satisfied_by(cfg.path) {
+        let reason = match (choice, cfg.path) {
+            (_, Path::Fallback { reason }) => reason,
+            (Choice::ConcurrencyId, _) => {
+                "the kernel does not offer mm_cid (AT_RSEQ_FEATURE_SIZE below 28)"
+            }
+            _ => {
+                "glibc registers every thread's area (start the process with \
+                 GLIBC_TUNABLES=glibc.pthread.rseq=0)"
+            }
+        };
+        return Err(Error::RseqPathUnavailable {
+            asked: choice.name(),
+            reason,
+        });
+    }
+    match CONFIG.set(Ok(cfg)) {
+        Ok(()) => Ok(cfg.path),
+        // Another thread chose first.
+        Err(_) => match CONFIG.get() {
+            Some(Ok(cfg)) => settled(choice, cfg.path),
+            Some(Err(e)) => Err(*e),
+            None => unreachable!("OnceLock::set failed on an empty cell"),
+        },
+    }
+}
+
+/// The answer to a [`set_path`] that comes after the path was chosen: the path when it is
+/// what `choice` asks for (two libraries asking for the same path both succeed).
+fn settled(choice: Choice, path: Path) -> Result<Path, Error> {
+    if choice.satisfied_by(path) {
+        Ok(path)
+    } else {
+        Err(Error::RseqPathTooLate {
+            asked: choice.name(),
+        })
+    }
+}
+
 /// Reads `PCPU_COUNTER_RSEQ`: unset, empty or one of [`ACCEPTED`], exactly (lowercase).
 ///
 /// Anything else, a typo or `CPU`, is an error rather than a guess: the variable exists to

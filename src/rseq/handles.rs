@@ -1,0 +1,192 @@
+//! Counters that need no borrow: [`StaticCounter`] (a `static`, allocated on first use from
+//! the process-wide zone) and [`OwnedCounter`] (a counter that keeps its zone alive).
+
+use core::mem::ManuallyDrop;
+use core::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use super::{Counter, Zone};
+use crate::Error;
+
+/// A per-CPU counter declared as a `static`, in one line:
+///
+/// ```
+/// use pcpu_counter::rseq::StaticCounter;
+///
+/// static HITS: StaticCounter = StaticCounter::new();
+/// static BY_STATUS: [StaticCounter; 4] = [const { StaticCounter::new() }; 4];
+///
+/// HITS.inc();
+/// BY_STATUS[2].add(3);
+/// assert_eq!((HITS.fetch(), BY_STATUS[2].fetch()), (1, 3));
+/// ```
+///
+/// Its slot is allocated from the process-wide zone ([`global_zone`](super::global_zone))
+/// at its first use (any method), once, and kept for the life of the process; from then on
+/// it adds as a [`Counter`] does. An array of them, as above, allocates each element at its
+/// own first use.
+///
+/// # When the process-wide zone is full
+/// Every library of the process shares that zone's [`GLOBAL_CAPACITY`](super::GLOBAL_CAPACITY) (4096) counters.
+/// A static counter whose first use finds them all in use (or the zone cannot be made:
+/// an unknown `PCPU_COUNTER_RSEQ` value, no memory) does not panic: it counts with one
+/// shared `AtomicU64` instead, a locked add per add, slower under contention but exact, and
+/// [`error`](StaticCounter::error) says why. A counter declared as a `static` sits on paths
+/// that cannot handle a failure (a hot path, a library's internals, a signal handler):
+/// a panic there because other code used up a shared resource would be worse than a slower
+/// counter that still counts right.
+///
+/// # Signal handlers
+/// The first use allocates (it takes the zone's lock): use the counter once (`fetch`)
+/// before a signal handler can be the first to touch it. After that every method is
+/// async-signal-safe, as [`Counter`]'s are.
+pub struct StaticCounter {
+    slot: OnceLock<Result<Counter<'static>, Error>>,
+    /// The count when no slot could be had (`slot` holds the error).
+    spill: AtomicU64,
+}
+
+impl StaticCounter {
+    /// A counter reading 0, with no slot yet (it is allocated on first use).
+    pub const fn new() -> StaticCounter {
+        StaticCounter {
+            slot: OnceLock::new(),
+            spill: AtomicU64::new(0),
+        }
+    }
+
+    /// The per-CPU counter, allocated now if this is the first use; `None` when the
+    /// counter spills to its atomic (see [`error`](StaticCounter::error)).
+    #[inline(always)]
+    fn counter(&self) -> Option<&Counter<'static>> {
+        self.slot.get_or_init(Counter::new).as_ref().ok()
+    }
+
+    /// Adds `v` (which may be negative), as [`Counter::add`].
+    #[inline(always)]
+    pub fn add(&self, v: i64) {
+        match self.counter() {
+            Some(c) => c.add(v),
+            None => {
+                self.spill.fetch_add(v as u64, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Adds 1.
+    #[inline(always)]
+    pub fn inc(&self) {
+        self.add(1)
+    }
+
+    /// The count since the last zero, as [`Counter::fetch`].
+    pub fn fetch(&self) -> u64 {
+        match self.counter() {
+            Some(c) => c.fetch(),
+            None => self.spill.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The count read as signed, as [`Counter::fetch_i64`].
+    pub fn fetch_i64(&self) -> i64 {
+        self.fetch() as i64
+    }
+
+    /// Resets the counter to 0, losslessly, as [`Counter::zero`].
+    pub fn zero(&self) {
+        self.fetch_and_zero();
+    }
+
+    /// Returns the count since the last zero and zeroes it, as one step.
+    pub fn fetch_and_zero(&self) -> u64 {
+        match self.counter() {
+            Some(c) => c.fetch_and_zero(),
+            None => self.spill.swap(0, Ordering::Relaxed),
+        }
+    }
+
+    /// Why the counter counts with one shared atomic instead of per-CPU slots:
+    /// [`Error::ZoneFull`] when the process-wide zone's [`GLOBAL_CAPACITY`](super::GLOBAL_CAPACITY) counters were all
+    /// in use at its first use, or the error that making that zone gave. `None` when it is
+    /// per-CPU (this call allocates its slot if it had none yet).
+    pub fn error(&self) -> Option<Error> {
+        self.slot.get_or_init(Counter::new).as_ref().err().copied()
+    }
+}
+
+impl Default for StaticCounter {
+    fn default() -> Self {
+        StaticCounter::new()
+    }
+}
+
+impl core::fmt::Debug for StaticCounter {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("StaticCounter")
+            .field("value", &self.fetch())
+            .field("error", &self.error())
+            .finish()
+    }
+}
+
+/// A counter of a zone of one's own that keeps the zone alive (it holds an [`Arc`] of it):
+/// no borrow, so it can live in a `static`, a thread-local, a struct with no lifetime, or
+/// be moved to another thread, and the zone is unmapped when its last counter and the last
+/// other `Arc` are dropped. It derefs to [`Counter`] for the add and the reads.
+///
+/// ```
+/// use pcpu_counter::rseq::{OwnedCounter, Zone};
+/// use std::sync::Arc;
+///
+/// let zone = Arc::new(Zone::new(64).unwrap());
+/// let sent = OwnedCounter::new(&zone).unwrap();
+/// drop(zone); // `sent` keeps it
+/// std::thread::spawn(move || sent.add(2)).join().unwrap();
+/// ```
+pub struct OwnedCounter {
+    /// Dropped first (it frees its slot in the zone), in `drop`.
+    counter: ManuallyDrop<Counter<'static>>,
+    zone: Arc<Zone>,
+}
+
+impl OwnedCounter {
+    /// A counter of `zone` reading 0: [`Error::ZoneFull`] when every slot is in use.
+    pub fn new(zone: &Arc<Zone>) -> Result<OwnedCounter, Error> {
+        let counter = zone.alloc()?;
+        // SAFETY: the counter borrows the zone in the `Arc`'s allocation, which does not move
+        // and lives at least as long as the clone of the `Arc` stored beside the counter; the
+        // counter is dropped before that clone (`drop`), and its `'static` never leaves this
+        // type: `Counter` has no method that returns the borrow.
+        let counter = unsafe { core::mem::transmute::<Counter<'_>, Counter<'static>>(counter) };
+        Ok(OwnedCounter {
+            counter: ManuallyDrop::new(counter),
+            zone: Arc::clone(zone),
+        })
+    }
+
+    /// The zone the counter belongs to.
+    pub fn zone(&self) -> &Arc<Zone> {
+        &self.zone
+    }
+}
+
+impl core::ops::Deref for OwnedCounter {
+    type Target = Counter<'static>;
+
+    fn deref(&self) -> &Counter<'static> {
+        &self.counter
+    }
+}
+
+impl Drop for OwnedCounter {
+    fn drop(&mut self) {
+        // SAFETY: dropped once, here, while `self.zone` still keeps the zone alive.
+        unsafe { ManuallyDrop::drop(&mut self.counter) };
+    }
+}
+
+impl core::fmt::Debug for OwnedCounter {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        (*self.counter).fmt(f)
+    }
+}

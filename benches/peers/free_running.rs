@@ -8,9 +8,13 @@
 //! read. The memory per counter is the layout's, reported beside them. Linux x86_64 and
 //! aarch64 only (the backend's platforms).
 
+use std::cell::Cell;
 use std::hint::black_box;
 use std::ptr;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{
+    compiler_fence, AtomicU64,
+    Ordering::{Relaxed, SeqCst},
+};
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
@@ -99,10 +103,62 @@ pub fn plain_global_eight(n: u64) {
 }
 
 #[inline(never)]
-fn per_thread_eight(t: &[PerThread; 8], n: u64) {
+fn thread_local_eight(t: &[ThreadLocal<AtomicU64>; 8], n: u64) {
     for _ in 0..n {
         for c in t {
-            per_thread_add(c);
+            c.get_or(|| AtomicU64::new(0)).fetch_add(1, Relaxed);
+        }
+    }
+}
+
+std::thread_local! {
+    static CELL: Cell<u64> = const { Cell::new(0) };
+    static CELLS: [Cell<u64>; 8] = const { [const { Cell::new(0) }; 8] };
+}
+
+/// The native thread-local counter a careful user writes: `thread_local!` with a const
+/// `Cell<u64>`, no destructor, so each add is one `fs:`-relative add. The compiler fence
+/// after each add stands for the code between two adds in a real program (without it the
+/// compiler folds the loop into one add of 8n); it emits no instruction.
+#[inline(always)]
+fn cell_add(c: &Cell<u64>) {
+    c.set(c.get() + 1);
+    compiler_fence(SeqCst);
+}
+
+/// The native thread-local `Cell`, 8n times.
+#[inline(never)]
+fn cell_one(n: u64) {
+    for _ in 0..n {
+        eight!(CELL.with(cell_add));
+    }
+}
+
+/// 8 native thread-local `Cell`s in turn, n rounds.
+#[inline(never)]
+fn cell_eight(n: u64) {
+    for _ in 0..n {
+        CELLS.with(|cells| cells.iter().for_each(cell_add));
+    }
+}
+
+static STATIC_ONE: rseq::StaticCounter = rseq::StaticCounter::new();
+static STATIC_EIGHT: [rseq::StaticCounter; 8] = [const { rseq::StaticCounter::new() }; 8];
+
+/// The rseq add through a `static` [`rseq::StaticCounter`], 8n times.
+#[inline(never)]
+fn static_one(n: u64) {
+    for _ in 0..n {
+        eight!(STATIC_ONE.add(1));
+    }
+}
+
+/// 8 `static` [`rseq::StaticCounter`]s in turn, n rounds.
+#[inline(never)]
+fn static_eight(n: u64) {
+    for _ in 0..n {
+        for c in &STATIC_EIGHT {
+            c.add(1);
         }
     }
 }
@@ -151,18 +207,16 @@ fn thread_local_one(t: &ThreadLocal<AtomicU64>, n: u64) {
 }
 
 #[inline(never)]
-fn per_thread_one(t: &PerThread, n: u64) {
-    for _ in 0..n {
-        eight!(per_thread_add(t));
-    }
-}
-
-#[inline(never)]
 fn getcpu_one(s: &GetcpuSlots, n: u64) {
     for _ in 0..n {
         eight!(s.add(1));
     }
 }
+
+/// The single-thread rows that are not peers of the throughput and read sections: the native
+/// thread-local (no other thread can read it) and the rseq counter declared as a `static`.
+const CELL_PEER: &str = "thread_local! Cell<u64>";
+const STATIC_RSEQ: &str = "pcpu-counter rseq StaticCounter";
 
 /// The peers of this section, in report order.
 const PEERS: [&str; 7] = [
@@ -193,10 +247,12 @@ fn single(sink: &mut Sink, quick: bool, zone: &rseq::Zone) {
     let stripe = CachePadded::new(AtomicU64::new(0));
     let fast = fast_counter::ConcurrentCounter::new(1);
     let tl: ThreadLocal<AtomicU64> = ThreadLocal::new();
-    let pt: PerThread = ThreadLocal::new();
     let slots = GetcpuSlots::new();
     let counters: [rseq::Counter<'_>; 8] = std::array::from_fn(|_| zone.alloc().expect("alloc"));
-    let pts: [PerThread; 8] = Default::default();
+    let tls: [ThreadLocal<AtomicU64>; 8] = Default::default();
+    let (cell_before, static_before) = (CELL.with(Cell::get), STATIC_ONE.fetch());
+    let cells_before = CELLS.with(|c| c.iter().map(Cell::get).collect::<Vec<_>>());
+    let statics_before: Vec<u64> = STATIC_EIGHT.iter().map(|c| c.fetch()).collect();
     let slots8: [GetcpuSlots; 8] = std::array::from_fn(|_| GetcpuSlots::new());
     type Call<'a> = Box<dyn FnMut() + 'a>;
     let mut variants: Vec<(&str, usize, Call<'_>)> = vec![
@@ -205,8 +261,9 @@ fn single(sink: &mut Sink, quick: bool, zone: &rseq::Zone) {
         (PEERS[1], 1, Box::new(|| shared_one(&shared, n))),
         (PEERS[2], 1, Box::new(|| shared_one(&stripe, n))),
         (PEERS[3], 1, Box::new(|| fast_counter_one(&fast, n))),
+        (STATIC_RSEQ, 1, Box::new(|| static_one(n))),
+        (CELL_PEER, 1, Box::new(|| cell_one(n))),
         (PEERS[4], 1, Box::new(|| thread_local_one(&tl, n))),
-        (PEERS[5], 1, Box::new(|| per_thread_one(&pt, n))),
         (PEERS[6], 1, Box::new(|| getcpu_one(&slots, n))),
         (
             "plain add to a global",
@@ -214,7 +271,9 @@ fn single(sink: &mut Sink, quick: bool, zone: &rseq::Zone) {
             Box::new(|| plain_global_eight(n)),
         ),
         (PEERS[0], 8, Box::new(|| rseq_eight(&counters, n))),
-        (PEERS[5], 8, Box::new(|| per_thread_eight(&pts, n))),
+        (STATIC_RSEQ, 8, Box::new(|| static_eight(n))),
+        (CELL_PEER, 8, Box::new(|| cell_eight(n))),
+        (PEERS[4], 8, Box::new(|| thread_local_eight(&tls, n))),
         (PEERS[6], 8, Box::new(|| getcpu_eight(&slots8, n))),
     ];
     let mut samples = vec![Vec::with_capacity(rounds); variants.len()];
@@ -234,16 +293,26 @@ fn single(sink: &mut Sink, quick: bool, zone: &rseq::Zone) {
     assert_eq!(stripe.load(Relaxed), calls);
     assert_eq!(fast.sum() as u64, calls);
     assert_eq!(tl.iter().map(|a| a.load(Relaxed)).sum::<u64>(), calls);
-    assert_eq!(pt.iter().map(|a| a.load(Relaxed)).sum::<u64>(), calls);
+    assert_eq!(CELL.with(Cell::get) - cell_before, calls);
+    assert_eq!(STATIC_ONE.fetch() - static_before, calls);
     assert_eq!(slots.sum(), calls);
     let per_counter = calls / 8;
     assert!(
         counters.iter().all(|c| c.fetch() == per_counter),
         "rseq counter lost adds"
     );
-    assert!(pts
+    assert!(tls
         .iter()
         .all(|t| t.iter().map(|a| a.load(Relaxed)).sum::<u64>() == per_counter));
+    let cells_after = CELLS.with(|c| c.iter().map(Cell::get).collect::<Vec<_>>());
+    assert!(cells_after
+        .iter()
+        .zip(&cells_before)
+        .all(|(a, b)| a - b == per_counter));
+    assert!(STATIC_EIGHT
+        .iter()
+        .zip(&statics_before)
+        .all(|(c, b)| c.fetch() - b == per_counter));
     assert!(slots8.iter().all(|s| s.sum() == per_counter));
 }
 

@@ -9,7 +9,7 @@ use super::results::Results;
 const RSEQ: &str = "pcpu-counter rseq";
 const PLAIN: &str = "plain add to a global";
 const GETCPU: &str = "sched_getcpu + locked add";
-const PER_THREAD: &str = "per-thread load+store";
+const CELL: &str = "thread_local! Cell<u64>";
 
 /// Writes the section, or says why it was not measured.
 pub fn section(o: &mut String, r: &Results, cores: usize) -> Result<(), String> {
@@ -33,15 +33,15 @@ pub fn section(o: &mut String, r: &Results, cores: usize) -> Result<(), String> 
 
     let single = |name: &str| r.get("linux single", name, "1", None);
     let tp = |name: &str, w: &str| r.get("linux throughput", name, w, None);
-    let (rseq, plain, getcpu, per_thread) = (
+    let (rseq, plain, getcpu, cell) = (
         single(RSEQ)?,
         single(PLAIN)?,
         single(GETCPU)?,
-        single(PER_THREAD)?,
+        single(CELL)?,
     );
     let (t2, t16) = (tp(RSEQ, "2")?, tp(RSEQ, "16")?);
     let eight = |name: &str| r.get("linux single", name, "8", None);
-    let (rseq8, plain8, per_thread8) = (eight(RSEQ)?, eight(PLAIN)?, eight(PER_THREAD)?);
+    let (rseq8, plain8, cell8) = (eight(RSEQ)?, eight(PLAIN)?, eight(CELL)?);
 
     writeln!(o, "### Targets\n").unwrap();
     writeln!(o, "| Target | Goal | Measured | |\n|---|---|---|---|").unwrap();
@@ -84,30 +84,31 @@ pub fn section(o: &mut String, r: &Results, cores: usize) -> Result<(), String> 
              adds to per-CPU slots still do not bounce lines, so the gap stays small.",
         ),
         (
-            "vs a per-thread counter with a non-locked load + store",
-            "no slower",
-            format!(
-                "{:.2}x its time ({rseq:.2} vs {per_thread:.2} ns)",
-                rseq / per_thread
-            ),
-            rseq <= per_thread,
-            "**Against the per-thread load + store.** That counter's add is a thread-local \
-             lookup, then the same dependent load, add and store with no arming store before \
-             it; it pays instead at read time (the read column) and in memory per thread, \
-             and it cannot be added to from a signal handler that interrupts its own \
-             thread's add.",
+            "vs the native `thread_local!` `Cell<u64>`, 1 counter",
+            "<= 1.1x",
+            format!("{:.2}x its time ({rseq:.2} vs {cell:.2} ns)", rseq / cell),
+            rseq <= 1.1 * cell,
+            "**Against the native thread-local, 1 counter.** The `Cell`'s add is one \
+             `inc qword ptr fs:[imm]` to a fixed address: each waits for the one before it, \
+             as the rseq add's does; the rseq add stores twice per add (arming, then the add).",
         ),
         (
             "the same, 8 counters in turn",
-            "no slower",
+            "<= 1.1x",
             format!(
-                "{:.2}x its time ({rseq8:.2} vs {per_thread8:.2} ns)",
-                rseq8 / per_thread8
+                "{:.2}x its time ({rseq8:.2} vs {cell8:.2} ns)",
+                rseq8 / cell8
             ),
-            rseq8 <= per_thread8,
-            "**Against the per-thread counter, 8 counters in turn.** Its add is one store \
-             per add and its thread-local lookups are shared by the 8 counters; the rseq add \
-             stores twice (arming, then the add) and reloads its counter's values (above).",
+            rseq8 <= 1.1 * cell8,
+            "**Against the native thread-local, 8 counters in turn.** Not reachable by an rseq \
+             add on this kind of core: the `Cell`s' adds are 8 `inc qword ptr fs:[imm]` to \
+             fixed addresses, which the core renames in registers (well under a cycle each), \
+             while every rseq add makes two stores (arming the critical section, then the add \
+             to a computed address) plus the index load: a loop of bare rseq adds with every \
+             value in registers runs at 2 cycles per add (0.54 ns here), the store rate. Past \
+             that floor the rest is the counter's values (slot, bound, shift, rseq and index \
+             offsets, path), which for 8 counters do not fit in registers and are reloaded \
+             before every add. The `Cell` pays elsewhere: no other thread can read it.",
         ),
         (
             "flat past the cores: 16 threads vs 2",

@@ -2,24 +2,36 @@
 //! sums. `cargo run --release --example linux --features rseq`.
 //!
 //! Eight worker threads serve "requests" and count them and their bytes; the main thread
-//! reads the totals while they run and exactly once they are done.
+//! reads the totals while they run and exactly once they are done. A `static` counts the
+//! errors, and a gauge (adds of both signs) the requests in flight.
 
 use pcpu_counter::rseq;
+
+/// A static counter: one line, allocated from the process-wide zone on first use.
+static ERRORS: rseq::StaticCounter = rseq::StaticCounter::new();
 
 const WORKERS: u64 = 8;
 const REQUESTS: u64 = 250_000;
 
 fn main() -> Result<(), pcpu_counter::Error> {
+    // Before any counter: this program asks for no particular path, so `Auto` (what
+    // `PCPU_COUNTER_RSEQ` would choose); `rseq::Choice::CpuId` and the others pin one.
+    rseq::set_path(rseq::Choice::Auto)?;
     // A zone of our own (room for 64 counters); `rseq::Counter::new()` uses the process's.
     let zone = rseq::Zone::new(64)?;
-    let (requests, bytes) = (zone.alloc()?, zone.alloc()?);
+    let (requests, bytes, in_flight) = (zone.alloc()?, zone.alloc()?, zone.alloc()?);
     std::thread::scope(|s| {
         for worker in 0..WORKERS {
-            let (requests, bytes) = (&requests, &bytes);
+            let (requests, bytes, in_flight) = (&requests, &bytes, &in_flight);
             s.spawn(move || {
                 for i in 0..REQUESTS {
+                    in_flight.inc();
                     requests.inc();
                     bytes.add(((worker + i) % 1500) as i64);
+                    if i % 1000 == 999 {
+                        ERRORS.inc();
+                    }
+                    in_flight.add(-1);
                 }
             });
         }
@@ -36,10 +48,15 @@ fn main() -> Result<(), pcpu_counter::Error> {
         .sum();
     assert_eq!(requests.fetch(), WORKERS * REQUESTS);
     assert_eq!(bytes.fetch(), expected_bytes);
+    assert_eq!(ERRORS.fetch(), WORKERS * REQUESTS / 1000);
+    // A gauge back at zero; one more departure than arrivals reads -1, signed.
+    in_flight.add(-1);
+    assert_eq!(in_flight.fetch_i64(), -1);
     println!(
-        "{} requests, {} bytes, counted through {} ({} KiB resident)",
+        "{} requests, {} bytes, {} errors, counted through {} ({} KiB resident)",
         requests.fetch(),
         bytes.fetch(),
+        ERRORS.fetch(),
         rseq::path(),
         zone.resident_bytes().unwrap_or(0) / 1024
     );

@@ -680,10 +680,13 @@ fn env_value_child() {
 fn memory_is_lazy() {
     let _g = serial();
     let z = rseq::Zone::new(512).unwrap();
-    let Some(before) = z.resident_bytes() else {
+    if std::fs::metadata("/proc/self/smaps").is_err() {
         eprintln!("no /proc/self/smaps: skipped");
         return;
-    };
+    }
+    let before = z
+        .resident_bytes()
+        .expect("smaps is readable: the zone's entry is found");
     let c = z.alloc().unwrap();
     assert_eq!(c.fetch(), 0);
     let read = z.resident_bytes().unwrap();
@@ -815,6 +818,7 @@ fn profiles_in_child_processes() {
                 "--nocapture",
                 "storm_profile",
                 "failed_registration",
+                "adds_land_in_the_current_block",
             ])
             .env_remove("PCPU_COUNTER_RSEQ")
             .env(var, value)
@@ -1249,7 +1253,9 @@ fn set_path_child() {
         return;
     }
     let case = std::env::var("CASE").unwrap();
-    let glibc_off = std::env::var("GLIBC_TUNABLES").is_ok();
+    // (Also inherited from a parent run with glibc's registration off, `.ci/rseq.sh`.)
+    let glibc_off =
+        std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.contains("glibc.pthread.rseq=0"));
     let cid_offered = rseq::kernel_feature_size() >= 28;
     let too_late = |asked| Error::RseqPathTooLate { asked };
     let chosen = match case.as_str() {
@@ -1272,8 +1278,8 @@ fn set_path_child() {
                     p,
                     Path::Rseq {
                         index: Index::Cpu,
-                        glibc_registered: true
-                    }
+                        glibc_registered
+                    } if glibc_registered != glibc_off
                 ),
                 "{p}"
             );
@@ -1300,7 +1306,7 @@ fn set_path_child() {
                     p,
                     Path::Rseq {
                         index: Index::ConcurrencyId,
-                        glibc_registered: true
+                        glibc_registered: !glibc_off
                     }
                 );
                 assert_eq!(
@@ -1366,7 +1372,7 @@ fn set_path_child() {
                 p,
                 Path::Rseq {
                     index: want,
-                    glibc_registered: true
+                    glibc_registered: !glibc_off
                 }
             );
             // A choice the path satisfies succeeds, late or not.
@@ -1403,4 +1409,340 @@ fn set_path_child() {
     );
     eprintln!("{case}: {chosen}: expected {expected} counted {got}");
     assert_eq!(got, expected);
+}
+
+/// `kernel_feature_size` is the kernel's `AT_RSEQ_FEATURE_SIZE`, 20 where the kernel does
+/// not give it.
+#[test]
+fn kernel_feature_size_is_the_auxv_value() {
+    // SAFETY: getauxval has no preconditions.
+    let aux = unsafe { libc::getauxval(27) } as usize;
+    let want = if aux == 0 { 20 } else { aux };
+    assert_eq!(rseq::kernel_feature_size(), want);
+}
+
+/// The handle's own methods: offset (where its slots lie, read through raw memory), zero,
+/// fetch_and_zero, Debug; and the zone's Debug.
+#[test]
+fn counter_offsets_zero_and_debug() {
+    let z = rseq::Zone::with_slots(1, 16).unwrap();
+    let cs: Vec<_> = (0..3).map(|_| z.alloc().unwrap()).collect();
+    let offs: Vec<usize> = cs.iter().map(|c| c.offset()).collect();
+    assert!(
+        offs.iter().all(|&o| o % 8 == 0 && o < z.stride()),
+        "{offs:?}"
+    );
+    assert!(
+        offs[0] != offs[1] && offs[1] != offs[2] && offs[0] != offs[2],
+        "{offs:?}"
+    );
+    for (i, c) in cs.iter().enumerate() {
+        c.add(10 + i as i64);
+    }
+    for (i, c) in cs.iter().enumerate() {
+        let mut raw = 0u64;
+        for block in 0..=z.nslots() {
+            let addr = z.layout().base + block * z.stride() + c.offset();
+            // SAFETY: the slot of a live counter in a live zone, read while no thread adds.
+            raw = raw.wrapping_add(unsafe { (addr as *const u64).read_volatile() });
+            assert_eq!(
+                c.block_slot(block).unwrap(),
+                // SAFETY: as above.
+                unsafe { (addr as *const u64).read_volatile() }
+            );
+        }
+        assert_eq!(raw, 10 + i as u64);
+    }
+    let c = &cs[1];
+    assert_eq!(
+        format!("{c:?}"),
+        format!("Counter {{ offset: {}, value: 11 }}", offs[1])
+    );
+    c.zero();
+    assert_eq!(c.fetch(), 0);
+    c.add(5);
+    assert_eq!(c.fetch_and_zero(), 5);
+    assert_eq!(c.fetch(), 0);
+    c.add(2);
+    assert_eq!((c.fetch(), cs[0].fetch(), cs[2].fetch()), (2, 10, 12));
+    assert_eq!(
+        format!("{z:?}"),
+        format!(
+            "Zone {{ nslots: 1, stride: 4096, capacity: 512, path: {:?} }}",
+            rseq::path()
+        )
+    );
+}
+
+/// Where an add lands, on each path: a thread pinned to a CPU adds to that CPU's block with
+/// the `cpu_id` index and the fallback, to a block below `nslots` with `mm_cid`, and never
+/// to the shared block while it is registered (the profiles run it in child processes: own
+/// registration, `cpu_id`, the fallback).
+#[test]
+fn adds_land_in_the_current_block() {
+    let _g = serial();
+    let z = rseq::Zone::new(8).unwrap();
+    let n = z.nslots();
+    let path = rseq::path();
+    for k in 0..ncpus().min(4) {
+        let c = z.alloc().unwrap();
+        let cpu = allowed_cpus()[k];
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                pin(Some(k));
+                (0..100).for_each(|_| c.add(3));
+            });
+        });
+        let blocks: Vec<u64> = (0..=n).map(|b| c.block_slot(b).unwrap()).collect();
+        let nonzero: Vec<usize> = (0..=n).filter(|&b| blocks[b] != 0).collect();
+        assert_eq!(c.fetch(), 300);
+        match path {
+            Path::Rseq {
+                index: Index::ConcurrencyId,
+                ..
+            } => assert!(nonzero.iter().all(|&b| b < n), "{path}: {nonzero:?}"),
+            Path::Fallback { reason } if reason.contains("ENOSYS") => {}
+            // `cpu_id`, or sched_getcpu on the fallback: the pinned CPU's block.
+            _ => assert_eq!(nonzero, [cpu], "{path}: blocks {blocks:?}"),
+        }
+    }
+}
+
+/// On the fallback, a CPU at or past the zone's `nslots` adds to the shared block, a CPU
+/// below it to its own (in a child: the path is chosen in code).
+#[test]
+fn fallback_blocks() {
+    run_child("fallback_blocks_child", &[]);
+}
+
+#[test]
+fn fallback_blocks_child() {
+    if !in_child("fallback_blocks_child") {
+        return;
+    }
+    rseq::set_path(rseq::Choice::Fallback).unwrap();
+    let z = rseq::Zone::with_slots(1, 8).unwrap();
+    for k in 0..ncpus().min(4) {
+        let c = z.alloc().unwrap();
+        let cpu = allowed_cpus()[k];
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                pin(Some(k));
+                (0..100).for_each(|_| c.add(3));
+            });
+        });
+        let want = if cpu == 0 { [300, 0] } else { [0, 300] };
+        assert_eq!(
+            [c.block_slot(0).unwrap(), c.block_slot(1).unwrap()],
+            want,
+            "CPU {cpu}"
+        );
+    }
+}
+
+/// A dropped zone gives back its mapping and its metadata (in a child, one thread: the
+/// process's virtual size is then exact).
+#[test]
+fn dropped_zone_unmaps() {
+    run_child("dropped_zone_unmaps_child", &[]);
+}
+
+#[test]
+fn dropped_zone_unmaps_child() {
+    if !in_child("dropped_zone_unmaps_child") {
+        return;
+    }
+    fn vm_kib() -> u64 {
+        let s = std::fs::read_to_string("/proc/self/status").unwrap();
+        let line = s.lines().find(|l| l.starts_with("VmSize:")).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+    fn mapped(addr: usize) -> bool {
+        std::fs::read_to_string("/proc/self/maps")
+            .unwrap()
+            .lines()
+            .any(|l| {
+                let (a, b) = l
+                    .split_whitespace()
+                    .next()
+                    .unwrap()
+                    .split_once('-')
+                    .unwrap();
+                let (a, b) = (
+                    usize::from_str_radix(a, 16).unwrap(),
+                    usize::from_str_radix(b, 16).unwrap(),
+                );
+                a <= addr && addr < b
+            })
+    }
+    // A first zone and a warm-up of what the reads allocate.
+    drop(rseq::Zone::new(8).unwrap());
+    let _ = (vm_kib(), mapped(0));
+    let before = vm_kib();
+    // 2^22 counters: 32 MiB blocks each, and about 32.5 MiB of metadata (its own mmap).
+    let z = rseq::Zone::with_slots(1, 1 << 22).unwrap();
+    let (base, end) = (z.layout().base, z.layout().base + z.mapped_bytes() - 1);
+    let guard_after = end + 1;
+    assert!(mapped(base) && mapped(end));
+    let during = vm_kib();
+    assert!(
+        during >= before + 2 * 32 * 1024 + 32 * 1024,
+        "{before} -> {during} KiB"
+    );
+    drop(z);
+    assert!(!mapped(base) && !mapped(end) && !mapped(guard_after) && !mapped(base - 4096));
+    // (A little slack for the heap the reads grew meanwhile; the zone was 96 MiB.)
+    let after = vm_kib();
+    assert!(
+        after <= before + 1024,
+        "{before} -> {during} -> {after} KiB"
+    );
+}
+
+/// A kernel without rseq, made so for a child process by a seccomp filter that answers
+/// `rseq` with `ENOSYS`, with glibc's registration off (glibc registered nothing before the
+/// filter): the process takes the fallback, says why, counts exactly, and `set_path` refuses
+/// the rseq paths with that reason.
+#[test]
+fn no_rseq_in_the_kernel() {
+    run_child(
+        "no_rseq_child",
+        &[("GLIBC_TUNABLES", "glibc.pthread.rseq=0".as_ref())],
+    );
+}
+
+#[test]
+fn no_rseq_child() {
+    if !in_child("no_rseq_child") {
+        return;
+    }
+    const ENOSYS_REASON: &str = "the kernel has no rseq (ENOSYS)";
+    // BPF: load the syscall number; rseq -> ERRNO(ENOSYS), else allow.
+    let filter = [
+        libc::sock_filter {
+            code: (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16,
+            jt: 0,
+            jf: 0,
+            k: 0,
+        },
+        libc::sock_filter {
+            code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
+            jt: 0,
+            jf: 1,
+            k: libc::SYS_rseq as u32,
+        },
+        libc::sock_filter {
+            code: (libc::BPF_RET | libc::BPF_K) as u16,
+            jt: 0,
+            jf: 0,
+            k: libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32,
+        },
+        libc::sock_filter {
+            code: (libc::BPF_RET | libc::BPF_K) as u16,
+            jt: 0,
+            jf: 0,
+            k: libc::SECCOMP_RET_ALLOW,
+        },
+    ];
+    let prog = libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr().cast_mut(),
+    };
+    // SAFETY: prctl with a valid filter program that outlives the call (the kernel copies it).
+    unsafe {
+        assert_eq!(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+        assert_eq!(
+            libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER,
+                &prog as *const _
+            ),
+            0,
+            "seccomp: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    for choice in [
+        rseq::Choice::CpuId,
+        rseq::Choice::ConcurrencyId,
+        rseq::Choice::OwnRegistration,
+    ] {
+        let e = rseq::set_path(choice).unwrap_err();
+        let Error::RseqPathUnavailable { reason, .. } = e else {
+            panic!("{e:?}");
+        };
+        assert_eq!(reason, ENOSYS_REASON);
+    }
+    assert_eq!(
+        rseq::path(),
+        Path::Fallback {
+            reason: ENOSYS_REASON
+        }
+    );
+    let c = rseq::Counter::new().unwrap();
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| (0..1000).for_each(|_| c.add(2)));
+        }
+    });
+    assert_eq!(c.fetch(), 8000);
+}
+
+/// The test binary's allocator: the system's, counting per thread the bytes allocated and
+/// not freed, for `dropped_zone_frees_its_heap`.
+struct Counting;
+
+std::thread_local! {
+    // Const-initialised, no destructor: usable from the allocator at any time.
+    static NET: std::cell::Cell<isize> = const { std::cell::Cell::new(0) };
+}
+
+fn net_heap() -> isize {
+    NET.with(|n| n.get())
+}
+
+// SAFETY: every call is forwarded to the system allocator unchanged.
+unsafe impl std::alloc::GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        NET.with(|n| n.set(n.get() + layout.size() as isize));
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { std::alloc::System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
+        NET.with(|n| n.set(n.get() + layout.size() as isize));
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { std::alloc::System.alloc_zeroed(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        NET.with(|n| n.set(n.get() - layout.size() as isize));
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new: usize) -> *mut u8 {
+        NET.with(|n| n.set(n.get() + new as isize - layout.size() as isize));
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { std::alloc::System.realloc(ptr, layout, new) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// A zone dropped gives its heap back: its metadata and its core zone (counted per thread,
+/// so that other tests' allocations do not show).
+#[test]
+fn dropped_zone_frees_its_heap() {
+    drop(rseq::Zone::new(8).unwrap());
+    let before = net_heap();
+    let z = rseq::Zone::with_slots(1, 1 << 16).unwrap();
+    let c = z.alloc().unwrap();
+    c.inc();
+    drop(c);
+    assert!(
+        net_heap() >= before + 8 * (1 << 16),
+        "{before} -> {}",
+        net_heap()
+    );
+    drop(z);
+    assert_eq!(net_heap(), before);
 }

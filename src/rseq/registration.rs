@@ -167,10 +167,10 @@ impl Choice {
         }
     }
 
-    /// Whether a process on `path` runs as this choice asks.
+    /// Whether a process on `path` runs as this choice asks (`path` is a chosen one, never
+    /// [`Path::Unusable`], which is stored as the error it carries).
     fn satisfied_by(self, path: Path) -> bool {
         match (self, path) {
-            (_, Path::Unusable { .. }) => false,
             (Choice::Auto, _) => true,
             (Choice::CpuId, Path::Rseq { index, .. }) => index == Index::Cpu,
             (Choice::ConcurrencyId, Path::Rseq { index, .. }) => index == Index::ConcurrencyId,
@@ -444,12 +444,7 @@ pub(crate) fn possible_cpus() -> usize {
         }
     }
     // SAFETY: sysconf has no preconditions.
-    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
-    if n > 0 {
-        n as usize
-    } else {
-        1
-    }
+    unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) }.max(1) as usize
 }
 
 /// One more than the highest CPU of a kernel CPU list (`0-3,8` → 9).

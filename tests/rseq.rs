@@ -819,6 +819,7 @@ fn profiles_in_child_processes() {
                 "storm_profile",
                 "failed_registration",
                 "adds_land_in_the_current_block",
+                "unregistered_thread_registers",
             ])
             .env_remove("PCPU_COUNTER_RSEQ")
             .env(var, value)
@@ -1745,4 +1746,73 @@ fn dropped_zone_frees_its_heap() {
     );
     drop(z);
     assert_eq!(net_heap(), before);
+}
+
+/// On the own-registration path, a thread with no registered area registers glibc's area on
+/// its first add and adds to the per-CPU blocks, not the shared one (run in the
+/// own-registration profile's child; `GLIBC_TUNABLES=glibc.pthread.rseq=0`).
+#[test]
+fn unregistered_thread_registers_on_its_first_add() {
+    let Path::Rseq {
+        glibc_registered: false,
+        ..
+    } = rseq::path()
+    else {
+        eprintln!("not the own-registration path: skipped");
+        return;
+    };
+    #[cfg(target_arch = "x86_64")]
+    const SIG: u32 = 0x5305_3053;
+    #[cfg(target_arch = "aarch64")]
+    const SIG: u32 = 0xd428_bc00;
+    fn cpu_id() -> i32 {
+        // SAFETY: dlsym of glibc's constant; the thread pointer read has no side effects; the
+        // area is this thread's, 32 bytes, and cpu_id (offset 4) is read volatile as the
+        // kernel writes it.
+        unsafe {
+            let off = *(libc::dlsym(libc::RTLD_DEFAULT, c"__rseq_offset".as_ptr()) as *const isize);
+            let tp: *mut u8;
+            #[cfg(target_arch = "x86_64")]
+            core::arch::asm!("mov {}, qword ptr fs:[0]", out(reg) tp);
+            #[cfg(target_arch = "aarch64")]
+            core::arch::asm!("mrs {}, tpidr_el0", out(reg) tp);
+            (tp.wrapping_offset(off + 4) as *const i32).read_volatile()
+        }
+    }
+    let _g = serial();
+    let c = zone().alloc().unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // glibc registers threads made by a registered thread (it copies the creator's
+            // state): unregister this one's area, so that it starts as a thread made by an
+            // unregistered one.
+            if cpu_id() >= 0 {
+                let tp_area = {
+                    // SAFETY: as in cpu_id.
+                    unsafe {
+                        let off = *(libc::dlsym(libc::RTLD_DEFAULT, c"__rseq_offset".as_ptr())
+                            as *const isize);
+                        let tp: *mut u8;
+                        #[cfg(target_arch = "x86_64")]
+                        core::arch::asm!("mov {}, qword ptr fs:[0]", out(reg) tp);
+                        #[cfg(target_arch = "aarch64")]
+                        core::arch::asm!("mrs {}, tpidr_el0", out(reg) tp);
+                        tp.wrapping_offset(off)
+                    }
+                };
+                // SAFETY: unregistering this thread's glibc area (flag 1), with its signature.
+                let r = unsafe { libc::syscall(libc::SYS_rseq, tp_area, 32u32, 1, SIG) };
+                assert_eq!(r, 0, "unregister: {}", std::io::Error::last_os_error());
+            }
+            assert!(cpu_id() < 0, "unregistered: cpu_id {}", cpu_id());
+            (0..1000).for_each(|_| c.add(3));
+            assert!(cpu_id() >= 0, "registered by the first add");
+        });
+    });
+    assert_eq!(c.fetch(), 3000);
+    assert_eq!(
+        c.block_slot(zone().nslots()),
+        Ok(0),
+        "no add took the shared block"
+    );
 }

@@ -17,18 +17,16 @@ fn setup() -> std::sync::MutexGuard<'static, ()> {
     turn
 }
 
+/// Allocates counters until the zone is full (`M_NOWAIT` gives NULL); returns them.
+fn fill_zone() -> Vec<counter_u64_t> {
+    std::iter::from_fn(|| Some(counter_u64_alloc(M_NOWAIT)).filter(|c| !c.is_null())).collect()
+}
+
 #[test]
 fn a_full_zone_is_null_and_leaks_nothing() {
     let _turn = setup();
     let slots = pcpu_zone_in_use();
-    let mut held = Vec::new();
-    loop {
-        let c = counter_u64_alloc(M_NOWAIT);
-        if c.is_null() {
-            break;
-        }
-        held.push(c);
-    }
+    let mut held = fill_zone();
     assert_eq!(
         held.len(),
         pcpu_zone_capacity() - slots,
@@ -501,14 +499,7 @@ fn registry_callback_may_zero_and_add() {
 #[test]
 fn waitok_waits_for_a_free_slot() {
     let _turn = setup();
-    let mut held = Vec::new();
-    loop {
-        let c = counter_u64_alloc(M_NOWAIT);
-        if c.is_null() {
-            break;
-        }
-        held.push(c as usize);
-    }
+    let mut held: Vec<usize> = fill_zone().into_iter().map(|c| c as usize).collect();
     assert!(counter_u64_alloc(M_NOWAIT).is_null());
     let asking = std::sync::atomic::AtomicBool::new(false);
     let got = std::thread::scope(|s| {

@@ -63,7 +63,11 @@ pub(crate) fn move_into(zone: &Zone<'_>) {
     for var in early_variables() {
         // SAFETY: a live `counter_u64_t` variable the macro defined; nothing adds meanwhile.
         let word = unsafe { var.read_volatile() } as *mut u64;
-        let off = slot::alloc_run(zone, 1).expect("early counters fit (checked by `fit`)");
+        // A fixed message, not `expect`: that would link `Error`'s `Debug` (and `core::fmt`)
+        // into the C kernel library.
+        let Ok(off) = slot::alloc_run(zone, 1) else {
+            panic!("pcpu-counter: early counters fit (checked by `fit`)")
+        };
         // SAFETY: the early word, a static `uint64_t` of the macro's, only reached atomically.
         let early = unsafe { baseline::take(word) };
         // SAFETY: a new slot of the zone: nobody adds to it before `var` holds it.

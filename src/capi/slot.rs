@@ -45,12 +45,13 @@ pub(crate) fn target(c: counter_u64_t) -> Target {
 /// The zone and offset behind a handle of the C zone; aborts with a message (through the
 /// panic, which cannot unwind into C) when `c` is no slot of it.
 pub(crate) fn resolve(c: counter_u64_t) -> (&'static Zone<'static>, usize) {
+    // Fixed messages: the C kernel library reports them without `core::fmt`.
     let off = c as usize;
     let zone = super::zone::current_zone()
-        .unwrap_or_else(|| panic!("pcpu-counter: counter {off:#x} used before any zone exists"));
+        .unwrap_or_else(|| panic!("pcpu-counter: counter used before any zone exists"));
     assert!(
         off != 0 && zone.holds_offset(off),
-        "pcpu-counter: {off:#x} is not a counter_u64_t of the zone"
+        "pcpu-counter: not a counter_u64_t of the zone"
     );
     (zone, off)
 }

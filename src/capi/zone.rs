@@ -4,7 +4,10 @@ use core::ffi::c_int;
 
 use super::error::{code, PCPU_ECPU, PCPU_EFULL, PCPU_EINVAL, PCPU_ENOTINSTALLED, PCPU_OK};
 use super::{early, protect};
-use crate::{arch, freebsd, Zone, ZoneLayout};
+// i386 cannot load its FS base here (pcpu_set_cpu_base), so it needs no arch call.
+#[cfg(not(target_arch = "x86"))]
+use crate::arch;
+use crate::{freebsd, Zone, ZoneLayout};
 
 /// The zone the C ABI allocates from: the simulated machine's (feature `sim`, once
 /// `pcpu_sim_machine_new` ran), else the global zone.

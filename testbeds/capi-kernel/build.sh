@@ -62,6 +62,8 @@ for spec in "${targets[@]}"; do
         pcpu_sysctl_walk)
     # i386: the CX8 cache that the header's inline counter_u64_add reads.
     case "$t" in i[3-6]86-*) syms+=(pcpu_cx8) ;; esac
+    # riscv64: the register symbol the header's inline add references (tp; gp with riscv-gp).
+    case "$t" in riscv64*) syms+=(pcpu_counter_riscv_tp) ;; esac
     for sym in "${syms[@]}"; do
         grep -qx "$sym" <<<"$defined" || { echo "FAIL: $lib lacks $sym"; exit 1; }
     done

@@ -143,8 +143,11 @@ static inline void counter_u64_add_protected(counter_u64_t c, int64_t v)
  *	static COUNTER_U64_DEFINE_EARLY(name);
  *
  * A counter usable before the zone exists. Until then `name` is the address of a static
- * word: the inline add reaches it because the per-CPU register is still 0 (a kernel clears
- * it at boot), and pcpu_counter_add adds to it atomically. The macro also puts &name into the
+ * word less the early base, what the boot CPU's per-CPU register holds until the zone exists:
+ * the inline add (register + name) reaches the word, and pcpu_counter_add adds to it
+ * atomically. The early base is 0 (a register cleared at reset) unless the kernel calls
+ * pcpu_early_base(value) on the boot CPU before the first early add (a register that holds a
+ * hart id or a per-CPU pointer from reset), and again whenever it changes the register. The macro also puts &name into the
  * linker set `pcpu_counter_early`; pcpu_zone_init (pcpu_sim_machine_new on the host) gives
  * every counter of the set a slot, moves its early count into CPU 0's slot and stores the
  * slot's handle in `name`. Call it before other CPUs start, as FreeBSD's SYSINIT runs. A

@@ -35,8 +35,8 @@ pub(crate) enum Target {
 pub(crate) fn target(c: counter_u64_t) -> Target {
     if super::zone::current_zone().is_none() && !c.is_null() {
         // SAFETY (of later uses): before any zone exists, only `COUNTER_U64_DEFINE_EARLY`
-        // makes counters, and their values are their words' addresses.
-        return Target::Early(c.cast());
+        // makes counters, and their values are their words' addresses less the early base.
+        return Target::Early(super::early::word(c));
     }
     let (zone, off) = resolve(c);
     Target::Slot(zone, off)

@@ -43,6 +43,7 @@ uint64_t kmain(void)
 	counter_u64_t c;
 	struct pcpu_protect_t s;
 
+	sum += (uint64_t)pcpu_early_base(0);
 	counter_u64_add(early, 1);
 	sum += counter_u64_fetch(early);
 	sum += (uint64_t)pcpu_zone_init(&layout, meta, PCPU_META_WORDS(32));

@@ -4,6 +4,7 @@
 //! Offset 0 would read as C's NULL, so the C ABI never hands it out: a zone that starts at
 //! offset 0 of the area keeps its first slot for good the first time C would get it.
 
+use crate::atomic::{AtomicPtr, Ordering};
 use crate::Zone;
 
 /// Opaque, never dereferenced: a counter_u64_t's value is its slot's offset.
@@ -31,6 +32,46 @@ pub(crate) enum Target {
     Early(*mut u64),
 }
 
+/// The C zone once an add found it: the add path's one load of zone state.
+///
+/// Relaxed, and no fence: the zone is made before other CPUs start (`pcpu_zone_init`'s
+/// contract), so the kernel's own start of each CPU orders the zone's making before that
+/// CPU's adds; on the CPU that made it, program order does. The pointer is only ever a
+/// `&'static Zone` that [`target`] returned, and the C zone never changes once made.
+static C_ZONE: AtomicPtr<Zone<'static>> = AtomicPtr::new(core::ptr::null_mut());
+
+/// The add path's zone and offset of `c` once the C zone is known: one relaxed load, the
+/// bounds check (aborting on a value that is no counter), no lock and no fence. `None` before
+/// an add found the zone: then [`target`] says where it goes and [`remember`] keeps the zone.
+#[inline(always)]
+pub(crate) fn add_slot(c: counter_u64_t) -> Option<(&'static Zone<'static>, usize)> {
+    let zone = C_ZONE.load(Ordering::Relaxed);
+    if zone.is_null() {
+        return None;
+    }
+    // SAFETY: only ever set from a `&'static Zone` ([`remember`]), made before this CPU adds.
+    let zone: &'static Zone<'static> = unsafe { &*zone };
+    let off = c as usize;
+    if off == 0 || !zone.holds_offset(off) {
+        not_a_counter();
+    }
+    Some((zone, off))
+}
+
+/// Keeps the C zone for [`add_slot`] once [`target`] found one.
+pub(crate) fn remember(target: &Target) {
+    if let Target::Slot(zone, _) = *target {
+        C_ZONE.store(core::ptr::from_ref(zone).cast_mut(), Ordering::Relaxed);
+    }
+}
+
+/// Aborts (through the panic, which cannot unwind into C): `c` is no slot of the C zone.
+#[cold]
+#[inline(never)]
+fn not_a_counter() -> ! {
+    panic!("pcpu-counter: not a counter_u64_t of the zone")
+}
+
 /// Where an add, fetch or zero of `c` goes; aborts as [`resolve`] once a zone exists.
 pub(crate) fn target(c: counter_u64_t) -> Target {
     if super::zone::current_zone().is_none() && !c.is_null() {
@@ -49,10 +90,9 @@ pub(crate) fn resolve(c: counter_u64_t) -> (&'static Zone<'static>, usize) {
     let off = c as usize;
     let zone = super::zone::current_zone()
         .unwrap_or_else(|| panic!("pcpu-counter: counter used before any zone exists"));
-    assert!(
-        off != 0 && zone.holds_offset(off),
-        "pcpu-counter: not a counter_u64_t of the zone"
-    );
+    if off == 0 || !zone.holds_offset(off) {
+        not_a_counter();
+    }
     (zone, off)
 }
 

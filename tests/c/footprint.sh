@@ -41,7 +41,15 @@ fp_insns() {
         *) "$2" -d --no-show-raw-insn "$1" | grep -cP '^\s+[0-9a-f]+:\s+(f(ld|st|ild|ist|add|sub|mul|div|com|ucom|xch|init|ninit|ldcw|nstcw|stcw|sqrt|abs|chs|rstor|n?save|xsave|xrstor|wait|cmov)\w*\b|.*%st\b|.*%[xyz]mm)' || true ;;
     esac
 }
-printf '%-30s %10s %10s %6s\n' target gc-sections no-gc fp
+# The add path of pcpu_counter_add in the linked kernel: its instructions from the entry to
+# the first ret (the path once the zone is known), and the fences among them (must be none).
+add_path() {
+    "$2" -d --no-show-raw-insn "$1" | awk '/<pcpu_counter_add>:$/ { on = 1; next }
+        on && /^$/ { exit }
+        on && /^ +[0-9a-f]+:/ { n++; if ($0 ~ /\t(fence|dmb|dsb|mfence|lfence|sfence)|\tlock/) f++; if ($0 ~ /\tret/) exit }
+        END { printf "%d %d\n", n, f }'
+}
+printf '%-30s %10s %10s %6s %10s\n' target gc-sections no-gc fp add-insns
 fail=0
 for t in "${targets[@]}"; do
     lib="target/capi-lib/$t/libpcpu_counter.a"
@@ -74,7 +82,11 @@ for t in "${targets[@]}"; do
         fi
     fi
     fp="$(fp_insns "$out/$t.elf" "$od" "$t")"
-    printf '%-30s %10s %10s %6s\n' "$t" "${row[0]}" "${row[1]}" "$fp"
+    read -r insns fences < <(add_path "$out/$t-gc.elf" "$od")
+    printf '%-30s %10s %10s %6s %10s\n' "$t" "${row[0]}" "${row[1]}" "$fp" "$insns"
+    if [ "$fences" != 0 ]; then
+        echo "FAIL: $t: $fences fence(s) on pcpu_counter_add's add path"; fail=1
+    fi
     if [ "${row[0]}" -gt $GC_MAX ] || [ "${row[1]}" -gt $NOGC_MAX ]; then
         echo "FAIL: $t: the library adds more than $GC_MAX bytes with --gc-sections or $NOGC_MAX without"; fail=1
     fi

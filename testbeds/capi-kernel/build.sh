@@ -10,7 +10,10 @@
 # is the lp64d ABI (what riscv64-linux-gnu-gcc emits), riscv64imac-unknown-none-elf lp64
 # (soft float, -march=rv64imac -mabi=lp64): link the one whose ABI the kernel's objects have.
 # Needs Debian's cargo with the library source (rustc-web cargo-web rust-web-src), or a
-# rustup toolchain with rust-src (set CARGO to it), and binutils.
+# rustup toolchain with rust-src (set CARGO to it), and binutils. BUILD_STD=0 uses the
+# target's prebuilt core instead (rustup target add <target>; CARGO=~/.cargo/bin/cargo), for
+# targets rustup ships (x86_64-unknown-none, aarch64-unknown-none-softfloat and both riscv64
+# ones; not the i586 JSON spec).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 targets=("$@")
@@ -33,9 +36,11 @@ for spec in "${targets[@]}"; do
         json=(-Zjson-target-spec)
         t="$(basename "$spec" .json)"
     fi
+    std_flags=(-Zbuild-std=core,compiler_builtins -Zbuild-std-features=compiler-builtins-mem)
+    [ "${BUILD_STD:-1}" = 0 ] && std_flags=()
     PATH="$(dirname "$cargo_bin"):$PATH" RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$PWD/target/capi-kernel" \
         "$cargo_bin" build --quiet --release --manifest-path testbeds/capi-kernel/Cargo.toml --target "$spec" \
-        -Zbuild-std=core,compiler_builtins -Zbuild-std-features=compiler-builtins-mem "${json[@]}"
+        "${std_flags[@]}" "${json[@]}"
     mkdir -p "target/capi-lib/$t"
     lib="target/capi-lib/$t/libpcpu_counter.a"
     cp "target/capi-kernel/$t/release/libpcpu_counter_kernel.a" "$lib"
@@ -47,7 +52,12 @@ for spec in "${targets[@]}"; do
         *) objcopy_bin=objcopy ;;
     esac
     command -v "$objcopy_bin" >/dev/null || objcopy_bin=llvm-objcopy
-    "$objcopy_bin" -R .llvmbc -R .llvmcmd "$lib"
+    # (rustup's prebuilt compiler_builtins, BUILD_STD=0, can hold relocations an older GNU
+    # objcopy does not know: then llvm-objcopy.)
+    if ! "$objcopy_bin" -R .llvmbc -R .llvmcmd "$lib" 2>/dev/null; then
+        cp "target/capi-kernel/$t/release/libpcpu_counter_kernel.a" "$lib"
+        llvm-objcopy -R .llvmbc -R .llvmcmd "$lib"
+    fi
     # Undefined in some member and defined in none (an archive's members refer to each other).
     defined="$(nm --defined-only "$lib" 2>/dev/null | awk 'NF == 3 {print $3}' | sort -u)"
     undefined="$(nm -u "$lib" 2>/dev/null | awk '$1 == "U" {print $2}' | sort -u | comm -23 - <(printf '%s\n' "$defined"))"

@@ -117,7 +117,10 @@ fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
     let (room, _nul) = buf.split_at_mut(PANIC_BUF - 1);
     let mut len = 0;
     put(room, &mut len, b"pcpu_counter: ");
-    let text = info.message().as_str().unwrap_or("panic (message with arguments)");
+    let text = info
+        .message()
+        .as_str()
+        .unwrap_or("panic (message with arguments)");
     put(room, &mut len, text.as_bytes());
     if let Some(at) = info.location() {
         put(room, &mut len, b" at ");

@@ -314,18 +314,23 @@ body_riscv64() {
 
 if command -v riscv64-linux-gnu-gcc >/dev/null && command -v riscv64-linux-gnu-objdump >/dev/null; then
     echo "== compile matrix: riscv64"
-    for std in c99 c11; do
-        for mode in "" -ffreestanding; do
-            matrix riscv64-linux-gnu-gcc -std=$std $mode -march=rv64gc -mabi=lp64d -pedantic
+    # Every standard and mode once; the full matrix (levels, frame pointer, -fPIC) per
+    # compiler, ABI and register.
+    for cc in "riscv64-linux-gnu-gcc" "clang --target=riscv64 -march=rv64gc"; do
+        command -v ${cc%% *} >/dev/null || continue
+        for std in c99 c11; do
+            for mode in "" -ffreestanding; do
+                $cc -std=$std $mode -O2 -Wall -Wextra -Werror -pedantic -Iinclude -c "$out/probe.c" -o "$out/p.o"
+                echo "ok   $cc -std=$std $mode"
+            done
         done
     done
+    matrix riscv64-linux-gnu-gcc -std=c99 -march=rv64gc -mabi=lp64d -pedantic
     matrix riscv64-linux-gnu-gcc -std=c11 -ffreestanding -march=rv64imac -mabi=lp64 -mcmodel=medany -pedantic
     matrix riscv64-linux-gnu-gcc -std=c11 -ffreestanding -DPCPU_COUNTER_RISCV_GP -pedantic
     if command -v clang >/dev/null; then
-        for std in c99 c11; do
-            matrix clang --target=riscv64 -march=rv64gc -std=$std -ffreestanding -pedantic
-        done
-        matrix clang --target=riscv64 -march=rv64imac -mabi=lp64 -std=c11 -ffreestanding -pedantic
+        matrix clang --target=riscv64 -march=rv64gc -std=c11 -ffreestanding -pedantic
+        matrix clang --target=riscv64 -march=rv64imac -mabi=lp64 -std=c99 -ffreestanding -DPCPU_COUNTER_RISCV_GP -pedantic
         clang++ --target=riscv64 -march=rv64gc -std=c++11 -ffreestanding -Wall -Wextra -Werror -pedantic \
             -Iinclude -c "$out/probe.cc" -o "$out/p.o"
         echo "ok   clang++ --target=riscv64 -std=c++11"

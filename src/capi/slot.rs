@@ -109,3 +109,30 @@ pub(crate) fn alloc_run(zone: &Zone<'_>, n: usize) -> Result<usize, crate::Error
         }
     }
 }
+
+#[cfg(all(test, feature = "sim"))]
+mod tests {
+    use super::*;
+
+    /// The add path's bounds check, once the zone is remembered: a slot of the zone passes
+    /// with its offset; NULL, a misaligned value and one past the area abort.
+    #[test]
+    fn the_add_path_checks_the_handle_against_the_remembered_zone() {
+        // The process's simulated machine: made here, or by another test with its sizes.
+        let _ = crate::capi::pcpu_sim_machine_new(2, 64);
+        let zone = super::super::zone::current_zone().expect("a simulated machine");
+        let c = crate::capi::counter_u64_alloc(crate::capi::M_NOWAIT);
+        assert!(!c.is_null());
+        remember(&target(c));
+        let (found, off) = add_slot(c).expect("the zone is remembered");
+        assert!(core::ptr::eq(found, zone));
+        assert_eq!(off, c as usize);
+        let end = zone.layout().offset + zone.layout().len;
+        for bad in [0, c as usize + 4, end] {
+            let caught = std::panic::catch_unwind(|| add_slot(bad as counter_u64_t));
+            assert!(caught.is_err(), "{bad:#x} passed the check");
+        }
+        // SAFETY: a live handle, freed once.
+        unsafe { crate::capi::counter_u64_free(c) };
+    }
+}

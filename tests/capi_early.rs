@@ -135,7 +135,11 @@ fn early_counts_move_into_slots_when_the_zone_is_made() {
     // SAFETY: no zone, and nothing else adds to these early counters.
     assert_eq!(unsafe { pcpu_early_base(base) }, PCPU_OK);
     for (i, &c) in handles().iter().enumerate() {
-        assert_eq!(c as usize, (early[i] as usize).wrapping_sub(base), "counter {i}");
+        assert_eq!(
+            c as usize,
+            (early[i] as usize).wrapping_sub(base),
+            "counter {i}"
+        );
     }
     // SAFETY: an early counter before any zone exists.
     unsafe { pcpu_counter_add(handle(2), 5) };

@@ -38,11 +38,19 @@ for spec in "${targets[@]}"; do
     fi
     std_flags=(-Zbuild-std=core,compiler_builtins -Zbuild-std-features=compiler-builtins-mem)
     [ "${BUILD_STD:-1}" = 0 ] && std_flags=()
+    # RISCV_GP=1: riscv64 libraries that add through gp (feature riscv-gp), into
+    # target/capi-lib/<target>-gp/; C for them is compiled with -DPCPU_COUNTER_RISCV_GP.
+    feature_flags=() reg=tp
+    if [ "${RISCV_GP:-0}" = 1 ] && [[ "$t" == riscv64* ]]; then
+        feature_flags=(--features pcpu-counter/riscv-gp) reg=gp
+    fi
     PATH="$(dirname "$cargo_bin"):$PATH" RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$PWD/target/capi-kernel" \
         "$cargo_bin" build --quiet --release --manifest-path testbeds/capi-kernel/Cargo.toml --target "$spec" \
-        "${std_flags[@]}" "${json[@]}"
-    mkdir -p "target/capi-lib/$t"
-    lib="target/capi-lib/$t/libpcpu_counter.a"
+        "${std_flags[@]}" "${feature_flags[@]}" "${json[@]}"
+    out_dir="target/capi-lib/$t"
+    [ $reg = gp ] && out_dir="$out_dir-gp"
+    mkdir -p "$out_dir"
+    lib="$out_dir/libpcpu_counter.a"
     cp "target/capi-kernel/$t/release/libpcpu_counter_kernel.a" "$lib"
     # compiler_builtins' objects carry LLVM bitcode next to their code (the profile's LTO),
     # which binutils' nm and ar cannot read: drop it, the code stays.
@@ -73,7 +81,7 @@ for spec in "${targets[@]}"; do
     # i386: the CX8 cache that the header's inline counter_u64_add reads.
     case "$t" in i[3-6]86-*) syms+=(pcpu_cx8) ;; esac
     # riscv64: the register symbol the header's inline add references (tp; gp with riscv-gp).
-    case "$t" in riscv64*) syms+=(pcpu_counter_riscv_tp) ;; esac
+    case "$t" in riscv64*) syms+=(pcpu_counter_riscv_$reg) ;; esac
     for sym in "${syms[@]}"; do
         grep -qx "$sym" <<<"$defined" || { echo "FAIL: $lib lacks $sym"; exit 1; }
     done

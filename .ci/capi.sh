@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The C ABI (issue 6): header in sync with the Rust signatures, the C test program on the
-# host simulation, and the freestanding kernel check compiling for a kernel.
-# Idempotent; needs gcc and crates.io (for cbindgen, installed once).
+# host simulation, and the freestanding kernel check compiling for a kernel; the no_std
+# library for C-only kernels per target (x86_64, aarch64, i586, riscv64gc, riscv64imac) and
+# its footprint in a minimal C kernel (issue 20: tests/c/footprint.sh).
+# Idempotent; needs gcc, the cross gcc/binutils (installed if missing) and crates.io (for
+# cbindgen, installed once).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -45,7 +45,14 @@ static inline void pcpu_broken_add(counter_u64_t c, int64_t v)
 	(void)lo;
 	(void)hi;
 #elif defined(__riscv) && __riscv_xlen == 64
-	/* The slot is tp + c: ld, add, sd instead of one amoadd.d. */
+	/* The slot is tp + c: ld, add, sd instead of one amoadd.d. The C-only riscv64 kernel
+	 * points tp at its per-CPU block from reset, so before the zone exists an early counter
+	 * (the address of its word, not an offset) goes to the library, as the header's add does
+	 * today; broken is what runs once the zone is installed. */
+	if (pcpu_zone_capacity() == 0) {
+		pcpu_counter_add(c, v);
+		return;
+	}
 	uint64_t t;
 	__asm__ __volatile__("add %0, tp, %1\n\t"
 			     "ld %1, 0(%0)\n\t"

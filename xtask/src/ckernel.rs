@@ -109,7 +109,7 @@ pub fn i386(broken: bool) -> CBuild {
 
 /// riscv64: the library for `riscv64imac-unknown-none-elf` (lp64, soft float, the Rust
 /// riscv64 kernel's target; no FP instruction anywhere, so the FPU can stay off), the C
-/// compiled to match (`-march=rv64imac -mabi=lp64`; the lp64d `riscv64gc` library would need
+/// compiled to match (`-march=rv64imac_zicsr_zifencei -mabi=lp64`: gcc 12 wants the CSR extension named; the lp64d `riscv64gc` library would need
 /// `-march=rv64gc -mabi=lp64d`), medany for a kernel linked at 0x80200000.
 pub fn riscv64(broken: bool) -> CBuild {
     CBuild {
@@ -122,7 +122,7 @@ pub fn riscv64(broken: bool) -> CBuild {
         lib_target: "riscv64imac-unknown-none-elf",
         cc: ("riscv64-linux-gnu-gcc", "gcc-riscv64-linux-gnu"),
         ld: ("riscv64-linux-gnu-ld", "binutils-riscv64-linux-gnu"),
-        cflags: &["-march=rv64imac", "-mabi=lp64", "-mcmodel=medany"],
+        cflags: &["-march=rv64imac_zicsr_zifencei", "-mabi=lp64", "-mcmodel=medany"],
         broken,
     }
 }

@@ -122,7 +122,11 @@ pub fn riscv64(broken: bool) -> CBuild {
         lib_target: "riscv64imac-unknown-none-elf",
         cc: ("riscv64-linux-gnu-gcc", "gcc-riscv64-linux-gnu"),
         ld: ("riscv64-linux-gnu-ld", "binutils-riscv64-linux-gnu"),
-        cflags: &["-march=rv64imac_zicsr_zifencei", "-mabi=lp64", "-mcmodel=medany"],
+        cflags: &[
+            "-march=rv64imac_zicsr_zifencei",
+            "-mabi=lp64",
+            "-mcmodel=medany",
+        ],
         broken,
     }
 }
@@ -146,17 +150,26 @@ impl CBuild {
         // build.sh always builds core from source (-Zbuild-std, with compiler-builtins' mem
         // functions), so it needs a toolchain with the library source even where a prebuilt
         // core for the target is installed.
-        let toolchain = toolchain::source_built_for(self.lib_target).ok_or_else(|| {
-            format!(
-                "no toolchain has the library source to build core for {}: \
-                 apt-get install rustc-web cargo-web rust-web-src",
-                self.lib_target
-            )
-        })?;
+        // build.sh's own default (Debian's cargo) where it has the library source: the one
+        // .ci/capi.sh builds with, so that CI builds each library (and its core) once.
+        let cargo = if Path::new(DEBIAN_CARGO).is_file() && Path::new(DEBIAN_CORE_SOURCE).is_file()
+        {
+            PathBuf::from(DEBIAN_CARGO)
+        } else {
+            toolchain::source_built_for(self.lib_target)
+                .ok_or_else(|| {
+                    format!(
+                        "no toolchain has the library source to build core for {}: \
+                         apt-get install rustc-web cargo-web rust-web-src",
+                        self.lib_target
+                    )
+                })?
+                .cargo_program()
+        };
         run(Command::new("bash")
             .arg(root.join("testbeds/capi-kernel/build.sh"))
             .arg(self.lib_target)
-            .env("CARGO", toolchain.cargo_program())
+            .env("CARGO", cargo)
             .env_remove("RUSTUP_TOOLCHAIN")
             .env_remove("RUSTC")
             .env_remove("RUSTC_WRAPPER"))?;
@@ -221,6 +234,10 @@ impl CBuild {
         Ok(kernel)
     }
 }
+
+/// `testbeds/capi-kernel/build.sh`'s default cargo, and the library source it needs.
+const DEBIAN_CARGO: &str = "/usr/bin/cargo";
+const DEBIAN_CORE_SOURCE: &str = "/usr/lib/rustlib/src/rust/library/core/src/lib.rs";
 
 /// `dir_file.o`, so that two sources with one file name do not collide.
 fn object_name(source: &Path) -> String {

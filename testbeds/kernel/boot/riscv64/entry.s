@@ -38,10 +38,11 @@ riscv64_secondary_entry:
     add sp, sp, t0
     lla t0, riscv64_trap_entry
     csrw stvec, t0
+    /* riscv64_ap_entry(CPU index, hart id): the C-only kernel takes both. */
     mv t0, a0
     mv a0, a1
     mv a1, t0
-    call riscv64_ap_entry       /* (CPU index, hart id): the C-only kernel takes both */
+    call riscv64_ap_entry
 4:  wfi
     j 4b
 

@@ -12,6 +12,10 @@ need=()
 command -v gcc >/dev/null || need+=(gcc libc6-dev)
 command -v g++ >/dev/null || need+=(g++)
 command -v clang >/dev/null || need+=(clang)
+# The header check and tests/c/footprint.sh compile and link for every kernel arch.
+command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu)
+command -v i686-linux-gnu-gcc >/dev/null || need+=(gcc-i686-linux-gnu binutils-i686-linux-gnu)
+command -v riscv64-linux-gnu-gcc >/dev/null || need+=(gcc-riscv64-linux-gnu binutils-riscv64-linux-gnu)
 if [ ${#need[@]} -gt 0 ]; then
     apt-get update -q
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${need[@]}"
@@ -66,7 +70,11 @@ if [ -x /usr/bin/cargo ] && [ -d "$(/usr/bin/rustc --print sysroot)/lib/rustlib/
     PATH="/usr/bin:$PATH" RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$CARGO_TARGET_DIR/cross" \
         /usr/bin/cargo check --quiet --lib --target x86_64-unknown-none -Zbuild-std=core --features capi
     echo "== the no_std library for C-only kernels (artifacts: target/capi-lib/<target>/libpcpu_counter.a)"
-    bash testbeds/capi-kernel/build.sh x86_64-unknown-none aarch64-unknown-none-softfloat i586-unknown-none
+    bash testbeds/capi-kernel/build.sh x86_64-unknown-none aarch64-unknown-none-softfloat i586-unknown-none \
+        riscv64gc-unknown-none-elf riscv64imac-unknown-none-elf
+    echo "== the library's footprint in a minimal C kernel, per target (tests/c/footprint.sh)"
+    bash tests/c/footprint.sh x86_64-unknown-none aarch64-unknown-none-softfloat i586-unknown-none \
+        riscv64gc-unknown-none-elf riscv64imac-unknown-none-elf
     echo "== the i386 inline counter_u64_add at run time (tests/c/i386_inline.sh)"
     bash tests/c/i386_inline.sh
 else

@@ -392,6 +392,11 @@ void pcpu_sim_unbind(void);
 int pcpu_zone_init(const struct pcpu_zone_layout *layout, uint64_t *meta, size_t meta_words);
 
 /*
+ Says what the boot CPU's per-CPU register holds until `pcpu_zone_init`, so that early
+ */
+int pcpu_early_base(size_t base);
+
+/*
  Stores in `*base` the value CPU `cpu`'s per-CPU register must hold.
  */
 int pcpu_zone_cpu_base(size_t cpu, size_t *base);

@@ -47,6 +47,23 @@ cfg_if::cfg_if! {
     }
 }
 
+/// With feature `capi`: the C symbol that names the register this build adds through,
+/// `pcpu_counter_riscv_tp` (or `pcpu_counter_riscv_gp` with `riscv-gp`). The header's inline
+/// `counter_u64_add` adds through `tp` (`gp` where `PCPU_COUNTER_RISCV_GP` is defined) and
+/// references the matching symbol with a relocation that changes no instruction
+/// (`R_RISCV_NONE`), so that C code built for the other register fails to link
+/// (`undefined reference to pcpu_counter_riscv_tp`) instead of adding through the wrong one.
+#[cfg(all(feature = "capi", not(feature = "sim"), not(feature = "riscv-gp")))]
+#[used]
+#[no_mangle]
+static pcpu_counter_riscv_tp: u8 = 0;
+
+/// As above, for a library built with `riscv-gp`.
+#[cfg(all(feature = "capi", not(feature = "sim"), feature = "riscv-gp"))]
+#[used]
+#[no_mangle]
+static pcpu_counter_riscv_gp: u8 = 0;
+
 /// The current hart's per-CPU base: `tp`.
 #[cfg(all(not(feature = "sim"), not(feature = "riscv-gp")))]
 #[inline(always)]

@@ -330,7 +330,7 @@ fn c_riscv64_boot(broken: bool) -> Boot {
         expect: if broken {
             "with tests/c/broken_add.h"
         } else {
-            "riscv64 (tp = this hart's per-CPU block from reset, hart id in word 0)"
+            "riscv64 (inline amoadd.d on tp + c from pcpu_counter.h; tp = this hart's per-CPU block from reset, hart id in word 0)"
         },
         ..riscv64_boot(Rv::Tp)
     }

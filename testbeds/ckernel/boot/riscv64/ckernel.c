@@ -13,13 +13,17 @@
  * already holds: arch_set_cpu_base only checks that, as a kernel whose register already points
  * at its blocks does (it needs no pcpu_set_cpu_base).
  *
+ * The header's counter_u64_add is add tp + c and one amoadd.d, early counters included:
+ * riscv64_bsp_entry tells the library with pcpu_early_base what tp holds before the zone.
+ *
  * Built for riscv64imac + lp64 with the riscv64imac-unknown-none-elf library: no floating
  * point anywhere, so the FPU stays off and the trap entry saves integer registers only.
  */
 #include "pcpu_counter.h"
 #include "kernel.h"
 
-const char arch_banner[] = "riscv64 (tp = this hart's per-CPU block from reset, hart id in word 0)";
+const char arch_banner[] =
+	"riscv64 (inline amoadd.d on tp + c from pcpu_counter.h; tp = this hart's per-CPU block from reset, hart id in word 0)";
 const int arch_block_id_from_reset = 1;
 
 #define UART 0x10000000ul
@@ -194,14 +198,14 @@ void riscv64_bsp_entry(unsigned long hart)
 	per_cpu_from_reset(0, hart);
 	boot_hart = hart;
 	/*
-	 * EARLY COUNTERS WITH tp != 0: from here on tp is non-zero, and kernel_bsp_main adds to
-	 * early counters (fbsd_boot) before pcpu_zone_init. That is correct today only because
-	 * the header's riscv64 counter_u64_add is the library call pcpu_counter_add, which finds
-	 * an early counter's word without the register. An inline add on tp would land at
-	 * tp + &word (issue 20, item 3). Once the library handles early counters whatever the
-	 * register holds, this kernel is the test of it: nothing here needs to change, but the
-	 * banner check in xtask should then require the inline add.
+	 * tp is non-zero from here on, and kernel_bsp_main adds to early counters (fbsd_boot)
+	 * before pcpu_zone_init with the header's inline add (tp + c): tell the library what tp
+	 * holds until the zone exists, before the first early add, so that every early name is
+	 * its word minus tp.
 	 */
+	int rc = pcpu_early_base((size_t)&kernel_blocks[0]);
+	if (rc != 0)
+		kernel_fail("pcpu_early_base (rc, tp)", (uint64_t)-rc, read_tp());
 	kernel_bsp_main();
 }
 

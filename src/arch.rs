@@ -42,7 +42,34 @@ pub(crate) mod imp;
 #[path = "../arch/portable/mod.rs"]
 pub(crate) mod imp;
 
+#[cfg(target_arch = "x86_64")]
+pub(crate) use imp::fetch_add;
 pub(crate) use imp::{add, add_protected, load_slot, needs_protection, store_slot};
+
+/// Adds `v` to the current CPU's slot at `off` and returns the slot's value before the add, as
+/// one step on this CPU (the [`ApproxCounter`](crate::ApproxCounter)'s add). x86_64 has one
+/// instruction for it (`xadd gs:[off]`); elsewhere the arch's add runs inside local
+/// protection and the slot is read back from the current CPU's block: with neither an
+/// interrupt nor a migration between them, the value read less `v` is the value before.
+///
+/// # Safety
+/// As the arch's `add`; the platform's current CPU is the CPU whose per-CPU register is set.
+#[cfg(not(target_arch = "x86_64"))]
+#[inline]
+pub(crate) unsafe fn fetch_add(zone: &crate::zone::Zone<'_>, off: usize, v: i64) -> u64 {
+    let _protection = crate::platform::Protection::acquire();
+    let cpu = crate::platform::current_cpu();
+    assert!(
+        cpu < zone.ncpus(),
+        "current CPU {cpu} is out of range (zone has {} CPUs)",
+        zone.ncpus()
+    );
+    // SAFETY: per the caller; protection is held, as `add_protected` asks.
+    unsafe { imp::add_protected(zone, off, v) };
+    // SAFETY: `cpu` is in range and `off` a live slot, so the address is inside the zone.
+    let new = unsafe { load_slot(zone.slot_addr(cpu, off)) };
+    new.wrapping_sub(v as u64)
+}
 #[cfg(feature = "sim")]
 pub(crate) use imp::{host_bind, host_unbind};
 kernel_api! {

@@ -63,6 +63,16 @@ impl<'z> Counter<'z> {
         unsafe { arch::add(self.zone, self.off, v) }
     }
 
+    /// Adds `v` to this CPU's slot and returns the slot's value before the add, as one step
+    /// on this CPU (see [`arch::fetch_add`]): the approximate counter's add.
+    #[inline(always)]
+    pub(crate) fn fetch_add_slot(&self, v: i64) -> u64 {
+        #[cfg(feature = "sim")]
+        crate::sim::check_area_tag(self.area);
+        // SAFETY: as in `add`.
+        unsafe { arch::fetch_add(self.zone, self.off, v) }
+    }
+
     /// Adds 1.
     #[inline(always)]
     pub fn inc(&self) {

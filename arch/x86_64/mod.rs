@@ -31,6 +31,27 @@ pub(crate) unsafe fn add(_zone: &Zone<'_>, off: usize, v: i64) {
     }
 }
 
+/// Adds `v` to the current CPU's slot at GS-relative offset `off` and returns the slot's
+/// value before the add: one non-locked `xadd qword ptr gs:[off], v`, which (like the plain
+/// add) no interrupt or migration can split.
+///
+/// # Safety
+/// As [`add`].
+#[inline(always)]
+pub(crate) unsafe fn fetch_add(_zone: &Zone<'_>, off: usize, v: i64) -> u64 {
+    let mut old = v as u64;
+    // SAFETY: as in `add`: `gs:[off]` is this CPU's own slot and one instruction updates it.
+    unsafe {
+        asm!(
+            "xadd qword ptr gs:[{off}], {v}",
+            off = in(reg) off,
+            v = inout(reg) old,
+            options(nostack),
+        )
+    }
+    old
+}
+
 /// The add needs no protection, so the protected add is the same instruction.
 ///
 /// # Safety

@@ -8,9 +8,12 @@
 //! - `broken`: the suites whose broken variant lives in the crate behind a `--cfg
 //!   pcpu_counter_broken` value (never a feature): `tests/early.rs` with
 //!   `pcpu_counter_broken="early_init_without_waiting"` (an `init` that does not wait for
-//!   early adds in flight), whose test must catch the lost adds (own target dir
+//!   early adds in flight), whose test must catch the lost adds, and `tests/approx.rs` with
+//!   `pcpu_counter_broken="approx_racy_carry"` (the approximate counter's carry as a load and
+//!   a store), whose carry race must catch a lost carry; one build with both (own target dir
 //!   `target/broken`).
-//! - `property`: `cargo test --test model --test config_fuzz` (256 cases per property).
+//! - `property`: `cargo test --test model --test config_fuzz --test approx` (256 cases per
+//!   property).
 //! - `fuzz`: the same property tests with `PROPTEST_CASES` cases (default 2000,
 //!   `PCPU_FUZZ_CASES` overrides), reusing the same binaries.
 //! - `tsan`: the host simulation suite (`--tests`) built with `-Zsanitizer=thread`, which
@@ -246,32 +249,35 @@ fn loom(root: &Path) -> (bool, String) {
 
 fn broken(root: &Path) -> (bool, String) {
     let mut cmd = cargo(root);
-    cmd.args(["test", "--test", "early", "--", "init_that_does_not_wait"])
+    // Both broken variants in one build (a cfg may hold several values), each suite running
+    // only its test that must catch its variant.
+    cmd.args(["test", "--test", "early", "--test", "approx", "--"])
+        .args(["init_that_does_not_wait", "carry_that_is_not_atomic"])
         .env(
             "RUSTFLAGS",
-            r#"--cfg pcpu_counter_broken="early_init_without_waiting""#,
+            r#"--cfg pcpu_counter_broken="early_init_without_waiting" --cfg pcpu_counter_broken="approx_racy_carry""#,
         )
         .env("CARGO_TARGET_DIR", root.join("target/broken"));
     let (ok, text) = capture(cmd, false);
     let (passed, failed) = test_counts(&text);
     (
-        ok && passed == 1,
-        format!("tests/early.rs against the init that does not wait: {passed} passed (the test caught it), {failed} failed"),
+        ok && passed == 2,
+        format!("tests/early.rs against the init that does not wait, tests/approx.rs against the carry that is not atomic: {passed} passed (each test caught its variant), {failed} failed"),
     )
 }
 
 fn property(root: &Path) -> (bool, String) {
     let mut cmd = cargo(root);
-    cmd.args(["test", "--test", "model", "--test", "config_fuzz"]);
+    cmd.args(["test", "--test", "model", "--test", "config_fuzz", "--test", "approx"]);
     let (ok, text) = capture(cmd, false);
     let (passed, failed) = test_counts(&text);
-    (ok, format!("tests/model.rs + tests/config_fuzz.rs: {passed} passed, {failed} failed (256 cases per property)"))
+    (ok, format!("tests/model.rs + tests/config_fuzz.rs + tests/approx.rs: {passed} passed, {failed} failed (256 cases per property)"))
 }
 
 fn fuzz(root: &Path) -> (bool, String) {
     let cases = std::env::var("PCPU_FUZZ_CASES").unwrap_or_else(|_| "2000".into());
     let mut cmd = cargo(root);
-    cmd.args(["test", "--test", "model", "--test", "config_fuzz"])
+    cmd.args(["test", "--test", "model", "--test", "config_fuzz", "--test", "approx"])
         .env("PROPTEST_CASES", &cases);
     let (ok, text) = capture(cmd, false);
     let (passed, failed) = test_counts(&text);

@@ -233,3 +233,72 @@ fn monotonic_clock_default() {
     });
     assert!(rate.counter().fetch() >= 1 && rate.counter().fetch() <= 100);
 }
+
+/// The limit holds whatever the approximate counter's batch: 6 CPUs race in one second, and
+/// fewer than `LIMIT` events (1 used to open the second) report 0, every event counted.
+#[test]
+fn the_limit_holds_at_every_batch() {
+    const LIMIT: i64 = if cfg!(miri) { 60 } else { 1_000 };
+    const N: u64 = if cfg!(miri) { 20 } else { 400 };
+    for batch in [1, 2, 16, 1024] {
+        let machine = Machine::new(6);
+        let clock = Clock { now: || 0, hz: 100 };
+        let rate = CounterRate::with_batch(machine.alloc().unwrap(), clock, batch).unwrap();
+        machine.run_on(0, || assert_eq!(rate.check_at(1000, LIMIT), 0));
+        let zeros = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for cpu in 0..6 {
+                let (machine, rate, zeros) = (&machine, &rate, &zeros);
+                s.spawn(move || {
+                    machine.run_on(cpu, || {
+                        for _ in 0..N {
+                            match rate.check_at(1050, LIMIT) {
+                                0 => drop(zeros.fetch_add(1, Ordering::Relaxed)),
+                                -1 => {}
+                                r => panic!("unexpected {r}"),
+                            }
+                        }
+                    })
+                });
+            }
+        });
+        assert_eq!(rate.counter().fetch(), 6 * N + 1, "batch {batch}");
+        let zeros = zeros.into_inner() as i64;
+        assert!(zeros < LIMIT, "batch {batch}: {zeros} events reported 0");
+    }
+}
+
+/// A check far below the limit is answered from the approximate count alone (one load): on
+/// 256 CPUs with batch 64 the bound is 256 * 63, and a limit of a million is far above it.
+/// Sequentially, on one CPU after another, exactly `limit` events report 0.
+#[test]
+fn checks_far_below_the_limit_need_no_sum() {
+    let machine = Machine::new(256);
+    let rate = CounterRate::new(machine.alloc().unwrap(), Clock { now: || 0, hz: 100 });
+    assert_eq!(rate.counter().accuracy(), (256 * 63, 0));
+    let limit: i64 = 1_000_000;
+    for cpu in (0..256).step_by(5) {
+        machine.run_on(cpu, || {
+            (0..100).for_each(|_| assert_eq!(rate.check_at(1000, limit), 0))
+        });
+        assert_eq!(
+            rate.counter().compare_approximate(limit),
+            Some(std::cmp::Ordering::Less),
+            "after CPU {cpu}"
+        );
+    }
+    // Near the limit the check sums: 6 CPUs, batch 4, limit 50.
+    let machine = Machine::new(6);
+    let rate =
+        CounterRate::with_batch(machine.alloc().unwrap(), Clock { now: || 0, hz: 100 }, 4).unwrap();
+    let results: Vec<i64> = (0..60)
+        .map(|i| machine.run_on(i % 6, || rate.check_at(1000, 50)))
+        .collect();
+    assert_eq!(results.iter().filter(|&&r| r == 0).count(), 50);
+    assert!(results[50..].iter().all(|&r| r == -1), "{results:?}");
+    assert_eq!(rate.counter().fetch(), 60);
+    assert_eq!(
+        CounterRate::with_batch(machine.alloc().unwrap(), Clock::monotonic(), 3).unwrap_err(),
+        pcpu_counter::Error::BadBatch { batch: 3 }
+    );
+}

@@ -1,21 +1,28 @@
 //! A per-CPU counter with an O(1) approximate read of stated accuracy: [`ApproxCounter`].
 //!
 //! # The carry protocol
-//! The counter is a plain per-CPU [`Counter`] (one slot per CPU, a zero baseline) plus one
-//! shared word, `total`, on a cache line of its own. The batch `B` is a power of two.
+//! The counter is a plain per-CPU [`Counter`] (one slot per CPU, a zero baseline), a second
+//! per-CPU slot counting the first slot's multiples of 16 (the "sixteens"), and one shared
+//! word, `total`, on a cache line of its own: a two-level tree whose leaves are per-CPU. The
+//! batch `B` is a power of two from 16.
 //!
-//! * **add(v)**: add `v` to this CPU's slot and get the slot's old value in one step on this
-//!   CPU (x86_64: one non-locked `xadd qword ptr gs:[off], v`; elsewhere the arch's add
-//!   under local protection, then the slot read back). If the add moved the slot across a
-//!   multiple of `B` (`(old ^ new) & !(B - 1) != 0`), add the carry
-//!   `(new & !(B-1)) - (old & !(B-1))` (wrapping) to `total` with one atomic add. Otherwise
-//!   (`B - 1` times in `B` for adds of 1) nothing else is written.
-//! * Each CPU's slot changes only through its own adds, one after another, so the carries of
-//!   one slot telescope: once every add has returned, the carries added up are exactly
-//!   `slot & !(B-1)` for every slot (modulo 2^64). Adds interrupted by other adds on the same
-//!   CPU (an interrupt between the `xadd` and its carry) each carry their own step of the
-//!   chain, so the sum is the same. Carries are atomic adds, so they commute: none is lost
-//!   whatever order they land in.
+//! * **add(v)**: add `v` to this CPU's slot, and learn in the same step how many multiples of
+//!   16 it crossed, `c = ((old + v) >> 4) - (old >> 4)` (x86_64: the plain non-locked
+//!   `add qword ptr gs:[off], v`, then `c = (v >> 4) + AF` from the add's auxiliary carry
+//!   flag; elsewhere from the arch's add that returns the old value). For adds of 1, 15 in
+//!   16 have `c == 0` and stop there: the add is the plain counter's add and one branch.
+//!   Otherwise add `c` to this CPU's sixteens slot (one non-locked `xadd` on x86_64), and if
+//!   that crossed a multiple of `B / 16`, add the whole batches crossed, times 16, to `total`
+//!   with one atomic add.
+//! * Each CPU's slot changes only through its own adds, one after another, and each add's
+//!   `c` is its own step of the slot's chain (one instruction, or one step under protection),
+//!   so the steps telescope: the sixteens slot stays `slot >> 4` (modulo 2^60), and with it
+//!   the carries of a CPU add up to exactly `slot & !(B-1)` (modulo 2^64) once every add has
+//!   returned. An interrupt between an add and its carries makes its own steps on both
+//!   levels, and the sum is the same. Carries are atomic adds, so they commute: none is lost
+//!   whatever order they land in. (A kernel thread migrated between its slot add and its
+//!   sixteens add puts `c` on another CPU's sixteens: nothing is lost, and every sixteens
+//!   remainder still lies in `[0, B/16)`, so the bound below holds all the same.)
 //! * **zero / fetch_and_zero**: the slot's baseline moves from `old` to the sum of the slots
 //!   `sum` by compare-and-swap (exactly [`Counter::fetch_and_zero`]), and then the same delta
 //!   `sum - old` is subtracted from `total` with one atomic add. No slot is written, so an
@@ -43,7 +50,7 @@
 
 use crate::counter::Counter;
 use crate::zone::Zone;
-use crate::{baseline, Error};
+use crate::{arch, baseline, Error};
 use core::cell::UnsafeCell;
 use core::cmp::Ordering;
 
@@ -56,17 +63,17 @@ struct Total(UnsafeCell<u64>);
 /// A per-CPU counter whose approximate value is one load, with a bound stated by
 /// [`accuracy`](ApproxCounter::accuracy).
 ///
-/// The add is the plain counter's add that also returns the old slot value (on x86_64 one
-/// non-locked `xadd gs:[off]` instead of `add gs:[off]`), then one branch; only when the
-/// slot crosses a multiple of the batch does it add the whole batches crossed to a shared
-/// word. [`approximate`](ApproxCounter::approximate) reads that word;
+/// The add is the plain counter's add (on x86_64 the same `add gs:[off]`, its carry out of
+/// the low 4 bits read from the flags), then one branch; once in 16 adds of 1 it adds to a
+/// second per-CPU slot, and only when that crosses a multiple of `batch / 16` does it add the
+/// whole batches crossed to a shared word. [`approximate`](ApproxCounter::approximate) reads that word;
 /// [`precise`](ApproxCounter::precise) sums every CPU like [`Counter::fetch`];
 /// [`compare`](ApproxCounter::compare) sums only when the approximate value is within the
 /// bound of the threshold. Zeroes are lossless, as the plain counter's. The protocol and the
 /// proof of the bound are in the module source (`src/approx.rs`) and docs/reading.md.
 ///
-/// Memory: the plain counter's 8 bytes per CPU, plus the handle (256 bytes: the shared word
-/// has a 128-byte line of its own).
+/// Memory: 16 bytes per CPU (the slot and its sixteens), plus the handle (256 bytes: the
+/// shared word has a 128-byte line of its own).
 ///
 /// ```
 /// use pcpu_counter::{sim::Machine, ApproxCounter};
@@ -84,7 +91,9 @@ struct Total(UnsafeCell<u64>);
 /// ```
 pub struct ApproxCounter<'z> {
     counter: Counter<'z>,
-    /// `!(batch - 1)`: the bits of a slot that count whole batches.
+    /// Per CPU, the multiples of 16 `counter`'s slot crossed: `slot >> 4` (modulo 2^60).
+    sixteens: Counter<'z>,
+    /// `!(batch / 16 - 1)`: the bits of a sixteens slot that count whole batches.
     high: u64,
     total: Total,
 }
@@ -98,40 +107,49 @@ unsafe impl Send for ApproxCounter<'_> {}
 impl<'z> ApproxCounter<'z> {
     /// The batch [`ApproxCounter::new`] takes when the caller has no better choice: 64.
     /// At 256 CPUs the approximate value is then at most 256 * 63 = 16128 under the precise
-    /// one, and a CPU adding 1 at a time writes the shared word once every 64 adds.
+    /// one, and a CPU adding 1 at a time writes its sixteens slot once every 16 adds and the
+    /// shared word once every 64.
     pub const DEFAULT_BATCH: u64 = 64;
 
     /// An approximate counter on `counter`'s slot, keeping its count, with batch `batch` (a
-    /// power of two from 1 to 2^32; [`Error::BadBatch`] otherwise, and `counter` is dropped).
+    /// power of two from 16 to 2^32; [`Error::BadBatch`] otherwise). It takes a second slot
+    /// of the same zone (its sixteens): [`Error::ZoneFull`] when there is none. On an error
+    /// `counter` is dropped.
     ///
     /// The approximate total starts from the counter's current value: the handle is moved in,
     /// so no add runs through it meanwhile.
     pub fn new(counter: Counter<'z>, batch: u64) -> Result<Self, Error> {
-        if !batch.is_power_of_two() || batch > 1 << 32 {
+        if !batch.is_power_of_two() || !(16..=1 << 32).contains(&batch) {
             return Err(Error::BadBatch { batch });
         }
-        let high = !(batch - 1);
         let zone = counter.zone();
-        let below: u64 = (0..zone.ncpus()).fold(0u64, |acc, cpu| {
-            acc.wrapping_add(zone.slot_value(cpu, counter.offset()).unwrap_or(0) & !high)
-        });
+        let sixteens = zone.alloc()?;
+        let mut below = 0u64;
+        for cpu in 0..zone.ncpus() {
+            // SAFETY: `cpu` is in range and both slots are live (their handles are here).
+            let slot = unsafe { arch::load_slot(zone.slot_addr(cpu, counter.offset())) };
+            below = below.wrapping_add(slot & (batch - 1));
+            // SAFETY: the sixteens slot was just allocated: no CPU adds to it before the
+            // handle made here is published (as `Zone::alloc_run` clears it).
+            unsafe { arch::store_slot(zone.slot_addr(cpu, sixteens.offset()), slot >> 4) };
+        }
         let start = counter.fetch().wrapping_sub(below);
         Ok(ApproxCounter {
             counter,
-            high,
+            sixteens,
+            high: !(batch / 16 - 1),
             total: Total(UnsafeCell::new(start)),
         })
     }
 
-    /// Adds `v` (which may be negative): the per-CPU add, and a carry to the shared word only
-    /// when this CPU's slot crosses a multiple of the batch. Call it on a CPU, like
+    /// Adds `v` (which may be negative): the per-CPU add, and more only when this CPU's slot
+    /// crosses a multiple of 16 (see the module docs). Call it on a CPU, like
     /// [`Counter::add`].
     #[inline(always)]
     pub fn add(&self, v: i64) {
-        let old = self.counter.fetch_add_slot(v);
-        let new = old.wrapping_add(v as u64);
-        if (old ^ new) & self.high != 0 {
-            self.carry((new & self.high).wrapping_sub(old & self.high));
+        let c = self.counter.add_crossings16(v);
+        if c != 0 {
+            self.carry(c);
         }
     }
 
@@ -141,11 +159,16 @@ impl<'z> ApproxCounter<'z> {
         self.add(1)
     }
 
-    /// Adds `carry` to the shared word (the rare path of [`add`](ApproxCounter::add)).
+    /// The rare path of [`add`](ApproxCounter::add): `c` multiples of 16 to this CPU's
+    /// sixteens slot, and the whole batches that crossed to the shared word.
     #[cold]
     #[inline(never)]
-    fn carry(&self, carry: u64) {
-        self.add_total(carry)
+    fn carry(&self, c: u64) {
+        let old = self.sixteens.fetch_add_slot(c as i64);
+        let new = old.wrapping_add(c);
+        if (old ^ new) & self.high != 0 {
+            self.add_total((new & self.high).wrapping_sub(old & self.high) << 4);
+        }
     }
 
     /// One atomic add to the shared word.
@@ -183,13 +206,13 @@ impl<'z> ApproxCounter<'z> {
     /// `ncpus * (batch - 1)`, and `over` is 0 (the slots' remainders below a batch are never
     /// negative, whatever the sign of the adds).
     pub fn accuracy(&self) -> (u64, u64) {
-        (self.counter.zone().ncpus() as u64 * !self.high, 0)
+        (self.counter.zone().ncpus() as u64 * (self.batch() - 1), 0)
     }
 
     /// The batch: a CPU's slot carries into the shared word each time it crosses a multiple
     /// of it.
     pub fn batch(&self) -> u64 {
-        !self.high + 1
+        (!self.high + 1) << 4
     }
 
     /// The precise value: every CPU's slot summed, less the baseline ([`Counter::fetch`]).

@@ -43,7 +43,23 @@ pub(crate) mod imp;
 pub(crate) mod imp;
 
 #[cfg(target_arch = "x86_64")]
-pub(crate) use imp::fetch_add;
+pub(crate) use imp::{add_crossings16, fetch_add};
+
+/// Adds `v` to the current CPU's slot at `off` and returns how many multiples of 16 the slot
+/// crossed, signed and wrapping: `((old + v) >> 4) - (old >> 4)` modulo 2^60, written as
+/// `(v >> 4) + carry out of the low 4 bits` (the [`ApproxCounter`](crate::ApproxCounter)'s
+/// add). x86_64 reads it from the plain add's auxiliary carry flag; elsewhere it is computed
+/// from [`fetch_add`]'s old value.
+///
+/// # Safety
+/// As [`fetch_add`].
+#[cfg(not(target_arch = "x86_64"))]
+#[inline]
+pub(crate) unsafe fn add_crossings16(zone: &crate::zone::Zone<'_>, off: usize, v: i64) -> u64 {
+    // SAFETY: per the caller.
+    let old = unsafe { fetch_add(zone, off, v) };
+    ((v >> 4) as u64).wrapping_add(((old & 15) + (v as u64 & 15)) >> 4)
+}
 pub(crate) use imp::{add, add_protected, load_slot, needs_protection, store_slot};
 
 /// Adds `v` to the current CPU's slot at `off` and returns the slot's value before the add, as

@@ -103,8 +103,8 @@ pub enum Error {
         /// The values accepted, separated by commas.
         accepted: &'static str,
     },
-    /// An [`ApproxCounter`](crate::ApproxCounter) batch that is not a power of two from 1 to
-    /// 2^32.
+    /// An [`ApproxCounter`](crate::ApproxCounter) batch that is not a power of two from 16
+    /// to 2^32.
     BadBatch {
         /// The batch given.
         batch: u64,
@@ -172,7 +172,7 @@ impl fmt::Display for Error {
             ),
             Error::BadBatch { batch } => write!(
                 f,
-                "approximate counter batch {batch} is not a power of two from 1 to 2^32"
+                "approximate counter batch {batch} is not a power of two from 16 to 2^32"
             ),
         }
     }

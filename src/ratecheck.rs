@@ -187,7 +187,7 @@ impl RateState {
 /// static TICKS: AtomicU32 = AtomicU32::new(1000);
 /// let clock = Clock { now: || TICKS.load(Ordering::Relaxed), hz: 100 };
 /// let machine = Machine::new(2);
-/// let rate = CounterRate::new(machine.alloc().unwrap(), clock);
+/// let rate = CounterRate::new(machine.alloc().unwrap(), clock).unwrap();
 /// machine.run_on(0, || {
 ///     assert_eq!(rate.check(2), 0); // 1st event this second
 ///     assert_eq!(rate.check(2), 0); // 2nd
@@ -205,33 +205,33 @@ pub struct CounterRate<'z> {
 }
 
 impl<'z> CounterRate<'z> {
-    /// A rate check counting into `rate` (which should read 0) and timed by `clock`.
+    /// A rate check counting into `rate` (which should read 0) and timed by `clock`, with
+    /// the approximate counter's [default batch](ApproxCounter::DEFAULT_BATCH). The
+    /// approximate counter takes a second slot of `rate`'s zone: [`Error::ZoneFull`] when
+    /// there is none (and `rate` is dropped).
     ///
     /// ```
     /// # let machine = pcpu_counter::sim::Machine::new(1);
     /// let rate = pcpu_counter::ratecheck::CounterRate::new(
     ///     machine.alloc().unwrap(),
     ///     pcpu_counter::ratecheck::Clock::monotonic(),
-    /// );
+    /// )
+    /// .unwrap();
     /// assert_eq!(rate.counter().fetch(), 0);
     /// ```
-    pub fn new(rate: Counter<'z>, clock: Clock) -> Self {
-        // The default batch is a power of two in range: `with_batch` cannot fail.
-        match Self::with_batch(rate, clock, ApproxCounter::DEFAULT_BATCH) {
-            Ok(rate) => rate,
-            Err(_) => unreachable!("the default batch is valid"),
-        }
+    pub fn new(rate: Counter<'z>, clock: Clock) -> Result<Self, Error> {
+        Self::with_batch(rate, clock, ApproxCounter::DEFAULT_BATCH)
     }
 
-    /// [`new`](CounterRate::new) with the approximate counter's batch (a power of two from 1
-    /// to 2^32, else [`Error::BadBatch`]): pick it so that `ncpus * (batch - 1)` is well
+    /// [`new`](CounterRate::new) with the approximate counter's batch (a power of two from
+    /// 16 to 2^32, else [`Error::BadBatch`]): pick it so that `ncpus * (batch - 1)` is well
     /// below the limits checked, and checks far below a limit never sum every CPU.
     ///
     /// ```
     /// # let machine = pcpu_counter::sim::Machine::new(4);
     /// use pcpu_counter::ratecheck::{Clock, CounterRate};
-    /// let rate = CounterRate::with_batch(machine.alloc().unwrap(), Clock::monotonic(), 8).unwrap();
-    /// assert_eq!(rate.counter().accuracy(), (4 * 7, 0));
+    /// let rate = CounterRate::with_batch(machine.alloc().unwrap(), Clock::monotonic(), 16).unwrap();
+    /// assert_eq!(rate.counter().accuracy(), (4 * 15, 0));
     /// ```
     pub fn with_batch(rate: Counter<'z>, clock: Clock, batch: u64) -> Result<Self, Error> {
         Ok(CounterRate {
@@ -249,7 +249,7 @@ impl<'z> CounterRate<'z> {
     ///
     /// ```
     /// # let machine = pcpu_counter::sim::Machine::new(1);
-    /// # let rate = pcpu_counter::ratecheck::CounterRate::new(machine.alloc().unwrap(), pcpu_counter::ratecheck::Clock::monotonic());
+    /// # let rate = pcpu_counter::ratecheck::CounterRate::new(machine.alloc().unwrap(), pcpu_counter::ratecheck::Clock::monotonic()).unwrap();
     /// // With a limit this high, no second of this doctest goes over it.
     /// machine.run_on(0, || assert_eq!(rate.check(1_000_000), 0));
     /// ```
@@ -261,7 +261,7 @@ impl<'z> CounterRate<'z> {
     ///
     /// ```
     /// # let machine = pcpu_counter::sim::Machine::new(1);
-    /// # let rate = pcpu_counter::ratecheck::CounterRate::new(machine.alloc().unwrap(), pcpu_counter::ratecheck::Clock::monotonic());
+    /// # let rate = pcpu_counter::ratecheck::CounterRate::new(machine.alloc().unwrap(), pcpu_counter::ratecheck::Clock::monotonic()).unwrap();
     /// machine.run_on(0, || {
     ///     assert_eq!(rate.check_at(5000, 1), 0);
     ///     assert_eq!(rate.check_at(5001, 1), -1);
@@ -277,7 +277,7 @@ impl<'z> CounterRate<'z> {
     ///
     /// ```
     /// # let machine = pcpu_counter::sim::Machine::new(1);
-    /// # let rate = pcpu_counter::ratecheck::CounterRate::new(machine.alloc().unwrap(), pcpu_counter::ratecheck::Clock::monotonic());
+    /// # let rate = pcpu_counter::ratecheck::CounterRate::new(machine.alloc().unwrap(), pcpu_counter::ratecheck::Clock::monotonic()).unwrap();
     /// machine.run_on(0, || rate.check_at(7000, 10));
     /// assert_eq!(rate.counter().fetch(), 1);
     /// ```

@@ -71,21 +71,21 @@ fn workload(threads: usize, range: i64, seed: u64) -> Workload {
 #[test]
 fn exact_sums_and_the_carry_identity_from_1_to_256_cpus() {
     check_exact(1, 16, workload(4, 0, 1));
-    check_exact(2, 1, workload(6, 1000, 2));
+    check_exact(2, 16, workload(6, 1000, 2));
     check_exact(7, 64, workload(8, 1000, 7));
     check_exact(64, 32, workload(16, 0, 64));
-    check_exact(256, 8, workload(24, 100, 256));
+    check_exact(256, 256, workload(24, 100, 256));
 }
 
-/// Adds of 1 from `threads` CPUs at once, batch 1 (every add carries): returns the
+/// Adds of 16 from `threads` CPUs at once, batch 16 (every add carries): returns the
 /// approximate and the precise value.
 fn carry_race(threads: usize, adds: u64) -> (u64, u64) {
     let machine = Machine::new(threads);
-    let c = ApproxCounter::new(machine.alloc().unwrap(), 1).unwrap();
+    let c = ApproxCounter::new(machine.alloc().unwrap(), 16).unwrap();
     std::thread::scope(|s| {
         for cpu in 0..threads {
             let (c, machine) = (&c, &machine);
-            s.spawn(move || machine.run_on(cpu, || (0..adds).for_each(|_| c.inc())));
+            s.spawn(move || machine.run_on(cpu, || (0..adds).for_each(|_| c.add(16))));
         }
     });
     (c.approximate(), c.precise())
@@ -95,7 +95,7 @@ fn carry_race(threads: usize, adds: u64) -> (u64, u64) {
 fn concurrent_carries_are_never_lost() {
     let adds = if cfg!(miri) { 50 } else { 100_000 };
     for _ in 0..3 {
-        assert_eq!(carry_race(4, adds), (4 * adds, 4 * adds));
+        assert_eq!(carry_race(4, adds), (64 * adds, 64 * adds));
     }
 }
 
@@ -106,7 +106,7 @@ fn concurrent_carries_are_never_lost() {
 fn the_same_race_catches_a_carry_that_is_not_atomic() {
     let lost = (0..50).any(|_| {
         let (approx, precise) = carry_race(4, 100_000);
-        assert_eq!(precise, 400_000, "the slots themselves are exact");
+        assert_eq!(precise, 6_400_000, "the slots themselves are exact");
         approx != precise
     });
     assert!(lost, "the racy carry never lost a carry in 50 trials");
@@ -118,7 +118,7 @@ fn the_same_race_catches_a_carry_that_is_not_atomic() {
 fn zeroes_racing_with_carries_lose_nothing() {
     let adds: u64 = if cfg!(miri) { 100 } else { 50_000 };
     let machine = Machine::new(3);
-    let c = ApproxCounter::new(machine.alloc().unwrap(), 4).unwrap();
+    let c = ApproxCounter::new(machine.alloc().unwrap(), 16).unwrap();
     let done = AtomicBool::new(false);
     let deltas = AtomicU64::new(0);
     std::thread::scope(|s| {
@@ -132,7 +132,7 @@ fn zeroes_racing_with_carries_lose_nothing() {
         let adders: Vec<_> = (0..3)
             .map(|cpu| {
                 let (c, machine) = (&c, &machine);
-                s.spawn(move || machine.run_on(cpu, || (0..adds).for_each(|_| c.add(3))))
+                s.spawn(move || machine.run_on(cpu, || (0..adds).for_each(|_| c.add(7))))
             })
             .collect();
         adders.into_iter().for_each(|a| a.join().unwrap());
@@ -140,7 +140,7 @@ fn zeroes_racing_with_carries_lose_nothing() {
         zeroer.join().unwrap();
     });
     let total = deltas.load(MemOrdering::Relaxed) + c.precise();
-    assert_eq!(total, 3 * 3 * adds, "deltas + final value != every add");
+    assert_eq!(total, 3 * 7 * adds, "deltas + final value != every add");
     assert_settled(&c, 3, "after the zero race");
 }
 
@@ -150,10 +150,10 @@ fn zeroes_racing_with_carries_lose_nothing() {
 #[test]
 fn interrupts_between_an_add_and_its_carry_lose_nothing() {
     let machine = Machine::new(2);
-    let c = ApproxCounter::new(machine.alloc().unwrap(), 2).unwrap();
+    let c = ApproxCounter::new(machine.alloc().unwrap(), 16).unwrap();
     let in_handler = AtomicU64::new(0);
     let handler = |_cpu: usize| {
-        c.add(5);
+        c.add(21);
         in_handler.fetch_add(1, MemOrdering::Relaxed);
     };
     let mut taken = 0;
@@ -162,7 +162,7 @@ fn interrupts_between_an_add_and_its_carry_lose_nothing() {
         // Until enough interrupts landed (a count, not a time).
         while taken < 1000 {
             let (_, storm) = interrupt_storm(|| {
-                machine.run_on(1, || (0..20_000).for_each(|_| c.add(3)));
+                machine.run_on(1, || (0..20_000).for_each(|_| c.add(7)));
             });
             adds += 20_000;
             taken += storm.taken;
@@ -170,22 +170,22 @@ fn interrupts_between_an_add_and_its_carry_lose_nothing() {
     });
     let handled = in_handler.load(MemOrdering::Relaxed);
     assert!(handled > 0);
-    assert_eq!(c.precise(), 3 * adds + 5 * handled);
+    assert_eq!(c.precise(), 7 * adds + 21 * handled);
     assert_settled(&c, 2, "after the interrupt storm");
 }
 
 #[test]
 fn compare_answers_far_values_from_the_approximate_value_and_near_ones_exactly() {
     let machine = Machine::new(4);
-    let c = ApproxCounter::new(machine.alloc().unwrap(), 8).unwrap();
-    assert_eq!(c.accuracy(), (28, 0));
+    let c = ApproxCounter::new(machine.alloc().unwrap(), 16).unwrap();
+    assert_eq!(c.accuracy(), (60, 0));
     machine.run_on(2, || (0..100).for_each(|_| c.inc()));
     machine.run_on(3, || (0..5).for_each(|_| c.inc()));
     assert_eq!((c.precise(), c.approximate()), (105, 96));
-    // The precise value lies in [96, 124].
+    // The precise value lies in [96, 156].
     assert_eq!(c.compare_approximate(95), Some(Ordering::Greater));
-    assert_eq!(c.compare_approximate(125), Some(Ordering::Less));
-    for t in [96, 104, 105, 106, 124] {
+    assert_eq!(c.compare_approximate(157), Some(Ordering::Less));
+    for t in [96, 104, 105, 106, 156] {
         assert_eq!(c.compare_approximate(t), None, "threshold {t}");
         assert_eq!(c.compare(t), 105.cmp(&t), "threshold {t}");
     }
@@ -229,7 +229,7 @@ fn a_counter_keeps_its_count_when_it_becomes_approximate() {
 #[test]
 fn a_batch_that_is_not_a_power_of_two_up_to_2_pow_32_is_refused() {
     let machine = Machine::new(1);
-    for batch in [0, 3, 100, 1 << 33, u64::MAX] {
+    for batch in [0, 1, 3, 8, 100, 1 << 33, u64::MAX] {
         let err = ApproxCounter::new(machine.alloc().unwrap(), batch).unwrap_err();
         assert_eq!(err, Error::BadBatch { batch });
     }
@@ -238,7 +238,7 @@ fn a_batch_that_is_not_a_power_of_two_up_to_2_pow_32_is_refused() {
         0,
         "the refused counters' slots are freed"
     );
-    for batch in [1, 2, 1 << 32] {
+    for batch in [16, 32, 1 << 32] {
         assert_eq!(
             ApproxCounter::new(machine.alloc().unwrap(), batch)
                 .unwrap()
@@ -248,8 +248,27 @@ fn a_batch_that_is_not_a_power_of_two_up_to_2_pow_32_is_refused() {
     }
     assert_eq!(
         Error::BadBatch { batch: 3 }.to_string(),
-        "approximate counter batch 3 is not a power of two from 1 to 2^32"
+        "approximate counter batch 3 is not a power of two from 16 to 2^32"
     );
+}
+
+#[test]
+fn a_full_zone_refuses_the_second_slot_and_loses_nothing() {
+    let machine = Machine::with_capacity(2, 64).unwrap();
+    let capacity = machine.zone().capacity();
+    let keep: Vec<_> = (0..capacity - 1)
+        .map(|_| machine.alloc().unwrap())
+        .collect();
+    let last = machine.alloc().unwrap();
+    machine.run_on(1, || last.add(5));
+    let err = ApproxCounter::new(last, 16).unwrap_err();
+    assert_eq!(err, Error::ZoneFull { capacity });
+    assert_eq!(
+        machine.zone().in_use(),
+        capacity - 1,
+        "the moved-in counter is freed"
+    );
+    assert_eq!(keep.len(), capacity - 1);
 }
 
 #[derive(Debug, Clone)]
@@ -273,7 +292,7 @@ proptest! {
     #[test]
     fn the_bound_holds_after_every_random_add(
         (ncpus, ops) in (1usize..9).prop_flat_map(|n| (Just(n), ops(n))),
-        shift in 0u32..12,
+        shift in 4u32..14,
         thresholds in prop::collection::vec(-5_000i64..50_000, 4),
     ) {
         let machine = Machine::new(ncpus);

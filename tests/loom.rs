@@ -765,10 +765,13 @@ fn arch_add_against_an_interrupt() {
 // ---------------------------------------------------------------------------------------
 // The approximate counter's carry protocol (src/approx.rs).
 
-/// The batch of the approximate models: 2, so that small adds cross it.
-const BATCH: u64 = 2;
-/// `!(BATCH - 1)`.
-const HIGH: u64 = !(BATCH - 1);
+/// The first level's unit: 16 in the crate (the slot's multiples of 16, which x86_64 reads
+/// from the add's auxiliary carry flag), 2 here, so that small adds cross it.
+const UNIT: u64 = 2;
+/// The batch of the approximate models: 4 (two units).
+const BATCH: u64 = 4;
+/// `!(BATCH / UNIT - 1)`: the bits of a units slot that count whole batches.
+const HIGH: u64 = !(BATCH / UNIT - 1);
 
 /// How a carry reaches the shared word.
 #[derive(Clone, Copy, PartialEq, Debug)]
@@ -792,9 +795,11 @@ enum ApproxZero {
     LoadStore,
 }
 
-/// An `ApproxCounter`: the plain counter (slots, baseline) and the shared word.
+/// An `ApproxCounter`: the plain counter (slots, baseline), the per-CPU units slots (the
+/// crate's sixteens) and the shared word.
 struct Approx {
     counter: Counter,
+    units: [AtomicU64; NCPUS],
     total: AtomicU64,
     /// Per CPU, the adds that returned (published with `Release` after the add).
     returned: [AtomicU64; NCPUS],
@@ -804,6 +809,7 @@ impl Approx {
     fn new() -> Self {
         Approx {
             counter: Counter::new(),
+            units: [AtomicU64::new(0), AtomicU64::new(0)],
             total: AtomicU64::new(0),
             returned: [AtomicU64::new(0), AtomicU64::new(0)],
         }
@@ -818,16 +824,26 @@ impl Approx {
         }
     }
 
-    /// `ApproxCounter::add` on `cpu`: the owner's `xadd` (a relaxed load and store of its own
-    /// slot, as `Counter::add`), then the carry if the slot crossed a multiple of the batch;
-    /// then the add has returned (`returned`, for the bound model).
+    /// `ApproxCounter::add` on `cpu`: the owner's add to its slot with the units it crossed
+    /// (x86_64: `add gs:[off]` and its AF flag; a relaxed load and store of its own slot, as
+    /// `Counter::add`); if any, the owner's add to its units slot (`xadd`, the same), and the
+    /// carry if that crossed a multiple of `BATCH / UNIT`; then the add has returned
+    /// (`returned`, for the bound model).
     fn add(&self, cpu: usize, v: u64, how: Carry) {
         let slot = &self.counter.slots[cpu];
         let old = slot.load(Ordering::Relaxed);
         let new = old.wrapping_add(v);
         slot.store(new, Ordering::Relaxed);
-        let carry = (new & HIGH).wrapping_sub(old & HIGH);
-        let crossed = (old ^ new) & HIGH != 0;
+        let c = (new / UNIT).wrapping_sub(old / UNIT);
+        let (mut crossed, mut carry) = (false, 0);
+        if c != 0 {
+            let units = &self.units[cpu];
+            let old = units.load(Ordering::Relaxed);
+            let new = old.wrapping_add(c);
+            units.store(new, Ordering::Relaxed);
+            crossed = (old ^ new) & HIGH != 0;
+            carry = (new & HIGH).wrapping_sub(old & HIGH).wrapping_mul(UNIT);
+        }
         if crossed && how != Carry::AfterReturn {
             self.add_total(carry, how);
         }
@@ -857,29 +873,28 @@ impl Approx {
 
     /// What the approximate value lacks once nothing is in flight: `Σ slot & (BATCH - 1)`.
     fn remainders(&self) -> u64 {
-        self.counter
-            .slots
-            .iter()
-            .fold(0, |a, s| a.wrapping_add(s.load(Ordering::Relaxed) & !HIGH))
+        self.counter.slots.iter().fold(0, |a, s| {
+            a.wrapping_add(s.load(Ordering::Relaxed) & (BATCH - 1))
+        })
     }
 }
 
-/// CPU 0 adds 1 twice (the second crosses the batch); CPU 1 adds 3 (a carry of 2) and runs
-/// `fetch_and_zero`; a third thread runs `fetch_and_zero`. Carries race with each other and
-/// with the zeroes' baseline swaps and subtractions. After the joins: the deltas plus the
-/// final precise value are every add (5), and the approximate value is exactly the precise
+/// CPU 0 adds 2 twice (the second crosses the batch of 4); CPU 1 adds 5 (a carry of 4) and
+/// runs `fetch_and_zero`; a third thread runs `fetch_and_zero`. Carries race with each other
+/// and with the zeroes' baseline swaps and subtractions. After the joins: the deltas plus the
+/// final precise value are every add (9), and the approximate value is exactly the precise
 /// value less the slots' remainders (no carry lost or doubled).
 fn carry_model(carry: Carry, zero: ApproxZero) -> impl Fn() + Sync + Send + 'static {
     move || {
         let c = Arc::new(Approx::new());
         let c0 = c.clone();
         let cpu0 = thread::spawn(move || {
-            c0.add(0, 1, carry);
-            c0.add(0, 1, carry);
+            c0.add(0, 2, carry);
+            c0.add(0, 2, carry);
         });
         let c1 = c.clone();
         let cpu1 = thread::spawn(move || {
-            c1.add(1, 3, carry);
+            c1.add(1, 5, carry);
             c1.fetch_and_zero(zero)
         });
         let d2 = c.fetch_and_zero(zero);
@@ -888,8 +903,8 @@ fn carry_model(carry: Carry, zero: ApproxZero) -> impl Fn() + Sync + Send + 'sta
         let precise = c.counter.fetch();
         assert_eq!(
             d1.wrapping_add(d2).wrapping_add(precise),
-            5,
-            "deltas {d1} + {d2} + final precise {precise} != every add (5)"
+            9,
+            "deltas {d1} + {d2} + final precise {precise} != every add (9)"
         );
         let (approx, rem) = (c.approximate(), c.remainders());
         assert_eq!(
@@ -904,7 +919,7 @@ fn carry_model(carry: Carry, zero: ApproxZero) -> impl Fn() + Sync + Send + 'sta
 fn approx_carries_racing_carries_and_zeroes() {
     check(
         "approx_carry",
-        "ApproxCounter::add/fetch_and_zero; 3 threads: adders on CPUs 0 and 1 (3 carries), 2 fetch_and_zero",
+        "ApproxCounter::add/fetch_and_zero; 3 threads: adders on CPUs 0 and 1 (2 carries), 2 fetch_and_zero",
         carry_model(Carry::Atomic, ApproxZero::Atomic),
         vec![
             (
@@ -919,18 +934,18 @@ fn approx_carries_racing_carries_and_zeroes() {
     );
 }
 
-/// CPU 0 adds 1 three times, CPU 1 adds 1 twice (batch 2: three carries), while a reader
+/// CPU 0 adds 2 three times, CPU 1 adds 2 twice (batch 4: a carry each), while a reader
 /// reads which adds returned (`Acquire`), then the approximate value. The bound of
 /// `ApproxCounter::accuracy`: every add that returned before the read is counted up to the
-/// slots' remainders, `approximate >= returned - NCPUS * (BATCH - 1)`, and (adds of 1 only,
-/// `over` is 0) the approximate value is never above the final precise value.
+/// slots' remainders, `approximate >= returned - NCPUS * (BATCH - 1)`, and (adds that only
+/// grow, `over` is 0) the approximate value is never above the final precise value.
 fn bound_model(carry: Carry) -> impl Fn() + Sync + Send + 'static {
     move || {
         let c = Arc::new(Approx::new());
         let c0 = c.clone();
-        let cpu0 = thread::spawn(move || (0..3).for_each(|_| c0.add(0, 1, carry)));
+        let cpu0 = thread::spawn(move || (0..3).for_each(|_| c0.add(0, 2, carry)));
         let c1 = c.clone();
-        let cpu1 = thread::spawn(move || (0..2).for_each(|_| c1.add(1, 1, carry)));
+        let cpu1 = thread::spawn(move || (0..2).for_each(|_| c1.add(1, 2, carry)));
         let returned: u64 = c.returned.iter().map(|r| r.load(Ordering::Acquire)).sum();
         let approx = c.approximate();
         cpu0.join().unwrap();

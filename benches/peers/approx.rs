@@ -78,7 +78,8 @@ pub fn run(sink: &mut Sink, quick: bool) {
         sink.record("approx", "precise", ncpus, ns, "ns");
 
         // A rate check far below its limit: one add, the fence, one load (no sum).
-        let rate = CounterRate::new(machine.alloc().expect("alloc"), Clock { now: || 0, hz: 1 });
+        let rate = CounterRate::new(machine.alloc().expect("alloc"), Clock { now: || 0, hz: 1 })
+            .expect("rate");
         let limit = i64::MAX / 2;
         let ns = machine.run_on(ncpus - 1, || {
             ns_per_op(rounds, reads, || {

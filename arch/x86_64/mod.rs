@@ -157,13 +157,13 @@ fn has_lahf() -> bool {
 
 /// CPUID 0x8000_0001 ECX bit 0 (LAHF/SAHF in 64-bit mode), where the extended leaf exists.
 #[cold]
+// `__cpuid` is a safe function on newer toolchains, an unsafe one on 1.87.
+#[allow(unused_unsafe)]
 fn detect_lahf() -> bool {
     use core::arch::x86_64::__cpuid;
     // SAFETY: CPUID exists on every x86_64 CPU and has no side effects.
-    #[allow(unused_unsafe)] // `__cpuid` is safe on newer toolchains.
     let max = unsafe { __cpuid(0x8000_0000) }.eax;
     // SAFETY: as above; the leaf is in range.
-    #[allow(unused_unsafe)]
     let leaf = (max >= 0x8000_0001).then(|| unsafe { __cpuid(0x8000_0001) });
     leaf.is_some_and(|l| l.ecx & 1 != 0)
 }

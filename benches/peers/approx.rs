@@ -91,13 +91,15 @@ pub fn run(sink: &mut Sink, quick: bool) {
         assert_eq!(rate.counter().fetch(), rounds as u64 * reads);
         sink.record("approx", "ratecheck far below the limit", ncpus, ns, "ns");
 
-        let bytes = 8 * ncpus + std::mem::size_of::<ApproxCounter<'_>>();
+        // The slot and its sixteens on every CPU, and the handle.
+        let bytes = 16 * ncpus + std::mem::size_of::<ApproxCounter<'_>>();
         sink.record("approx", "memory", ncpus, bytes, "bytes");
         sink.record("approx", "bound (under)", ncpus, under, "");
     }
 
-    // The adds: one thread on one CPU, the plain add and the approximate add (carrying once
-    // every 64 adds) in alternating rounds, median of each.
+    // The adds: one thread on one CPU, the plain add and the approximate add (to its sixteens
+    // once every 16 adds, to the shared word once every 64) in alternating rounds, median of
+    // each.
     let (rounds, n) = if quick {
         (5, 1u64 << 12)
     } else {

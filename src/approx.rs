@@ -119,25 +119,16 @@ impl<'z> ApproxCounter<'z> {
     /// The approximate total starts from the counter's current value: the handle is moved in,
     /// so no add runs through it meanwhile.
     pub fn new(counter: Counter<'z>, batch: u64) -> Result<Self, Error> {
-        if !batch.is_power_of_two() || !(16..=1 << 32).contains(&batch) {
-            return Err(Error::BadBatch { batch });
-        }
+        let high = batch_high(batch)?;
         let zone = counter.zone();
         let sixteens = zone.alloc()?;
-        let mut below = 0u64;
-        for cpu in 0..zone.ncpus() {
-            // SAFETY: `cpu` is in range and both slots are live (their handles are here).
-            let slot = unsafe { arch::load_slot(zone.slot_addr(cpu, counter.offset())) };
-            below = below.wrapping_add(slot & (batch - 1));
-            // SAFETY: the sixteens slot was just allocated: no CPU adds to it before the
-            // handle made here is published (as `Zone::alloc_run` clears it).
-            unsafe { arch::store_slot(zone.slot_addr(cpu, sixteens.offset()), slot >> 4) };
-        }
-        let start = counter.fetch().wrapping_sub(below);
+        // SAFETY: both slots are live (their handles are here); the sixteens slot was just
+        // allocated and no CPU adds to it yet, and no add runs through `counter` (moved in).
+        let start = unsafe { init_parts(zone, counter.offset(), sixteens.offset(), batch) };
         Ok(ApproxCounter {
             counter,
             sixteens,
-            high: !(batch / 16 - 1),
+            high,
             total: Total(UnsafeCell::new(start)),
         })
     }
@@ -159,36 +150,19 @@ impl<'z> ApproxCounter<'z> {
         self.add(1)
     }
 
-    /// The rare path of [`add`](ApproxCounter::add): `c` multiples of 16 to this CPU's
-    /// sixteens slot, and the whole batches that crossed to the shared word.
+    /// The rare path of [`add`](ApproxCounter::add).
     #[cold]
     #[inline(never)]
     fn carry(&self, c: u64) {
-        let old = self.sixteens.fetch_add_slot(c as i64);
-        let new = old.wrapping_add(c);
-        if (old ^ new) & self.high != 0 {
-            self.add_total((new & self.high).wrapping_sub(old & self.high) << 4);
-        }
-    }
-
-    /// One atomic add to the shared word.
-    #[inline]
-    fn add_total(&self, v: u64) {
-        let word = self.total.0.get();
-        cfg_if::cfg_if! {
-            if #[cfg(pcpu_counter_broken = "approx_racy_carry")] {
-                // Broken on purpose (test only): a load and a store, not one atomic add, so two
-                // CPUs carrying at once lose one carry.
-                // SAFETY: the word is live and aligned; every access is atomic.
-                unsafe { baseline::store(word, baseline::load(word).wrapping_add(v)) }
-            } else if #[cfg(all(target_has_atomic = "64", not(target_arch = "x86")))] {
-                // SAFETY: the word is live and aligned, and only accessed atomically.
-                unsafe { core::sync::atomic::AtomicU64::from_ptr(word) }
-                    .fetch_add(v, core::sync::atomic::Ordering::AcqRel);
-            } else {
-                // SAFETY: as above (`baseline`'s lock where 64-bit atomics may be missing).
-                unsafe { baseline::add(word, v) }
-            }
+        // SAFETY: the sixteens slot is live (its handle is here); the total word is ours.
+        unsafe {
+            carry_parts(
+                self.zone(),
+                self.sixteens.offset(),
+                self.high,
+                self.total.0.get(),
+                c,
+            )
         }
     }
 
@@ -198,7 +172,7 @@ impl<'z> ApproxCounter<'z> {
     #[inline]
     pub fn approximate(&self) -> u64 {
         // SAFETY: the word is live and aligned, and only accessed atomically.
-        unsafe { baseline::load(self.total.0.get()) }
+        unsafe { load_total(self.total.0.get()) }
     }
 
     /// `(under, over)`: how far the approximate value can be under and over the precise
@@ -206,7 +180,7 @@ impl<'z> ApproxCounter<'z> {
     /// `ncpus * (batch - 1)`, and `over` is 0 (the slots' remainders below a batch are never
     /// negative, whatever the sign of the adds).
     pub fn accuracy(&self) -> (u64, u64) {
-        (self.counter.zone().ncpus() as u64 * (self.batch() - 1), 0)
+        accuracy(self.counter.zone().ncpus(), self.batch())
     }
 
     /// The batch: a CPU's slot carries into the shared word each time it crosses a multiple
@@ -243,25 +217,15 @@ impl<'z> ApproxCounter<'z> {
     #[inline]
     pub fn compare_approximate(&self, threshold: i64) -> Option<Ordering> {
         let (under, over) = self.accuracy();
-        let a = i128::from(self.approximate() as i64);
-        let (lo, hi) = (a - i128::from(over), a + i128::from(under));
-        let t = i128::from(threshold);
-        if lo < i128::from(i64::MIN) || hi > i128::from(i64::MAX) {
-            None
-        } else if lo > t {
-            Some(Ordering::Greater)
-        } else if hi < t {
-            Some(Ordering::Less)
-        } else {
-            None
-        }
+        compare_bounded(self.approximate(), under, over, threshold)
     }
 
     /// Returns the count since the last zero and zeroes it, as one step (exact, as
     /// [`Counter::fetch_and_zero`]); the approximate total drops by the same amount.
     pub fn fetch_and_zero(&self) -> u64 {
         let delta = self.counter.fetch_and_zero();
-        self.add_total(delta.wrapping_neg());
+        // SAFETY: the total word is ours.
+        unsafe { add_total(self.total.0.get(), delta.wrapping_neg()) };
         delta
     }
 
@@ -294,5 +258,144 @@ impl core::fmt::Debug for ApproxCounter<'_> {
             .field("approximate", &self.approximate())
             .field("precise", &self.precise())
             .finish()
+    }
+}
+
+// The protocol on raw parts (a zone, the two slots' offsets, `!(batch / 16 - 1)` and the
+// shared word), shared with the C API's `struct pcpu_approx`.
+
+/// Checks `batch` (a power of two from 16 to 2^32) and returns its `high` mask.
+pub(crate) fn batch_high(batch: u64) -> Result<u64, Error> {
+    if batch.is_power_of_two() && (16..=1 << 32).contains(&batch) {
+        Ok(!(batch / 16 - 1))
+    } else {
+        Err(Error::BadBatch { batch })
+    }
+}
+
+/// `(under, over)` of a counter on `ncpus` CPUs with batch `batch`.
+pub(crate) fn accuracy(ncpus: usize, batch: u64) -> (u64, u64) {
+    (ncpus as u64 * (batch - 1), 0)
+}
+
+/// Sets every CPU's sixteens slot to `slot >> 4` and returns the shared word's start:
+/// the count less every slot's remainder below `batch`.
+///
+/// # Safety
+/// `off` and `sixteens` are live slots of `zone`; no CPU adds to either meanwhile, and none
+/// has added to `sixteens` since it was allocated.
+pub(crate) unsafe fn init_parts(zone: &Zone<'_>, off: usize, sixteens: usize, batch: u64) -> u64 {
+    let mut below = 0u64;
+    for cpu in 0..zone.ncpus() {
+        // SAFETY: `cpu` is in range and the slots are live (the caller's contract).
+        let slot = unsafe { arch::load_slot(zone.slot_addr(cpu, off)) };
+        below = below.wrapping_add(slot & (batch - 1));
+        // SAFETY: no CPU adds to the sixteens slot yet (as `Zone::alloc_run` clears it).
+        unsafe { arch::store_slot(zone.slot_addr(cpu, sixteens), slot >> 4) };
+    }
+    zone.fetch(off).wrapping_sub(below)
+}
+
+/// The add on raw parts, after the simulation's area check (as `Zone::add`).
+///
+/// # Safety
+/// `off` and `sixteens` are live slots of `zone`, `total` its counter's live shared word;
+/// the per-CPU register is set (the platform's contract).
+// Used by the C API only.
+#[cfg_attr(not(feature = "capi"), allow(dead_code))]
+#[inline(always)]
+pub(crate) unsafe fn add_parts(
+    zone: &Zone<'_>,
+    off: usize,
+    sixteens: usize,
+    high: u64,
+    total: *mut u64,
+    v: i64,
+) {
+    #[cfg(feature = "sim")]
+    crate::sim::check_area(zone.area());
+    // SAFETY: per the caller.
+    let c = unsafe { arch::add_crossings16(zone, off, v) };
+    if c != 0 {
+        // SAFETY: per the caller.
+        unsafe { carry_parts(zone, sixteens, high, total, c) };
+    }
+}
+
+/// `c` multiples of 16 to this CPU's sixteens slot, and the whole batches that crossed (times
+/// 16) to the shared word.
+///
+/// # Safety
+/// As [`add_parts`].
+#[cold]
+#[inline(never)]
+pub(crate) unsafe fn carry_parts(
+    zone: &Zone<'_>,
+    sixteens: usize,
+    high: u64,
+    total: *mut u64,
+    c: u64,
+) {
+    // SAFETY: per the caller.
+    let old = unsafe { arch::fetch_add(zone, sixteens, c as i64) };
+    let new = old.wrapping_add(c);
+    if (old ^ new) & high != 0 {
+        // SAFETY: per the caller.
+        unsafe { add_total(total, (new & high).wrapping_sub(old & high) << 4) };
+    }
+}
+
+/// One atomic add to the shared word.
+///
+/// # Safety
+/// `total` is a live, aligned shared word, only ever accessed through these functions.
+#[inline]
+pub(crate) unsafe fn add_total(total: *mut u64, v: u64) {
+    cfg_if::cfg_if! {
+        if #[cfg(pcpu_counter_broken = "approx_racy_carry")] {
+            // Broken on purpose (test only): a load and a store, not one atomic add, so two
+            // CPUs carrying at once lose one carry.
+            // SAFETY: per the caller; every access is atomic.
+            unsafe { baseline::store(total, baseline::load(total).wrapping_add(v)) }
+        } else if #[cfg(all(target_has_atomic = "64", not(target_arch = "x86")))] {
+            // SAFETY: per the caller.
+            unsafe { core::sync::atomic::AtomicU64::from_ptr(total) }
+                .fetch_add(v, core::sync::atomic::Ordering::AcqRel);
+        } else {
+            // SAFETY: per the caller (`baseline`'s lock where 64-bit atomics may be missing).
+            unsafe { baseline::add(total, v) }
+        }
+    }
+}
+
+/// One load of the shared word.
+///
+/// # Safety
+/// As [`add_total`].
+#[inline]
+pub(crate) unsafe fn load_total(total: *mut u64) -> u64 {
+    // SAFETY: per the caller.
+    unsafe { baseline::load(total) }
+}
+
+/// The answer of `compare` from the approximate value `approx` alone (see
+/// [`ApproxCounter::compare_approximate`]).
+pub(crate) fn compare_bounded(
+    approx: u64,
+    under: u64,
+    over: u64,
+    threshold: i64,
+) -> Option<Ordering> {
+    let a = i128::from(approx as i64);
+    let (lo, hi) = (a - i128::from(over), a + i128::from(under));
+    let t = i128::from(threshold);
+    if lo < i128::from(i64::MIN) || hi > i128::from(i64::MAX) {
+        None
+    } else if lo > t {
+        Some(Ordering::Greater)
+    } else if hi < t {
+        Some(Ordering::Less)
+    } else {
+        None
     }
 }

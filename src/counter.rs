@@ -63,16 +63,6 @@ impl<'z> Counter<'z> {
         unsafe { arch::add(self.zone, self.off, v) }
     }
 
-    /// Adds `v` to this CPU's slot and returns the slot's value before the add, as one step
-    /// on this CPU (see [`arch::fetch_add`]): the approximate counter's add.
-    #[inline(always)]
-    pub(crate) fn fetch_add_slot(&self, v: i64) -> u64 {
-        #[cfg(feature = "sim")]
-        crate::sim::check_area_tag(self.area);
-        // SAFETY: as in `add`.
-        unsafe { arch::fetch_add(self.zone, self.off, v) }
-    }
-
     /// Adds `v` to this CPU's slot and returns how many multiples of 16 the slot crossed (see
     /// [`arch::add_crossings16`]): the approximate counter's add.
     #[inline(always)]

@@ -109,6 +109,8 @@ impl<'z> ApproxCounter<'z> {
     /// At 256 CPUs the approximate value is then at most 256 * 63 = 16128 under the precise
     /// one, and a CPU adding 1 at a time writes its sixteens slot once every 16 adds and the
     /// shared word once every 64.
+    ///
+    /// cbindgen:ignore
     pub const DEFAULT_BATCH: u64 = 64;
 
     /// An approximate counter on `counter`'s slot, keeping its count, with batch `batch` (a

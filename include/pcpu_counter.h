@@ -186,22 +186,17 @@
 typedef struct pcpu_counter pcpu_counter;
 
 /*
- FreeBSD's `counter_u64_t`: the slot's offset from the per-CPU register, or NULL.
- */
-typedef struct pcpu_counter *counter_u64_t;
-
-/*
  An approximate counter (`ApproxCounter`): an O(1) read within a stated bound.
  */
 typedef struct pcpu_approx {
   /*
-   The counter's slot.
+   The counter's slot: its `counter_u64_t` value, widened to 64 bits.
    */
-  counter_u64_t pa_counter;
+  uint64_t pa_counter;
   /*
-   The slot of its count of multiples of 16, per CPU.
+   The slot of its count of multiples of 16, per CPU (the same way).
    */
-  counter_u64_t pa_sixteens;
+  uint64_t pa_sixteens;
   /*
    The batch (a power of two from 16 to 2^32).
    */
@@ -219,6 +214,11 @@ typedef struct pcpu_approx {
    */
   uint64_t pa_pad2[15];
 } pcpu_approx;
+
+/*
+ FreeBSD's `counter_u64_t`: the slot's offset from the per-CPU register, or NULL.
+ */
+typedef struct pcpu_counter *counter_u64_t;
 
 /*
  The state `pcpu_counter_enter_state()` hands to `pcpu_counter_exit_state()` (opaque).

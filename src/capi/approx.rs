@@ -20,10 +20,10 @@ use crate::approx;
 /// once every `batch` adds, off the cache lines of the fields every add reads.
 #[repr(C)]
 pub struct pcpu_approx {
-    /// The counter's slot.
-    pub pa_counter: counter_u64_t,
-    /// The slot of its count of multiples of 16, per CPU.
-    pub pa_sixteens: counter_u64_t,
+    /// The counter's slot: its `counter_u64_t` value, widened to 64 bits.
+    pub pa_counter: u64,
+    /// The slot of its count of multiples of 16, per CPU (the same way).
+    pub pa_sixteens: u64,
     /// The batch (a power of two from 16 to 2^32).
     pub pa_batch: u64,
     /// Padding: `pa_total` starts 128 bytes into the struct.
@@ -37,6 +37,12 @@ pub struct pcpu_approx {
 const _: () = assert!(core::mem::offset_of!(pcpu_approx, pa_total) == 128);
 const _: () = assert!(core::mem::size_of::<pcpu_approx>() == 256);
 
+/// A slot's `counter_u64_t` from its widened value (a slot offset always fits a `usize`:
+/// `pcpu_approx_init` stored it from one).
+fn handle(widened: u64) -> counter_u64_t {
+    widened as usize as counter_u64_t
+}
+
 /// The zone, offsets and high mask behind `a`; aborts as `slot::resolve` when its slots are
 /// not the C zone's.
 ///
@@ -45,8 +51,8 @@ const _: () = assert!(core::mem::size_of::<pcpu_approx>() == 256);
 unsafe fn parts(a: *const pcpu_approx) -> (&'static crate::Zone<'static>, usize, usize, u64) {
     // SAFETY: per the caller.
     let a = unsafe { &*a };
-    let (zone, off) = slot::resolve(a.pa_counter);
-    let (_, sixteens) = slot::resolve(a.pa_sixteens);
+    let (zone, off) = slot::resolve(handle(a.pa_counter));
+    let (_, sixteens) = slot::resolve(handle(a.pa_sixteens));
     (zone, off, sixteens, !(a.pa_batch / 16 - 1))
 }
 
@@ -98,8 +104,8 @@ pub unsafe extern "C" fn pcpu_approx_init(a: *mut pcpu_approx, batch: u64) -> c_
     // SAFETY: `a` is valid for writes (the caller's contract).
     unsafe {
         a.write(pcpu_approx {
-            pa_counter: slot::handle(off),
-            pa_sixteens: slot::handle(sixteens),
+            pa_counter: off as u64,
+            pa_sixteens: sixteens as u64,
             pa_batch: batch,
             pa_pad: [0; 13],
             pa_total: total,
@@ -238,7 +244,7 @@ pub unsafe extern "C" fn pcpu_approx_free(a: *mut pcpu_approx) {
     // SAFETY: per the caller; cleared so that a second free aborts instead of freeing
     // slots someone else may own by then.
     unsafe {
-        (*a).pa_counter = core::ptr::null_mut();
-        (*a).pa_sixteens = core::ptr::null_mut();
+        (*a).pa_counter = 0;
+        (*a).pa_sixteens = 0;
     }
 }

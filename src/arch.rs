@@ -43,7 +43,14 @@ pub(crate) mod imp;
 pub(crate) mod imp;
 
 #[cfg(target_arch = "x86_64")]
-pub(crate) use imp::{add_crossings16, fetch_add};
+pub(crate) use imp::add_crossings16;
+#[cfg(any(
+    target_arch = "x86_64",
+    target_arch = "x86",
+    target_arch = "aarch64",
+    target_arch = "riscv64"
+))]
+pub(crate) use imp::fetch_add;
 
 /// Adds `v` to the current CPU's slot at `off` and returns how many multiples of 16 the slot
 /// crossed, signed and wrapping: `((old + v) >> 4) - (old >> 4)` modulo 2^60, written as
@@ -63,14 +70,21 @@ pub(crate) unsafe fn add_crossings16(zone: &crate::zone::Zone<'_>, off: usize, v
 pub(crate) use imp::{add, add_protected, load_slot, needs_protection, store_slot};
 
 /// Adds `v` to the current CPU's slot at `off` and returns the slot's value before the add, as
-/// one step on this CPU (the [`ApproxCounter`](crate::ApproxCounter)'s add). x86_64 has one
-/// instruction for it (`xadd gs:[off]`); elsewhere the arch's add runs inside local
-/// protection and the slot is read back from the current CPU's block: with neither an
+/// one step on this CPU (the [`ApproxCounter`](crate::ApproxCounter)'s add). x86_64
+/// (`xadd gs:[off]`), i386 (the `cmpxchg8b fs:` loop; without CX8, protected), aarch64
+/// (`ldadd` or the `ldxr/stxr` loop keeping the old value) and riscv64 (`amoadd.d` with a
+/// destination) have their own; elsewhere (the portable fallback) the arch's add runs inside
+/// local protection and the slot is read back from the current CPU's block: with neither an
 /// interrupt nor a migration between them, the value read less `v` is the value before.
 ///
 /// # Safety
 /// As the arch's `add`; the platform's current CPU is the CPU whose per-CPU register is set.
-#[cfg(not(target_arch = "x86_64"))]
+#[cfg(not(any(
+    target_arch = "x86_64",
+    target_arch = "x86",
+    target_arch = "aarch64",
+    target_arch = "riscv64"
+)))]
 #[inline]
 pub(crate) unsafe fn fetch_add(zone: &crate::zone::Zone<'_>, off: usize, v: i64) -> u64 {
     let _protection = crate::platform::Protection::acquire();

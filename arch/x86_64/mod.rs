@@ -157,6 +157,7 @@ fn has_lahf() -> bool {
 
 /// CPUID 0x8000_0001 ECX bit 0 (LAHF/SAHF in 64-bit mode), where the extended leaf exists.
 #[cold]
+#[inline(never)]
 // `__cpuid` is a safe function on newer toolchains, an unsafe one on 1.87.
 #[allow(unused_unsafe)]
 fn detect_lahf() -> bool {

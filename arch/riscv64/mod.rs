@@ -145,6 +145,31 @@ unsafe fn atomic_add(slot: *mut u64, v: u64) {
     }
 }
 
+/// Adds `v` to this hart's slot at offset `off` and returns the slot's value before the add:
+/// one `amoadd.d` with a destination register (the approximate counter's add). A migration
+/// between reading the base and the AMO adds, atomically, to the old hart's slot and returns
+/// that slot's old value: each slot's chain of values stays whole.
+///
+/// # Safety
+/// As [`add`].
+#[inline(always)]
+pub(crate) unsafe fn fetch_add(_zone: &Zone<'_>, off: usize, v: i64) -> u64 {
+    let slot = cpu_base().wrapping_add(off) as *mut u64;
+    let old: u64;
+    // SAFETY: `slot` is a live, aligned slot of the zone (caller's contract); `amoadd.d` is
+    // one atomic read-modify-write of it.
+    unsafe {
+        asm!(
+            "amoadd.d {old}, {v}, ({slot})",
+            old = out(reg) old,
+            v = in(reg) v,
+            slot = in(reg) slot,
+            options(nostack, preserves_flags)
+        )
+    }
+    old
+}
+
 /// The add needs no protection, so the protected add is the same code.
 ///
 /// # Safety

@@ -37,6 +37,7 @@ tests_for() {
         src/array.rs) echo --lib --test array --test model ;;
         src/early.rs) echo --lib --test early ;;
         src/ratecheck.rs) echo --lib --test ratecheck ;;
+        src/approx.rs) echo --lib --test approx --test ratecheck ;;
         src/registry.rs) echo --lib --test registry ;;
         src/freebsd.rs) echo --lib --test freebsd_api --test hosted --test array --test zero ;;
         src/memory.rs | src/protect.rs | src/platform.rs | src/error.rs) echo --lib --test zone --test counting --test platform_macro --test hosted ;;

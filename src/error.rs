@@ -118,6 +118,12 @@ pub enum Error {
         /// The path asked for.
         asked: &'static str,
     },
+    /// An [`ApproxCounter`](crate::ApproxCounter) batch that is not a power of two from 16
+    /// to 2^32.
+    BadBatch {
+        /// The batch given.
+        batch: u64,
+    },
 }
 
 impl fmt::Display for Error {
@@ -186,6 +192,10 @@ impl fmt::Display for Error {
                 f,
                 "the rseq add path {asked} was asked for after the process chose another \
                  (at its first zone or rseq::path call); call rseq::set_path before both"
+            ),
+            Error::BadBatch { batch } => write!(
+                f,
+                "approximate counter batch {batch} is not a power of two from 16 to 2^32"
             ),
         }
     }

@@ -401,3 +401,30 @@ pub(crate) fn compare_bounded(
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::compare_bounded;
+    use core::cmp::Ordering;
+
+    #[test]
+    fn compare_answers_only_outside_the_interval() {
+        // The precise value lies in [approx - over, approx + under].
+        assert_eq!(compare_bounded(100, 0, 10, 95), None);
+        assert_eq!(compare_bounded(100, 0, 10, 89), Some(Ordering::Greater));
+        assert_eq!(compare_bounded(100, 5, 0, 105), None);
+        assert_eq!(compare_bounded(100, 5, 0, 106), Some(Ordering::Less));
+        assert_eq!(compare_bounded(100, 5, 10, 90), None);
+    }
+
+    #[test]
+    fn compare_gives_up_only_where_the_interval_leaves_i64() {
+        let (min, max) = (i64::MIN as u64, i64::MAX as u64);
+        // The interval reaching i64's ends exactly still answers...
+        assert_eq!(compare_bounded(min, 0, 0, 0), Some(Ordering::Less));
+        assert_eq!(compare_bounded(max, 0, 0, 0), Some(Ordering::Greater));
+        // ...one past either end does not, whichever end it is.
+        assert_eq!(compare_bounded(min, 0, 1, 0), None);
+        assert_eq!(compare_bounded(max, 1, 0, 0), None);
+    }
+}

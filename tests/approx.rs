@@ -341,3 +341,19 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn the_handle_names_the_counters_slot_and_debug_shows_it() {
+    let machine = Machine::new(2);
+    let counter = machine.alloc().unwrap();
+    let off = counter.offset();
+    let c = ApproxCounter::new(counter, 32).unwrap();
+    assert_eq!(c.offset(), off, "the counter keeps the slot it was made on");
+    machine.run_on(1, || c.add(40));
+    assert_eq!(c.cpu_slot(1), Ok(40));
+    let text = format!("{c:?}");
+    assert_eq!(
+        text,
+        format!("ApproxCounter {{ offset: {off}, batch: 32, approximate: 32, precise: 40 }}")
+    );
+}

@@ -31,6 +31,7 @@
 mod counter;
 mod early;
 mod error;
+mod group;
 mod protect;
 mod rate;
 mod registry;
@@ -41,6 +42,7 @@ mod zone;
 
 pub use counter::*;
 pub use error::*;
+pub use group::*;
 pub use protect::*;
 pub use rate::*;
 pub use registry::*;

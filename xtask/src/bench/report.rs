@@ -301,6 +301,25 @@ pub fn markdown(
         why: None,
     });
 
+    for (n, cpus, goal) in [(1024, "64", 8.0), (123, "256", 10.0)] {
+        let by_one = r.get("group", &format!("{n} counters: counter by counter"), cpus, None);
+        let group = r.get("group", &format!("{n} counters: group snapshot"), cpus, None);
+        let ratio = match (by_one, group) {
+            (Ok(a), Ok(b)) => a / b,
+            _ => f64::NAN,
+        };
+        targets.push(Target {
+            what: format!("Group snapshot of {n} counters at {cpus} CPUs"),
+            goal: format!("at least {goal}x faster than {n} single fetches"),
+            measured: x(ratio),
+            met: ratio >= goal,
+            short: short_of(ratio, goal),
+            why: Some(
+                "see \"Group reads\" below: the figures of both columns, and the memory they read".into(),
+            ),
+        });
+    }
+
     writeln!(o, "## Targets\n").unwrap();
     writeln!(o, "| Target | Goal | Measured | |\n|---|---|---|---|").unwrap();
     for t in &targets {
@@ -530,6 +549,7 @@ pub fn markdown(
         )
         .unwrap();
     }
+    group_section(o, r)?;
     writeln!(o, "\n## Allocation\n").unwrap();
     writeln!(o, "| Operation | CPUs / cells | ns |\n|---|---:|---:|").unwrap();
     for row in r.section("alloc") {
@@ -631,5 +651,43 @@ fn c_fast_path(o: &mut String, r: &Results, rust_add: f64) -> Result<(), String>
         "| Rust `Counter::add` (this report's single-thread run, another process) | {rust_add:.3} | |\n"
     )
     .unwrap();
+    Ok(())
+}
+
+/// The group reads: a group snapshot against the same counters fetched one by one.
+fn group_section(o: &mut String, r: &Results) -> Result<(), String> {
+    if r.params("group").is_empty() {
+        return Ok(());
+    }
+    writeln!(o, "\n## Group reads against the CPU count\n").unwrap();
+    writeln!(
+        o,
+        "Nanoseconds per read of a whole group of counters (one `CounterArray`): `fetch` of \
+         each counter in turn (one pass over the CPUs per counter, one cache line per CPU per \
+         counter), the group snapshot `fetch_all` (one pass, CPU by CPU, each CPU's run of \
+         slots in order: one line per CPU for 8 counters), and the lossless group \
+         `fetch_and_zero_all` (64 counters per pass). Measured side by side in one run; the \
+         ratio is counter by counter / group snapshot.\n"
+    )
+    .unwrap();
+    for n in [1024, 123] {
+        let name = |what: &str| format!("{n} counters: {what}");
+        writeln!(
+            o,
+            "\n### {n} counters\n\n| CPUs | counter by counter | group snapshot | ratio | group fetch_and_zero |\n|---:|---:|---:|---:|---:|"
+        )
+        .unwrap();
+        for cpus in r.params("group") {
+            let one = r.get("group", &name("counter by counter"), &cpus, None)?;
+            let group = r.get("group", &name("group snapshot"), &cpus, None)?;
+            let zero = r.get("group", &name("group fetch_and_zero"), &cpus, None)?;
+            writeln!(
+                o,
+                "| {cpus} | {one:.0} | {group:.0} | {} | {zero:.0} |",
+                x(one / group)
+            )
+            .unwrap();
+        }
+    }
     Ok(())
 }

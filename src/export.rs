@@ -11,12 +11,14 @@
 //! [`Values`](crate::registry::Values).
 //!
 //! Escaping, per the formats:
-//! - a metric name keeps ASCII letters, digits, `_` and `:`; every other character
-//!   (`.` of a sysctl-style name, `-`, a space, any non-ASCII character) becomes `_`, and a
+//! - a metric name keeps ASCII letters, digits and `_`; every other character (`.` of a
+//!   sysctl-style name, `-`, a space, `:`, which Prometheus keeps for recording rules, any
+//!   non-ASCII character) becomes `_`, and a
 //!   name that starts with a digit gets a leading `_`. Two names that differ only there
 //!   (`a.b`, `a_b`) export as the same metric: register names that stay apart.
 //! - help text escapes `\` as `\\` and a line feed as `\n`; OpenMetrics also escapes `"`
-//!   as `\"`.
+//!   as `\"`. An empty description is replaced by the registered name (Prometheus' checker
+//!   flags a metric without help).
 //! - an array's elements are one series each, labelled `index="<i>"`.
 
 use core::fmt::{self, Write};
@@ -32,7 +34,7 @@ pub enum Format {
     OpenMetrics,
 }
 
-/// Writes `name` as a metric name: characters outside `[a-zA-Z0-9_:]` become `_`, and a
+/// Writes `name` as a metric name: characters outside `[a-zA-Z0-9_]` become `_`, and a
 /// leading digit gets a `_` before it.
 ///
 /// ```
@@ -47,7 +49,7 @@ pub fn write_name(w: &mut dyn Write, name: &str) -> fmt::Result {
         w.write_char('_')?;
     }
     for c in name.chars() {
-        let keep = c.is_ascii_alphanumeric() || c == '_' || c == ':';
+        let keep = c.is_ascii_alphanumeric() || c == '_';
         w.write_char(if keep { c } else { '_' })?;
     }
     Ok(())
@@ -74,7 +76,8 @@ pub fn write_help(w: &mut dyn Write, format: Format, help: &str) -> fmt::Result 
 }
 
 /// Writes one counter (`values` of one value, `array` false) or counter array as a
-/// metric family in `format`, without OpenMetrics' closing `# EOF`.
+/// metric family in `format`, without OpenMetrics' closing `# EOF`. An empty `help` is
+/// replaced by `name`.
 ///
 /// ```
 /// use pcpu_counter::export::{write_counter, Format};
@@ -108,7 +111,7 @@ pub fn write_counter(
         family(w, line)?;
         if line == "# HELP " {
             w.write_char(' ')?;
-            write_help(w, format, help)?;
+            write_help(w, format, if help.is_empty() { name } else { help })?;
         } else {
             w.write_str(" counter")?;
         }

@@ -273,8 +273,9 @@ pub unsafe extern "C" fn counter_u64_array_zero(a: *const counter_u64_t, n: usiz
     }
 }
 
-/// Fetches `n` counters of `a` into `dst[0..n]` (FreeBSD's `COUNTER_ARRAY_COPY(a, dst, n)`):
-/// in one pass over the CPUs when they are one run (as `counter_u64_array_alloc` makes them).
+/// Fetches `n` counters of `a` into `dst[0..n]` (FreeBSD's `COUNTER_ARRAY_COPY(a, dst, n)`).
+///
+/// In one pass over the CPUs when they are one run (as `counter_u64_array_alloc` makes them).
 ///
 /// # Safety
 /// `a` is valid for reading `n` live handles and `dst` for writing `n` values.

@@ -31,9 +31,11 @@ unsafe fn run(
     }
 }
 
-/// Reads the `n` adjacent counters from `first` (as `counter_u64_array_alloc` makes them:
-/// `a[0]`, `a[1]`, ...) into `dst[0..n]` in one pass over the CPUs, each CPU's run of slots
-/// in order. Each value is what `counter_u64_fetch` would read.
+/// Reads the `n` adjacent counters from `first` into `dst[0..n]`, in one pass over the CPUs.
+///
+/// The counters are a run as `counter_u64_array_alloc` makes them (`a[0]`, `a[1]`, ...);
+/// each CPU's run of slots is read in order. Each value is what `counter_u64_fetch` would
+/// read.
 ///
 /// Returns 0, `PCPU_EINVAL` (NULL `first` or `dst`, `n` 0, a run not inside the zone; `dst`
 /// is then left as it is) or `PCPU_ENOTINSTALLED`.
@@ -65,8 +67,9 @@ pub unsafe extern "C" fn pcpu_counter_group_fetch(
     unsafe { run(first, n, dst, |zone, off, out| zone.fetch_range(off, out)) }
 }
 
-/// As [`pcpu_counter_group_fetch`], and zeroes each counter as one step with its read, with
-/// no IPI: the deltas of successive calls add up, with a final fetch, to exactly every add
+/// As `pcpu_counter_group_fetch`, and zeroes each counter losslessly with its read.
+///
+/// Each counter is zeroed as one step with its read, with no IPI: the deltas of successive calls add up, with a final fetch, to exactly every add
 /// made, and an add racing with the call is in this delta or the next, never both. Nothing
 /// is zeroed when an error is returned.
 ///

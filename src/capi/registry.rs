@@ -471,11 +471,12 @@ pub unsafe extern "C" fn pcpu_sysctl_walk(cb: pcpu_sysctl_walk_fn, arg: *mut c_v
     rc.unwrap_or(PCPU_OK)
 }
 
-/// `pcpu_sysctl_export` flag: export the counts since the last export with this flag (each
-/// counter zeroed as one step with its read), not the cumulative counts.
+/// `pcpu_sysctl_export` flag: the counts since the last zero, each zeroed with its read.
+///
+/// Each counter is zeroed as one step with its read (lossless, no IPI), so successive delta
+/// exports add up to every add made; without the flag the counts are cumulative.
 pub const PCPU_EXPORT_DELTAS: c_int = 1;
-/// `pcpu_sysctl_export` flag: OpenMetrics 1.0 text (ending in `# EOF`) instead of the
-/// Prometheus text format 0.0.4.
+/// `pcpu_sysctl_export` flag: OpenMetrics 1.0 text (ending in `# EOF`), not Prometheus 0.0.4.
 pub const PCPU_EXPORT_OPENMETRICS: c_int = 2;
 
 /// A `fmt::Write` into a C buffer of `cap` bytes (the text, not the NUL).
@@ -499,8 +500,10 @@ impl core::fmt::Write for CBuf {
     }
 }
 
-/// Writes every registered name as Prometheus text (or OpenMetrics with
-/// `PCPU_EXPORT_OPENMETRICS`) into `buf`, NUL-terminated: `# HELP`, `# TYPE name_total
+/// Writes the registry into `buf` as Prometheus text; never loses a delta to a short buffer.
+///
+/// Prometheus text format 0.0.4 (or OpenMetrics with `PCPU_EXPORT_OPENMETRICS`),
+/// NUL-terminated: `# HELP`, `# TYPE name_total
 /// counter` and `name_total value` (arrays as `name_total{index="i"}` series), names
 /// escaped as described in the crate's `export` module. The values are read in batches of
 /// whole names, each batch as one group read; with `PCPU_EXPORT_DELTAS` each value is the

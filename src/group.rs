@@ -54,28 +54,55 @@ impl<'z> Part<'z> {
 }
 
 /// Adds every CPU's slots of the parts' values in `lo..hi` (positions counted over all
-/// parts) to `out[pos - lo]`: CPU by CPU, each CPU's run of each part read in order.
+/// parts) to `out[pos - lo]`, one cache line of slots at a time: for each line (up to 8
+/// neighbouring slots), every CPU's copy of it read in order and summed in registers, so
+/// that each CPU's line is fetched once for all the counters on it (a single `fetch` takes
+/// one line per CPU for one counter).
 fn add_slots(parts: &[Part<'_>], lo: usize, hi: usize, out: &mut [u64]) {
-    let ncpus = parts
-        .iter()
-        .filter_map(|p| p.zone.map(Zone::ncpus))
-        .max()
-        .unwrap_or(0);
-    for cpu in 0..ncpus {
-        let mut at = 0;
-        for p in parts {
-            let (from, to) = (at.max(lo), (at + p.len).min(hi));
-            at += p.len;
-            let Some(zone) = p.zone else { continue };
-            if from >= to || cpu >= zone.ncpus() {
-                continue;
-            }
-            let first = zone.slot_addr(cpu, p.off + 8 * (from - (at - p.len)));
-            for (i, v) in out[from - lo..to - lo].iter_mut().enumerate() {
+    let mut at = 0;
+    for p in parts {
+        let (start, from, to) = (at, at.max(lo), (at + p.len).min(hi));
+        at += p.len;
+        let Some(zone) = p.zone else { continue };
+        let mut pos = from;
+        while pos < to {
+            let off = p.off + 8 * (pos - start);
+            // Slots from `off` to the end of its cache line (blocks are 64-byte aligned in
+            // every zone this crate makes; in any other, a block may span two lines).
+            let to_line = 8 - (zone.slot_addr(0, off) as usize % 64) / 8;
+            let n = to_line.min(to - pos);
+            let sums = &mut out[pos - lo..pos - lo + n];
+            // First the line's first slot on every CPU: loads with little work between
+            // them, so that the lines that miss are fetched together (many in flight), not
+            // one CPU's line after another's; then the rest of each line, from the cache.
+            let mut first = sums[0];
+            for cpu in 0..zone.ncpus() {
                 // SAFETY: the run is inside the zone (checked by `Part::slots`) and `cpu` is
-                // below its CPU count, so every address is a slot of the zone's memory.
-                *v = v.wrapping_add(unsafe { arch::load_slot(first.wrapping_add(i)) });
+                // below its CPU count: every address is a slot of the zone.
+                first = first.wrapping_add(unsafe { arch::load_slot(zone.slot_addr(cpu, off)) });
             }
+            sums[0] = first;
+            if n == 8 {
+                let mut acc = [0u64; 7];
+                acc.copy_from_slice(&sums[1..]);
+                for cpu in 0..zone.ncpus() {
+                    let line = zone.slot_addr(cpu, off);
+                    for (j, a) in acc.iter_mut().enumerate() {
+                        // SAFETY: as above.
+                        *a = a.wrapping_add(unsafe { arch::load_slot(line.wrapping_add(j + 1)) });
+                    }
+                }
+                sums[1..].copy_from_slice(&acc);
+            } else {
+                for cpu in 0..zone.ncpus() {
+                    let line = zone.slot_addr(cpu, off);
+                    for (j, v) in sums.iter_mut().enumerate().skip(1) {
+                        // SAFETY: as above.
+                        *v = v.wrapping_add(unsafe { arch::load_slot(line.wrapping_add(j)) });
+                    }
+                }
+            }
+            pos += n;
         }
     }
 }

@@ -138,5 +138,52 @@ fn group<const N: usize>(sink: &mut Sink, quick: bool) {
         sink.record("group", &name("group fetch_and_zero"), ncpus, ns, "ns");
         a.fetch_all(&mut out);
         assert!(out.iter().all(|&v| v == 0), "group zero left a count");
+
+        // The same reads with the slots out of the reader's cache, as when their owners have
+        // just added to them (a line another CPU wrote must come from that CPU's cache):
+        // every slot line of the array on every CPU is flushed before each read (not timed).
+        #[cfg(target_arch = "x86_64")]
+        {
+            let cold_reads = (reads / 4).max(2);
+            let lines: Vec<usize> = (0..ncpus)
+                .flat_map(|cpu| {
+                    let base = machine.zone().cpu_base(cpu).expect("cpu") + a.offset();
+                    (0..N.div_ceil(8) + 1).map(move |l| base + 64 * l)
+                })
+                .collect();
+            let flush = || {
+                for &line in &lines {
+                    // SAFETY: `clflush` of an address inside the machine's zone memory (the
+                    // array's slots, and at most one line past them, still in the zone's
+                    // blocks, which are padded to 128 bytes); it changes no data.
+                    unsafe { std::arch::x86_64::_mm_clflush(line as *const u8) };
+                }
+                // SAFETY: a fence, no memory operand.
+                unsafe { std::arch::x86_64::_mm_mfence() };
+            };
+            let mut cold = |read: &mut dyn FnMut(&mut [u64; N])| {
+                let mut samples: Vec<f64> = (0..rounds)
+                    .map(|_| {
+                        let mut ns = 0.0;
+                        for _ in 0..cold_reads {
+                            flush();
+                            let start = std::time::Instant::now();
+                            read(black_box(&mut out));
+                            ns += start.elapsed().as_nanos() as f64;
+                        }
+                        ns / cold_reads as f64
+                    })
+                    .collect();
+                crate::harness::median(&mut samples)
+            };
+            let by_one = cold(&mut |out| {
+                for (i, v) in out.iter_mut().enumerate() {
+                    *v = black_box(a.fetch(i));
+                }
+            });
+            let group = cold(&mut |out| a.fetch_all(out));
+            sink.record("group", &name("counter by counter, cold"), ncpus, by_one, "ns");
+            sink.record("group", &name("group snapshot, cold"), ncpus, group, "ns");
+        }
     }
 }

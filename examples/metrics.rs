@@ -38,7 +38,11 @@ fn main() -> std::io::Result<()> {
         .register("net.rx.bytes", "Bytes received, \"on the wire\"", &bytes)
         .expect("a new name");
     stats
-        .register("net.rx.errors", "Receive errors by kind\n(0 crc, 1 short, 2 long)", &errors)
+        .register(
+            "net.rx.errors",
+            "Receive errors by kind\n(0 crc, 1 short, 2 long)",
+            &errors,
+        )
         .expect("a new name");
 
     let listener = TcpListener::bind(&addr)?;
@@ -56,25 +60,23 @@ fn main() -> std::io::Result<()> {
                     while !stop.load(Ordering::Relaxed) {
                         packets.inc();
                         bytes.add(64 + (n % 1400) as i64);
-                        if n % 1000 == 0 {
+                        if n.is_multiple_of(1000) {
                             errors.inc((n / 1000 % 3) as usize);
                         }
                         n += 1;
-                        if n % 4096 == 0 {
+                        if n.is_multiple_of(4096) {
                             std::thread::yield_now();
                         }
                     }
                 })
             });
         }
-        let mut served = 0;
         let mut buf = vec![0u64; 16];
-        for stream in listener.incoming() {
+        for (served, stream) in listener.incoming().enumerate() {
             if let Err(e) = stream.and_then(|s| serve(s, &stats, &mut buf)) {
                 eprintln!("metrics: request failed: {e}");
             }
-            served += 1;
-            if requests.is_some_and(|n| served >= n) {
+            if requests.is_some_and(|n| served as u64 + 1 >= n) {
                 break;
             }
         }
@@ -95,7 +97,8 @@ fn serve(stream: TcpStream, stats: &Registry<'_, 8>, buf: &mut Vec<u64>) -> std:
             break;
         }
         let lower = header.to_ascii_lowercase();
-        openmetrics |= lower.starts_with("accept:") && lower.contains("application/openmetrics-text");
+        openmetrics |=
+            lower.starts_with("accept:") && lower.contains("application/openmetrics-text");
     }
     let path = request.split_whitespace().nth(1).unwrap_or("");
     let mut out = stream;
@@ -111,10 +114,14 @@ fn serve(stream: TcpStream, stats: &Registry<'_, 8>, buf: &mut Vec<u64>) -> std:
     .expect("the buffer was sized for the registry, which this program does not change");
     let mut body = String::new();
     let content_type = if openmetrics {
-        values.write_openmetrics(&mut body).expect("a String takes any text");
+        values
+            .write_openmetrics(&mut body)
+            .expect("a String takes any text");
         "application/openmetrics-text; version=1.0.0; charset=utf-8"
     } else {
-        values.write_prometheus(&mut body).expect("a String takes any text");
+        values
+            .write_prometheus(&mut body)
+            .expect("a String takes any text");
         "text/plain; version=0.0.4; charset=utf-8"
     };
     write!(

@@ -108,7 +108,12 @@ fn add_slots(parts: &[Part<'_>], lo: usize, hi: usize, out: &mut [u64]) {
 }
 
 /// Calls `f(position, zone, slot offset)` for every slot value of the parts in `lo..hi`.
-fn each_slot<'z>(parts: &[Part<'z>], lo: usize, hi: usize, mut f: impl FnMut(usize, &'z Zone<'z>, usize)) {
+fn each_slot<'z>(
+    parts: &[Part<'z>],
+    lo: usize,
+    hi: usize,
+    mut f: impl FnMut(usize, &'z Zone<'z>, usize),
+) {
     let mut at = 0;
     for p in parts {
         if let Some(zone) = p.zone {

@@ -134,7 +134,10 @@ impl fmt::Display for RegistryError {
             RegistryError::Duplicate => write!(f, "a counter with this name is registered"),
             RegistryError::NotFound => write!(f, "no counter with this name is registered"),
             RegistryError::BufferTooSmall { needed } => {
-                write!(f, "the buffer holds fewer than the registry's {needed} values")
+                write!(
+                    f,
+                    "the buffer holds fewer than the registry's {needed} values"
+                )
             }
         }
     }
@@ -325,7 +328,12 @@ impl<'a, const N: usize> Registry<'a, N> {
     /// assert_eq!(stats.values_len(), 4);
     /// ```
     pub fn values_len(&self) -> usize {
-        self.entries.lock().iter().flatten().map(|e| e.stat.len()).sum()
+        self.entries
+            .lock()
+            .iter()
+            .flatten()
+            .map(|e| e.stat.len())
+            .sum()
     }
 
     /// Every registered value, read as one group into `out`: the entries are copied under
@@ -384,7 +392,11 @@ impl<'a, const N: usize> Registry<'a, N> {
         self.group(out, true)
     }
 
-    fn group<'o>(&self, out: &'o mut [u64], zero: bool) -> Result<Values<'o, 'a, N>, RegistryError> {
+    fn group<'o>(
+        &self,
+        out: &'o mut [u64],
+        zero: bool,
+    ) -> Result<Values<'o, 'a, N>, RegistryError> {
         let entries = *self.entries.lock();
         let needed = entries.iter().flatten().map(|e| e.stat.len()).sum();
         if out.len() < needed {
@@ -503,7 +515,12 @@ impl<'a, const N: usize> Table<'a, N> {
                 array,
             );
         }
-        count.0 + if format == OpenMetrics { "# EOF\n".len() } else { 0 }
+        count.0
+            + if format == OpenMetrics {
+                "# EOF\n".len()
+            } else {
+                0
+            }
     }
 }
 

@@ -51,7 +51,10 @@ fn promtool(text: &str) -> Option<String> {
         Ok(child) => child,
         Err(e) => {
             let required = std::env::var("PCPU_REQUIRE_PROMTOOL").is_ok_and(|v| v == "1");
-            assert!(!required, "PCPU_REQUIRE_PROMTOOL=1 but promtool cannot run: {e}");
+            assert!(
+                !required,
+                "PCPU_REQUIRE_PROMTOOL=1 but promtool cannot run: {e}"
+            );
             println!("promtool not found ({e}): the parser check is skipped (apt-get install prometheus)");
             return None;
         }
@@ -68,7 +71,10 @@ fn promtool(text: &str) -> Option<String> {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(out.status.success(), "promtool rejected:\n{text}\nit said: {said}");
+    assert!(
+        out.status.success(),
+        "promtool rejected:\n{text}\nit said: {said}"
+    );
     Some(said)
 }
 
@@ -79,7 +85,9 @@ fn the_registry_writes_the_exact_text_and_promtool_accepts_it() {
     let codes: CounterArray<'_, 3> = CounterArray::new(machine.zone()).unwrap();
     let cafe = machine.alloc().unwrap();
     let stats: Registry<'_, 4> = Registry::new();
-    stats.register("net.rx.packets", "Packets received", &rx).unwrap();
+    stats
+        .register("net.rx.packets", "Packets received", &rx)
+        .unwrap();
     stats
         .register("2xx:ok", "Answers \"ok\" \\ 2xx\nby code", &codes)
         .unwrap();
@@ -179,7 +187,10 @@ fn c_export_into_a_buffer_loses_nothing_on_a_short_buffer() {
     assert_eq!(pcpu_sim_machine_new(4, 64), 0);
     let c = counter_u64_alloc(M_WAITOK);
     let mut a = [std::ptr::null_mut(); 2];
-    assert_eq!(unsafe { counter_u64_array_alloc(a.as_mut_ptr(), 2, M_WAITOK) }, 0);
+    assert_eq!(
+        unsafe { counter_u64_array_alloc(a.as_mut_ptr(), 2, M_WAITOK) },
+        0
+    );
     assert_eq!(pcpu_sim_bind(3), 0);
     unsafe {
         pcpu_counter_add(c, 1234);
@@ -192,7 +203,12 @@ fn c_export_into_a_buffer_loses_nothing_on_a_short_buffer() {
             0
         );
         assert_eq!(
-            pcpu_sysctl_add_counter_array(c"tcp.drops".as_ptr(), c"by cause".as_ptr(), a.as_ptr(), 2),
+            pcpu_sysctl_add_counter_array(
+                c"tcp.drops".as_ptr(),
+                c"by cause".as_ptr(),
+                a.as_ptr(),
+                2
+            ),
             0
         );
     }
@@ -215,8 +231,15 @@ fn c_export_into_a_buffer_loses_nothing_on_a_short_buffer() {
         PCPU_ENOSPC
     );
     assert_eq!(len, bound);
-    assert!(buf.iter().all(|&b| b == 0xff), "a refused export wrote the buffer");
-    assert_eq!(unsafe { counter_u64_fetch(c) }, 1234, "a refused export took a delta");
+    assert!(
+        buf.iter().all(|&b| b == 0xff),
+        "a refused export wrote the buffer"
+    );
+    assert_eq!(
+        unsafe { counter_u64_fetch(c) },
+        1234,
+        "a refused export took a delta"
+    );
     assert_eq!(
         unsafe { pcpu_sysctl_export(buf.as_mut_ptr().cast(), &mut len, PCPU_EXPORT_DELTAS) },
         0
@@ -224,24 +247,32 @@ fn c_export_into_a_buffer_loses_nothing_on_a_short_buffer() {
     assert_eq!(std::str::from_utf8(&buf[..len]).unwrap(), expected);
     assert_eq!(buf[len], 0);
     promtool(expected);
-    assert_eq!(unsafe { (counter_u64_fetch(c), counter_u64_fetch(a[1])) }, (0, 0));
+    assert_eq!(
+        unsafe { (counter_u64_fetch(c), counter_u64_fetch(a[1])) },
+        (0, 0)
+    );
     let mut len = bound;
     assert_eq!(
-        unsafe {
-            pcpu_sysctl_export(buf.as_mut_ptr().cast(), &mut len, PCPU_EXPORT_OPENMETRICS)
-        },
+        unsafe { pcpu_sysctl_export(buf.as_mut_ptr().cast(), &mut len, PCPU_EXPORT_OPENMETRICS) },
         0
     );
-    assert!(
-        std::str::from_utf8(&buf[..len])
-            .unwrap()
-            .starts_with("# TYPE tcp_rcvd counter\n# HELP tcp_rcvd segments \\\\ in\ntcp_rcvd_total 0\n"),
-    );
-    assert!(std::str::from_utf8(&buf[..len]).unwrap().ends_with("\n# EOF\n"));
+    assert!(std::str::from_utf8(&buf[..len]).unwrap().starts_with(
+        "# TYPE tcp_rcvd counter\n# HELP tcp_rcvd segments \\\\ in\ntcp_rcvd_total 0\n"
+    ),);
+    assert!(std::str::from_utf8(&buf[..len])
+        .unwrap()
+        .ends_with("\n# EOF\n"));
     for (bad_flags, bad_len) in [(4, bound), (0, 0)] {
         let mut len = bad_len;
         let rc = unsafe { pcpu_sysctl_export(buf.as_mut_ptr().cast(), &mut len, bad_flags) };
-        assert_eq!(rc, if bad_flags == 4 { PCPU_EINVAL } else { PCPU_ENOSPC });
+        assert_eq!(
+            rc,
+            if bad_flags == 4 {
+                PCPU_EINVAL
+            } else {
+                PCPU_ENOSPC
+            }
+        );
     }
     assert_eq!(
         unsafe { pcpu_sysctl_export(std::ptr::null_mut(), &mut 5, 0) },

@@ -38,7 +38,10 @@ fn group_reads_match_single_fetches_exactly() {
         let singles: Vec<u64> = (0..300).map(|i| a.fetch(i)).collect();
         assert_eq!(out.as_slice(), singles, "{ncpus} CPUs: fetch of each");
         let mut range = [0u64; 100];
-        machine.zone().fetch_range(a.offset() + 8 * 150, &mut range).unwrap();
+        machine
+            .zone()
+            .fetch_range(a.offset() + 8 * 150, &mut range)
+            .unwrap();
         assert_eq!(range, model[150..250], "{ncpus} CPUs: a zone range");
 
         // Zero some elements one by one, then add again: the group reads subtract each
@@ -46,7 +49,11 @@ fn group_reads_match_single_fetches_exactly() {
         (0..300).step_by(3).for_each(|i| a.zero(i));
         machine.run_on(ncpus - 1, || (0..300).for_each(|i| a.add(i, i as i64)));
         for (i, m) in model.iter_mut().enumerate() {
-            *m = if i % 3 == 0 { i as u64 } else { m.wrapping_add(i as u64) };
+            *m = if i % 3 == 0 {
+                i as u64
+            } else {
+                m.wrapping_add(i as u64)
+            };
         }
         a.fetch_all(&mut out);
         assert_eq!(out, model, "{ncpus} CPUs: after zeroes");
@@ -56,11 +63,15 @@ fn group_reads_match_single_fetches_exactly() {
         a.fetch_all(&mut out);
         assert_eq!(out, [0; 300], "{ncpus} CPUs: after fetch_and_zero_all");
         machine.run_on(0, || a.add(299, 5));
-        let raw: Vec<_> = (0..ncpus).map(|cpu| a.cpu_slot(cpu, 299).unwrap()).collect();
+        let raw: Vec<_> = (0..ncpus)
+            .map(|cpu| a.cpu_slot(cpu, 299).unwrap())
+            .collect();
         a.zero_all();
         a.fetch_all(&mut out);
         assert_eq!(out, [0; 300], "{ncpus} CPUs: after zero_all");
-        let after: Vec<_> = (0..ncpus).map(|cpu| a.cpu_slot(cpu, 299).unwrap()).collect();
+        let after: Vec<_> = (0..ncpus)
+            .map(|cpu| a.cpu_slot(cpu, 299).unwrap())
+            .collect();
         assert_eq!(raw, after, "{ncpus} CPUs: a group zero wrote a slot");
     }
 }
@@ -73,15 +84,24 @@ fn a_range_outside_the_zone_is_an_error_and_reads_nothing() {
     let mut out = vec![7u64; len + 1];
     assert_eq!(
         zone.fetch_range(first, &mut out),
-        Err(Error::NotInZone { offset: first, len: len + 1 })
+        Err(Error::NotInZone {
+            offset: first,
+            len: len + 1
+        })
     );
     assert_eq!(
         zone.fetch_and_zero_range(first + 4, &mut out[..1]),
-        Err(Error::NotInZone { offset: first + 4, len: 1 })
+        Err(Error::NotInZone {
+            offset: first + 4,
+            len: 1
+        })
     );
     assert_eq!(
         zone.fetch_range(usize::MAX - 7, &mut out[..2]),
-        Err(Error::NotInZone { offset: usize::MAX - 7, len: 2 })
+        Err(Error::NotInZone {
+            offset: usize::MAX - 7,
+            len: 2
+        })
     );
     assert!(out.iter().all(|&v| v == 7), "an error wrote the buffer");
     assert_eq!(
@@ -156,7 +176,11 @@ fn registry_group_reads_are_exact() {
     // ones only what was added since.
     assert!(stats.fetch_and_zero_into(&mut buf[..1]).is_err());
     assert_eq!(singles[39].fetch(), singles_model(39));
-    let deltas: Vec<u64> = stats.fetch_and_zero_into(&mut buf).unwrap().values().to_vec();
+    let deltas: Vec<u64> = stats
+        .fetch_and_zero_into(&mut buf)
+        .unwrap()
+        .values()
+        .to_vec();
     assert_eq!(deltas, want.iter().map(|w| w.2).collect::<Vec<_>>());
     machine.run_on(2, || {
         singles[0].add(4);

@@ -182,7 +182,13 @@ fn group<const N: usize>(sink: &mut Sink, quick: bool) {
                 }
             });
             let group = cold(&mut |out| a.fetch_all(out));
-            sink.record("group", &name("counter by counter, cold"), ncpus, by_one, "ns");
+            sink.record(
+                "group",
+                &name("counter by counter, cold"),
+                ncpus,
+                by_one,
+                "ns",
+            );
             sink.record("group", &name("group snapshot, cold"), ncpus, group, "ns");
         }
     }

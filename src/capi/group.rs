@@ -96,7 +96,11 @@ pub unsafe extern "C" fn pcpu_counter_group_fetch_and_zero(
     dst: *mut u64,
 ) -> c_int {
     // SAFETY: the caller's contract.
-    unsafe { run(first, n, dst, |zone, off, out| zone.fetch_and_zero_range(off, out)) }
+    unsafe {
+        run(first, n, dst, |zone, off, out| {
+            zone.fetch_and_zero_range(off, out)
+        })
+    }
 }
 
 /// `COUNTER_ARRAY_COPY`: `n` handles that are one run of adjacent slots of the zone (as

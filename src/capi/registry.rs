@@ -19,8 +19,8 @@ use crate::atomic::{AtomicBool, AtomicUsize, Ordering};
 use core::ffi::{c_char, c_int, c_void};
 
 use super::error::{
-    PCPU_EEXIST, PCPU_EINVAL, PCPU_ENAME, PCPU_ENOENT, PCPU_ENOSPC, PCPU_ENOTINSTALLED, PCPU_EREGFULL,
-    PCPU_OK,
+    PCPU_EEXIST, PCPU_EINVAL, PCPU_ENAME, PCPU_ENOENT, PCPU_ENOSPC, PCPU_ENOTINSTALLED,
+    PCPU_EREGFULL, PCPU_OK,
 };
 use super::slot::{self, counter_u64_t};
 use super::zone::current_zone;
@@ -542,7 +542,11 @@ impl core::fmt::Write for CBuf {
 /// # unsafe { pcpu_sysctl_remove(c"tcp.rcvd".as_ptr()); counter_u64_free(c) };
 /// ```
 #[no_mangle]
-pub unsafe extern "C" fn pcpu_sysctl_export(buf: *mut c_char, len: *mut usize, flags: c_int) -> c_int {
+pub unsafe extern "C" fn pcpu_sysctl_export(
+    buf: *mut c_char,
+    len: *mut usize,
+    flags: c_int,
+) -> c_int {
     if len.is_null() || flags & !(PCPU_EXPORT_DELTAS | PCPU_EXPORT_OPENMETRICS) != 0 {
         return PCPU_EINVAL;
     }
@@ -571,11 +575,14 @@ pub unsafe extern "C" fn pcpu_sysctl_export(buf: *mut c_char, len: *mut usize, f
         cap: cap - 1,
         at: 0,
     };
-    table.for_each(flags & PCPU_EXPORT_DELTAS != 0, |name, descr, values, array| {
-        crate::export::write_counter(&mut w, format, name, descr, values, array)
-            .expect("pcpu-counter: export text longer than its bound");
-        None::<()>
-    });
+    table.for_each(
+        flags & PCPU_EXPORT_DELTAS != 0,
+        |name, descr, values, array| {
+            crate::export::write_counter(&mut w, format, name, descr, values, array)
+                .expect("pcpu-counter: export text longer than its bound");
+            None::<()>
+        },
+    );
     if format == crate::export::Format::OpenMetrics {
         core::fmt::Write::write_str(&mut w, "# EOF\n").expect("the bound counts # EOF");
     }

@@ -13,7 +13,8 @@
 //! in exactly one delta. The old baselines are held in a stack chunk of [`CHUNK`] values:
 //! a group of any size is taken in chunks, each in one pass over the CPUs.
 
-use crate::{arch, baseline, Error, Zone};
+use crate::zone::Zone;
+use crate::{arch, baseline, Error};
 
 /// Values of a group `fetch_and_zero` taken in one pass over the CPUs (their old baselines
 /// live on the stack: 8 bytes each).

@@ -70,8 +70,7 @@ fn add_slots(parts: &[Part<'_>], lo: usize, hi: usize, out: &mut [u64]) {
             let off = p.off + 8 * (pos - start);
             // Slots from `off` to the end of its cache line (blocks are 64-byte aligned in
             // every zone this crate makes; in any other, a block may span two lines).
-            let to_line = 8 - (zone.slot_addr(0, off) as usize % 64) / 8;
-            let n = to_line.min(to - pos);
+            let n = slots_to_line_end(zone.slot_addr(0, off) as usize).min(to - pos);
             let sums = &mut out[pos - lo..pos - lo + n];
             // First the line's first slot on every CPU: loads with little work between
             // them, so that the lines that miss are fetched together (many in flight), not
@@ -106,6 +105,11 @@ fn add_slots(parts: &[Part<'_>], lo: usize, hi: usize, out: &mut [u64]) {
             pos += n;
         }
     }
+}
+
+/// The slots from the one at `addr` to the end of its 64-byte cache line: 1 to 8.
+fn slots_to_line_end(addr: usize) -> usize {
+    8 - (addr % 64) / 8
 }
 
 /// Calls `f(position, zone, slot offset)` for every slot value of the parts in `lo..hi`.
@@ -235,5 +239,16 @@ impl Zone<'_> {
         let len = out.len();
         fetch_and_zero(&[Part::slots(self, off, len)], out);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_run_of_slots_ends_at_the_cache_line() {
+        let got: std::vec::Vec<usize> = (0..9)
+            .map(|i| super::slots_to_line_end(0x1000 + 8 * i))
+            .collect();
+        assert_eq!(got, [8, 7, 6, 5, 4, 3, 2, 1, 8]);
     }
 }

@@ -292,8 +292,9 @@ impl<'a, const N: usize> Registry<'a, N> {
     }
 
     /// Every registered value, in registration order (slots freed by `unregister` are
-    /// reused), each read when the iterator reaches it. Allocates nothing and holds the
-    /// registry's lock only while it copies one entry.
+    /// reused), read as the iterator reaches them in batches of up to 64 values of up to 16
+    /// names, each batch one group read (see [`read_into`](Registry::read_into)). Allocates
+    /// nothing and holds the registry's lock only while it copies a batch's entries.
     ///
     /// ```
     /// # let machine = pcpu_counter::sim::Machine::new(1);

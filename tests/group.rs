@@ -182,6 +182,16 @@ fn registry_group_reads_are_exact() {
         .values()
         .to_vec();
     assert_eq!(deltas, want.iter().map(|w| w.2).collect::<Vec<_>>());
+    // The take zeroed the counters themselves (their own baselines moved); c3, no longer
+    // registered, kept its count.
+    let left: Vec<u64> = singles.iter().map(|c| c.fetch()).collect();
+    let mut want_left = vec![0; 40];
+    want_left[3] = singles_model(3);
+    assert_eq!(left, want_left, "the counters after the take");
+    assert!(
+        (0..100).all(|j| big.fetch(j) == 0),
+        "an element kept its count"
+    );
     machine.run_on(2, || {
         singles[0].add(4);
         big.add(99, 1)

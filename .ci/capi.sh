@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The C ABI (issue 6): header in sync with the Rust signatures, the C test program on the
-# host simulation, and the freestanding kernel check compiling for a kernel.
-# Idempotent; needs gcc and crates.io (for cbindgen, installed once).
+# host simulation, and the freestanding kernel check compiling for a kernel; the no_std
+# library for C-only kernels per target (x86_64, aarch64, i586, riscv64gc, riscv64imac) and
+# its footprint in a minimal C kernel (issue 20: tests/c/footprint.sh).
+# Idempotent; needs gcc, the cross gcc/binutils (installed if missing) and crates.io (for
+# cbindgen, installed once).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +15,10 @@ need=()
 command -v gcc >/dev/null || need+=(gcc libc6-dev)
 command -v g++ >/dev/null || need+=(g++)
 command -v clang >/dev/null || need+=(clang)
+# The header check and tests/c/footprint.sh compile and link for every kernel arch.
+command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu)
+command -v i686-linux-gnu-gcc >/dev/null || need+=(gcc-i686-linux-gnu binutils-i686-linux-gnu)
+command -v riscv64-linux-gnu-gcc >/dev/null || need+=(gcc-riscv64-linux-gnu binutils-riscv64-linux-gnu)
 if [ ${#need[@]} -gt 0 ]; then
     apt-get update -q
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${need[@]}"
@@ -66,7 +73,11 @@ if [ -x /usr/bin/cargo ] && [ -d "$(/usr/bin/rustc --print sysroot)/lib/rustlib/
     PATH="/usr/bin:$PATH" RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$CARGO_TARGET_DIR/cross" \
         /usr/bin/cargo check --quiet --lib --target x86_64-unknown-none -Zbuild-std=core --features capi
     echo "== the no_std library for C-only kernels (artifacts: target/capi-lib/<target>/libpcpu_counter.a)"
-    bash testbeds/capi-kernel/build.sh x86_64-unknown-none aarch64-unknown-none-softfloat i586-unknown-none
+    bash testbeds/capi-kernel/build.sh x86_64-unknown-none aarch64-unknown-none-softfloat i586-unknown-none \
+        riscv64gc-unknown-none-elf riscv64imac-unknown-none-elf
+    echo "== the library's footprint in a minimal C kernel, per target (tests/c/footprint.sh)"
+    bash tests/c/footprint.sh x86_64-unknown-none aarch64-unknown-none-softfloat i586-unknown-none \
+        riscv64gc-unknown-none-elf riscv64imac-unknown-none-elf
     echo "== the i386 inline counter_u64_add at run time (tests/c/i386_inline.sh)"
     bash tests/c/i386_inline.sh
 else

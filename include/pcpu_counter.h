@@ -201,6 +201,36 @@
 typedef struct pcpu_counter pcpu_counter;
 
 /*
+ An approximate counter (`ApproxCounter`): an O(1) read within a stated bound.
+ */
+typedef struct pcpu_approx {
+  /*
+   The counter's slot: its `counter_u64_t` value, widened to 64 bits.
+   */
+  uint64_t pa_counter;
+  /*
+   The slot of its count of multiples of 16, per CPU (the same way).
+   */
+  uint64_t pa_sixteens;
+  /*
+   The batch (a power of two from 16 to 2^32).
+   */
+  uint64_t pa_batch;
+  /*
+   Padding: `pa_total` starts 128 bytes into the struct.
+   */
+  uint64_t pa_pad[13];
+  /*
+   The shared approximate total.
+   */
+  uint64_t pa_total;
+  /*
+   Padding to 256 bytes.
+   */
+  uint64_t pa_pad2[15];
+} pcpu_approx;
+
+/*
  FreeBSD's `counter_u64_t`: the slot's offset from the per-CPU register, or NULL.
  */
 typedef struct pcpu_counter *counter_u64_t;
@@ -264,6 +294,46 @@ typedef struct pcpu_zone_layout {
    */
   size_t ncpus;
 } pcpu_zone_layout;
+
+/*
+ Sets up `a` with two new slots of the C zone and batch `batch`; it reads 0.
+ */
+int pcpu_approx_init(struct pcpu_approx *a, uint64_t batch);
+
+/*
+ Adds `v` on the current CPU.
+ */
+void pcpu_approx_add(struct pcpu_approx *a, int64_t v);
+
+/*
+ The approximate value: one load.
+ */
+uint64_t pcpu_approx_read(const struct pcpu_approx *a);
+
+/*
+ The precise value: every CPU's slot summed, less the zero baseline.
+ */
+uint64_t pcpu_approx_precise(const struct pcpu_approx *a);
+
+/*
+ Writes the bound: how far the approximate value can be under and over the precise one.
+ */
+void pcpu_approx_accuracy(const struct pcpu_approx *a, uint64_t *under, uint64_t *over);
+
+/*
+ -1, 0 or 1 as the value (as an `int64_t`) is below, at or above `threshold`.
+ */
+int pcpu_approx_compare(const struct pcpu_approx *a, int64_t threshold);
+
+/*
+ Returns the count since the last zero and zeroes it, as one step (exact).
+ */
+uint64_t pcpu_approx_fetch_and_zero(struct pcpu_approx *a);
+
+/*
+ Returns `a`'s two slots to the zone; NULL is fine. `a` may be set up again afterwards.
+ */
+void pcpu_approx_free(struct pcpu_approx *a);
 
 /*
  FreeBSD's `counter_u64_alloc(wait)`: a new counter reading 0, or NULL.
@@ -420,6 +490,11 @@ void pcpu_sim_unbind(void);
  Installs the global zone on the memory `layout` describes (once), and gives every
  */
 int pcpu_zone_init(const struct pcpu_zone_layout *layout, uint64_t *meta, size_t meta_words);
+
+/*
+ Says what the boot CPU's per-CPU register holds until `pcpu_zone_init`, so that early
+ */
+int pcpu_early_base(size_t base);
 
 /*
  Stores in `*base` the value CPU `cpu`'s per-CPU register must hold.

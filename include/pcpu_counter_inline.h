@@ -14,8 +14,14 @@
  *            it; a changed slot fails the compare and retries); not asked yet (0) or no CX8
  *            (1, a 486: a plain add under protection), and under PCPU_COUNTER_SIM, the
  *            library's pcpu_counter_add.
- *   others, and aarch64 under the host simulation (PCPU_COUNTER_SIM, EL0): the library's
- *            pcpu_counter_add.
+ *   riscv64: add tp (gp where PCPU_COUNTER_RISCV_GP is defined, for a library built with
+ *            feature riscv-gp) and c, then one amoadd.d zero (no .aq/.rl: statistics need no
+ *            ordering); a migration in between adds atomically to the old hart's slot. The
+ *            add carries a relocation that changes no instruction (R_RISCV_NONE) against
+ *            pcpu_counter_riscv_tp (_gp), which only a library adding through the same
+ *            register defines: C built for the other register fails to link.
+ *   others, and aarch64 and riscv64 under the host simulation (PCPU_COUNTER_SIM): the
+ *            library's pcpu_counter_add.
  */
 #ifndef PCPU_COUNTER_INLINE_H
 #define PCPU_COUNTER_INLINE_H
@@ -53,6 +59,33 @@ static inline void pcpu_counter_add_cx8(counter_u64_t c, int64_t v)
 }
 #endif
 
+#if defined(__riscv) && __riscv_xlen == 64 && !defined(PCPU_COUNTER_SIM)
+#if defined(PCPU_COUNTER_RISCV_GP)
+#define PCPU_COUNTER_RISCV_REG "gp"
+/* Defined by a library built with riscv-gp only. */
+extern const uint8_t pcpu_counter_riscv_gp;
+#define PCPU_COUNTER_RISCV_MARK pcpu_counter_riscv_gp
+#else
+#define PCPU_COUNTER_RISCV_REG "tp"
+/* Defined by a library built without riscv-gp only. */
+extern const uint8_t pcpu_counter_riscv_tp;
+#define PCPU_COUNTER_RISCV_MARK pcpu_counter_riscv_tp
+#endif
+
+/* The register plus c, then one amoadd.d; the .reloc ties the object to the library's
+ * register (a link error otherwise) without changing an instruction. */
+static inline void pcpu_counter_add_riscv(counter_u64_t c, int64_t v)
+{
+	uintptr_t slot;
+	__asm__ __volatile__(".reloc ., R_RISCV_NONE, %3\n\t"
+			     "add %0, " PCPU_COUNTER_RISCV_REG ", %1\n\t"
+			     "amoadd.d zero, %2, (%0)"
+			     : "=&r"(slot)
+			     : "r"(c), "r"(v), "i"(&PCPU_COUNTER_RISCV_MARK)
+			     : "memory");
+}
+#endif
+
 static inline void counter_u64_add(counter_u64_t c, int64_t v)
 {
 #if defined(__x86_64__)
@@ -81,6 +114,8 @@ static inline void counter_u64_add(counter_u64_t c, int64_t v)
 		pcpu_counter_add_cx8(c, v);
 	else
 		pcpu_counter_add(c, v);
+#elif defined(__riscv) && __riscv_xlen == 64 && !defined(PCPU_COUNTER_SIM)
+	pcpu_counter_add_riscv(c, v);
 #else
 	pcpu_counter_add(c, v);
 #endif
@@ -89,7 +124,8 @@ static inline void counter_u64_add(counter_u64_t c, int64_t v)
 /* Inside counter_enter(): the same instruction where the add needs no protection. */
 static inline void counter_u64_add_protected(counter_u64_t c, int64_t v)
 {
-#if defined(__x86_64__) || (defined(__aarch64__) && !defined(PCPU_COUNTER_SIM))
+#if defined(__x86_64__) || (defined(__aarch64__) && !defined(PCPU_COUNTER_SIM)) ||              \
+	(defined(__riscv) && __riscv_xlen == 64 && !defined(PCPU_COUNTER_SIM))
 	counter_u64_add(c, v);
 #elif defined(__i386__) && !defined(PCPU_COUNTER_SIM)
 	if (__builtin_expect(pcpu_cx8 == 2, 1))
@@ -107,8 +143,11 @@ static inline void counter_u64_add_protected(counter_u64_t c, int64_t v)
  *	static COUNTER_U64_DEFINE_EARLY(name);
  *
  * A counter usable before the zone exists. Until then `name` is the address of a static
- * word: the inline add reaches it because the per-CPU register is still 0 (a kernel clears
- * it at boot), and pcpu_counter_add adds to it atomically. The macro also puts &name into the
+ * word less the early base, what the boot CPU's per-CPU register holds until the zone exists:
+ * the inline add (register + name) reaches the word, and pcpu_counter_add adds to it
+ * atomically. The early base is 0 (a register cleared at reset) unless the kernel calls
+ * pcpu_early_base(value) on the boot CPU before the first early add (a register that holds a
+ * hart id or a per-CPU pointer from reset), and again whenever it changes the register. The macro also puts &name into the
  * linker set `pcpu_counter_early`; pcpu_zone_init (pcpu_sim_machine_new on the host) gives
  * every counter of the set a slot, moves its early count into CPU 0's slot and stores the
  * slot's handle in `name`. Call it before other CPUs start, as FreeBSD's SYSINIT runs. A

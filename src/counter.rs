@@ -63,6 +63,16 @@ impl<'z> Counter<'z> {
         unsafe { arch::add(self.zone, self.off, v) }
     }
 
+    /// Adds `v` to this CPU's slot and returns how many multiples of 16 the slot crossed (see
+    /// [`arch::add_crossings16`]): the approximate counter's add.
+    #[inline(always)]
+    pub(crate) fn add_crossings16(&self, v: i64) -> u64 {
+        #[cfg(feature = "sim")]
+        crate::sim::check_area_tag(self.area);
+        // SAFETY: as in `add`.
+        unsafe { arch::add_crossings16(self.zone, self.off, v) }
+    }
+
     /// Adds 1.
     #[inline(always)]
     pub fn inc(&self) {

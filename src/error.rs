@@ -110,6 +110,12 @@ pub enum Error {
         /// The values accepted, separated by commas.
         accepted: &'static str,
     },
+    /// An [`ApproxCounter`](crate::ApproxCounter) batch that is not a power of two from 16
+    /// to 2^32.
+    BadBatch {
+        /// The batch given.
+        batch: u64,
+    },
 }
 
 impl fmt::Display for Error {
@@ -173,6 +179,10 @@ impl fmt::Display for Error {
             } => write!(
                 f,
                 "environment variable {var}={value:?} is not one of the accepted values: {accepted}"
+            ),
+            Error::BadBatch { batch } => write!(
+                f,
+                "approximate counter batch {batch} is not a power of two from 16 to 2^32"
             ),
         }
     }

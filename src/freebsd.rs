@@ -143,7 +143,7 @@ pub fn counter_array_alloc<const N: usize>(wait: Wait) -> Option<CounterArray<'s
 ///
 /// ```
 /// # let machine = pcpu_counter::sim::Machine::new(1);
-/// # let rate = pcpu_counter::ratecheck::CounterRate::new(machine.alloc().unwrap(), pcpu_counter::ratecheck::Clock::monotonic());
+/// # let rate = pcpu_counter::ratecheck::CounterRate::new(machine.alloc().unwrap(), pcpu_counter::ratecheck::Clock::monotonic()).unwrap();
 /// machine.run_on(0, || assert_eq!(pcpu_counter::freebsd::counter_ratecheck(&rate, 1_000_000), 0));
 /// ```
 pub fn counter_ratecheck(cr: &CounterRate<'_>, limit: i64) -> i64 {
@@ -165,7 +165,7 @@ mod tests {
             now: || TICKS.load(Ordering::Relaxed),
             hz: 100,
         };
-        let rate = CounterRate::new(machine.alloc().unwrap(), clock);
+        let rate = CounterRate::new(machine.alloc().unwrap(), clock).unwrap();
         machine.run_on(0, || {
             assert_eq!(counter_ratecheck(&rate, 2), 0);
             assert_eq!(counter_ratecheck(&rate, 2), 0);

@@ -67,6 +67,9 @@ mod protect;
 #[cfg(any(feature = "sim", feature = "rseq", doc, not(any(unix, windows))))]
 mod zone;
 
+#[cfg(any(feature = "sim", doc, not(any(unix, windows))))]
+mod approx;
+
 // Declared outside the macros: it defines a `macro_export` macro, which `freebsd` re-exports.
 #[cfg(any(feature = "sim", doc, not(any(unix, windows))))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "sim", not(any(unix, windows))))))]
@@ -88,6 +91,7 @@ pub mod registry;
 pub mod export;
 
 kernel_api! {
+    pub use approx::ApproxCounter;
     pub use area::Area;
     pub use counter::Counter;
     pub use memory::ZoneMemory;

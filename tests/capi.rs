@@ -17,18 +17,16 @@ fn setup() -> std::sync::MutexGuard<'static, ()> {
     turn
 }
 
+/// Allocates counters until the zone is full (`M_NOWAIT` gives NULL); returns them.
+fn fill_zone() -> Vec<counter_u64_t> {
+    std::iter::from_fn(|| Some(counter_u64_alloc(M_NOWAIT)).filter(|c| !c.is_null())).collect()
+}
+
 #[test]
 fn a_full_zone_is_null_and_leaks_nothing() {
     let _turn = setup();
     let slots = pcpu_zone_in_use();
-    let mut held = Vec::new();
-    loop {
-        let c = counter_u64_alloc(M_NOWAIT);
-        if c.is_null() {
-            break;
-        }
-        held.push(c);
-    }
+    let mut held = fill_zone();
     assert_eq!(
         held.len(),
         pcpu_zone_capacity() - slots,
@@ -177,6 +175,52 @@ fn ratecheck_follows_the_tick_hook() {
     pcpu_set_ticks(None, 0); // back to the monotonic default
     pcpu_sim_unbind();
     unsafe { counter_u64_free(cr.cr_rate) };
+}
+
+#[test]
+fn a_tick_hook_with_hz_0_is_refused_for_the_default_clock() {
+    let _turn = setup();
+    const FAR: u32 = 0x4000_0000;
+    extern "C" fn far() -> u32 {
+        FAR
+    }
+    let mut cr = counter_rate {
+        cr_rate: counter_u64_alloc(M_WAITOK),
+        cr_lock: 0,
+        cr_ticks: 0,
+        cr_over: 0,
+    };
+    assert_eq!(pcpu_sim_bind(1), PCPU_OK);
+    // hz 0 would make every event a new second: the hook is not taken, the monotonic
+    // millisecond default counts (its ticks are nowhere near FAR).
+    pcpu_set_ticks(Some(far), 0);
+    assert_ne!(unsafe { counter_ratecheck(&mut cr, 1) }, -1);
+    assert_ne!(
+        cr.cr_ticks as u32, FAR,
+        "the hook was used although hz is 0"
+    );
+    // With a real hz the same hook is the clock: FAR is a new second, stored as its tick.
+    pcpu_set_ticks(Some(far), 10);
+    unsafe { counter_ratecheck(&mut cr, 1) };
+    assert_eq!(cr.cr_ticks as u32, FAR);
+    pcpu_set_ticks(None, 0);
+    pcpu_sim_unbind();
+    unsafe { counter_u64_free(cr.cr_rate) };
+}
+
+#[test]
+fn a_second_machine_must_match_the_first() {
+    let _turn = setup();
+    let (ncpus, capacity) = (pcpu_zone_ncpus(), pcpu_zone_capacity());
+    assert_eq!(ncpus, 4);
+    // The machine exists: asking again for what it has (or less room) is fine...
+    assert_eq!(pcpu_sim_machine_new(ncpus, capacity), PCPU_OK);
+    assert_eq!(pcpu_sim_machine_new(ncpus, 1), PCPU_OK);
+    // ...other CPUs or more room than it has is not, whatever the other argument.
+    assert_eq!(pcpu_sim_machine_new(ncpus + 1, 1), PCPU_EINSTALLED);
+    assert_eq!(pcpu_sim_machine_new(ncpus - 1, capacity), PCPU_EINSTALLED);
+    assert_eq!(pcpu_sim_machine_new(ncpus, capacity + 1), PCPU_EINSTALLED);
+    assert_eq!((pcpu_zone_ncpus(), pcpu_zone_capacity()), (ncpus, capacity));
 }
 
 #[test]
@@ -455,14 +499,7 @@ fn registry_callback_may_zero_and_add() {
 #[test]
 fn waitok_waits_for_a_free_slot() {
     let _turn = setup();
-    let mut held = Vec::new();
-    loop {
-        let c = counter_u64_alloc(M_NOWAIT);
-        if c.is_null() {
-            break;
-        }
-        held.push(c as usize);
-    }
+    let mut held: Vec<usize> = fill_zone().into_iter().map(|c| c as usize).collect();
     assert!(counter_u64_alloc(M_NOWAIT).is_null());
     let asking = std::sync::atomic::AtomicBool::new(false);
     let got = std::thread::scope(|s| {

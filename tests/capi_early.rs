@@ -128,6 +128,39 @@ fn early_counts_move_into_slots_when_the_zone_is_made() {
     assert_eq!(handles(), early);
     assert_eq!(word(5), 16);
 
+    // A kernel whose per-CPU register holds something else before the zone (a hart id, a
+    // per-CPU pointer from reset) says so: every name becomes word - base, so that the inline
+    // add (base + name) and the out-of-line one both reach the word.
+    let base: usize = 0x5555_1234_5000;
+    // SAFETY: no zone, and nothing else adds to these early counters.
+    assert_eq!(unsafe { pcpu_early_base(base) }, PCPU_OK);
+    for (i, &c) in handles().iter().enumerate() {
+        assert_eq!(
+            c as usize,
+            (early[i] as usize).wrapping_sub(base),
+            "counter {i}"
+        );
+    }
+    // SAFETY: an early counter before any zone exists.
+    unsafe { pcpu_counter_add(handle(2), 5) };
+    assert_eq!(word(2), 7 + 5);
+    // SAFETY: as above.
+    assert_eq!(unsafe { counter_u64_fetch(handle(2)) }, 12);
+    header_add(handle(4), 7, base);
+    assert_eq!(word(4), 13 + 7);
+    // A base that would make a name NULL (the word's own address) is refused, nothing changes.
+    let before = handles();
+    // SAFETY: as above.
+    assert_eq!(unsafe { pcpu_early_base(early[3] as usize) }, PCPU_EINVAL);
+    assert_eq!(handles(), before);
+    // Rebasing is relative: back to 0 the names are the words' addresses again.
+    // SAFETY: as above.
+    assert_eq!(unsafe { pcpu_early_base(0) }, PCPU_OK);
+    assert_eq!(handles(), early);
+    // The zone is made while the register holds `base`: the move reads word = name + base.
+    // SAFETY: as above.
+    assert_eq!(unsafe { pcpu_early_base(base) }, PCPU_OK);
+
     // One slot more fits exactly: the first slot for good, then one per early counter.
     let (layout, meta) = kernel_memory(N + 1);
     // SAFETY: as above.
@@ -144,11 +177,53 @@ fn early_counts_move_into_slots_when_the_zone_is_made() {
     );
     // The early counts moved into the slots, and the words were emptied.
     for (i, &c) in moved.iter().enumerate() {
-        let want = if i == N - 1 { 0 } else { i as u64 * 3 + 1 };
+        let want = match i {
+            2 => 7 + 5,
+            4 => 13 + 7,
+            _ if i == N - 1 => 0,
+            _ => i as u64 * 3 + 1,
+        };
         // SAFETY: a live handle of the C zone.
         assert_eq!(unsafe { counter_u64_fetch(c) }, want, "counter {i}");
         assert_eq!(word(i), 0, "word {i}");
     }
     // The zone is full: C gets no more counters.
     assert!(counter_u64_alloc(M_NOWAIT).is_null());
+    // Once the zone exists the early base is of no use.
+    // SAFETY: nothing adds.
+    assert_eq!(unsafe { pcpu_early_base(0) }, PCPU_EINSTALLED);
+    assert_eq!(handles(), moved);
+}
+
+/// The header's inline add on x86_64 (`addq v, %gs:(c)`) with this thread's GS base set to
+/// `base`, as a kernel's register would hold it; elsewhere (the simulation has no register
+/// for C there) the out-of-line add.
+#[cfg(target_arch = "x86_64")]
+fn header_add(c: counter_u64_t, v: i64, base: usize) {
+    set_gs_base(base);
+    // SAFETY: GS base + c is the early counter's word (the early base is `base`).
+    unsafe {
+        core::arch::asm!("add qword ptr gs:[{c}], {v}", c = in(reg) c, v = in(reg) v,
+            options(nostack))
+    };
+    set_gs_base(0);
+}
+
+/// This thread's GS base, through arch_prctl(ARCH_SET_GS) (no libc in this test).
+#[cfg(target_arch = "x86_64")]
+fn set_gs_base(base: usize) {
+    let rc: isize;
+    // SAFETY: ARCH_SET_GS (0x1001) changes only this thread's GS base, which nothing in this
+    // test thread uses (Linux keeps TLS in FS).
+    unsafe {
+        core::arch::asm!("syscall", inlateout("rax") 158isize => rc, in("rdi") 0x1001,
+            in("rsi") base, lateout("rcx") _, lateout("r11") _, options(nostack))
+    };
+    assert_eq!(rc, 0, "arch_prctl(ARCH_SET_GS)");
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn header_add(c: counter_u64_t, v: i64, _base: usize) {
+    // SAFETY: an early counter before any zone exists.
+    unsafe { pcpu_counter_add(c, v) };
 }

@@ -21,6 +21,9 @@ use pcpu_counter::sim::Machine;
 use pcpu_counter::{Error, Zone, ZoneLayout};
 use proptest::prelude::*;
 mod common;
+#[path = "common/layout_rules.rs"]
+mod layout_rules;
+use layout_rules::validate as oracle;
 
 use proptest::test_runner::{TestCaseError, TestError, TestRunner};
 
@@ -147,40 +150,6 @@ fn layout_fields() -> impl Strategy<Value = (Base, usize, usize, usize, usize)> 
         2 => shaped(),
         3 => mutated,
     ]
-}
-
-/// The documented rules, in order: the first one `layout` breaks.
-fn oracle(l: &ZoneLayout) -> Result<(), Error> {
-    if l.ncpus == 0 {
-        return Err(Error::NoCpus);
-    }
-    if !l.stride.is_multiple_of(8) {
-        return Err(Error::StrideNotMultipleOf8 { stride: l.stride });
-    }
-    if l.len == 0 || !l.len.is_multiple_of(8) {
-        return Err(Error::BadAreaLength { len: l.len });
-    }
-    if !l.base.is_multiple_of(8) {
-        return Err(Error::Misaligned { addr: l.base });
-    }
-    if !l.offset.is_multiple_of(8) {
-        return Err(Error::Misaligned { addr: l.offset });
-    }
-    let needed = l.offset as u128 + l.len as u128;
-    if needed > usize::MAX as u128 {
-        return Err(Error::AddressOverflow);
-    }
-    if needed > l.stride as u128 {
-        return Err(Error::StrideTooSmall {
-            stride: l.stride,
-            needed: needed as usize,
-        });
-    }
-    let end = l.base as u128 + (l.ncpus as u128 - 1) * l.stride as u128 + needed;
-    if end > usize::MAX as u128 {
-        return Err(Error::AddressOverflow);
-    }
-    Ok(())
 }
 
 /// The C ABI's code for `e` (the table in `pcpu_counter.h`).
@@ -351,27 +320,17 @@ fn zone_layouts_through_from_raw_parts() {
 }
 
 /// What `Zone::on_heap(ncpus, counters, header)` must answer: the rounded layout
-/// `(stride, len)` and the total bytes, or the error. `None` for a total too big to try
-/// here but not an error (it would really be allocated).
+/// `(stride, len)`, or the error. `None` for a total too big to try here but not an error (it
+/// would really be allocated).
 fn heap_oracle(
     ncpus: usize,
     counters: usize,
     header: usize,
 ) -> Option<Result<(usize, usize), Error>> {
-    if ncpus == 0 {
-        return Some(Err(Error::NoCpus));
+    match layout_rules::heap(ncpus, counters, header) {
+        Ok((stride, len, total)) => (total <= 4 << 20).then_some(Ok((stride, len))),
+        Err(e) => Some(Err(e)),
     }
-    if counters == 0 {
-        return Some(Err(Error::BadAreaLength { len: 0 }));
-    }
-    let round = |b: u128| b.div_ceil(128) * 128;
-    let len = round(counters as u128 * 8);
-    let stride = round(len + header as u128);
-    let total = stride.saturating_mul(ncpus as u128);
-    if len > usize::MAX as u128 || stride > usize::MAX as u128 || total > isize::MAX as u128 - 127 {
-        return Some(Err(Error::AddressOverflow));
-    }
-    (total <= 4 << 20).then_some(Ok((stride as usize, len as usize)))
 }
 
 fn heap_sizes() -> impl Strategy<Value = (usize, usize)> {

@@ -134,3 +134,45 @@ fn the_check_rejects_broken_add_paths() {
         assert!(check_add_path(b, false).is_err(), "accepted {b:?}");
     }
 }
+
+/// The approximate counter's probe: `ApproxCounter::inc` alone, out of line.
+#[inline(never)]
+#[unsafe(no_mangle)]
+pub fn pcpu_probe_approx_inc(counter: &pcpu_counter::ApproxCounter<'_>) {
+    counter.inc()
+}
+
+/// `ApproxCounter::inc`'s hot path is the plain counter's one non-locked `add gs:[...]`, then
+/// `lahf; test ah, 0x10; jne` on its auxiliary carry: no lock prefix and no `xadd` before the
+/// first `ret` (the sixteens' `xadd` and the shared word's locked add are in the cold carry
+/// function, the `pushfq` variant in its own).
+#[test]
+fn approx_inc_is_the_plain_add_then_a_flag_test() {
+    let machine = pcpu_counter::sim::Machine::new(2);
+    let c = pcpu_counter::ApproxCounter::new(machine.alloc().unwrap(), 16).unwrap();
+    let probe = std::hint::black_box(pcpu_probe_approx_inc as fn(&pcpu_counter::ApproxCounter<'_>));
+    machine.run_on(1, || (0..20).for_each(|_| probe(&c)));
+    assert_eq!((c.precise(), c.approximate()), (20, 16));
+    let insns = common::disassemble(&["objdump"], &["-M", "intel"], "pcpu_probe_approx_inc");
+    assert!(!insns.is_empty(), "probe not found in the binary");
+    let end = insns
+        .iter()
+        .position(|i| i.starts_with("ret"))
+        .unwrap_or_else(|| panic!("no ret: {insns:#?}"));
+    let hot = &insns[..end];
+    let adds: Vec<usize> = (0..insns.len())
+        .filter(|&k| insns[k].starts_with("add    QWORD PTR gs:["))
+        .collect();
+    assert_eq!(adds.len(), 1, "one gs-relative add: {insns:#?}");
+    let k = adds[0];
+    assert!(k < end, "the add is on the hot path: {insns:#?}");
+    assert_eq!(insns[k + 1], "lahf", "{insns:#?}");
+    assert!(insns[k + 2].starts_with("test   ah,0x10"), "{insns:#?}");
+    assert!(insns[k + 3].starts_with("jne"), "{insns:#?}");
+    for bad in ["lock", "xadd", "pushf"] {
+        assert!(
+            hot.iter().all(|i| !i.starts_with(bad)),
+            "{bad} on the hot path: {insns:#?}"
+        );
+    }
+}

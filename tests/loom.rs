@@ -761,3 +761,216 @@ fn arch_add_against_an_interrupt() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// The approximate counter's carry protocol (src/approx.rs).
+
+/// The first level's unit: 16 in the crate (the slot's multiples of 16, which x86_64 reads
+/// from the add's auxiliary carry flag), 2 here, so that small adds cross it.
+const UNIT: u64 = 2;
+/// The batch of the approximate models: 4 (two units).
+const BATCH: u64 = 4;
+/// `!(BATCH / UNIT - 1)`: the bits of a units slot that count whole batches.
+const HIGH: u64 = !(BATCH / UNIT - 1);
+
+/// How a carry reaches the shared word.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Carry {
+    /// `ApproxCounter::add_total`: one atomic add (`AcqRel`), before the add returns.
+    Atomic,
+    /// Broken: a load and a store instead of one atomic add.
+    LoadStore,
+    /// Broken: the add reports itself done (returns) before its carry lands, as a lazily
+    /// batched carry would.
+    AfterReturn,
+}
+
+/// How `fetch_and_zero` moves the shared word.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum ApproxZero {
+    /// `ApproxCounter::fetch_and_zero`: the baseline compare-and-swap, then one atomic add of
+    /// minus the delta.
+    Atomic,
+    /// Broken: the shared word read, then written back less the delta.
+    LoadStore,
+}
+
+/// An `ApproxCounter`: the plain counter (slots, baseline), the per-CPU units slots (the
+/// crate's sixteens) and the shared word.
+struct Approx {
+    counter: Counter,
+    units: [AtomicU64; NCPUS],
+    total: AtomicU64,
+    /// Per CPU, the adds that returned (published with `Release` after the add).
+    returned: [AtomicU64; NCPUS],
+}
+
+impl Approx {
+    fn new() -> Self {
+        Approx {
+            counter: Counter::new(),
+            units: [AtomicU64::new(0), AtomicU64::new(0)],
+            total: AtomicU64::new(0),
+            returned: [AtomicU64::new(0), AtomicU64::new(0)],
+        }
+    }
+
+    fn add_total(&self, v: u64, how: Carry) {
+        if how == Carry::LoadStore {
+            let t = self.total.load(Ordering::Acquire);
+            self.total.store(t.wrapping_add(v), Ordering::Release);
+        } else {
+            self.total.fetch_add(v, Ordering::AcqRel);
+        }
+    }
+
+    /// `ApproxCounter::add` on `cpu`: the owner's add to its slot with the units it crossed
+    /// (x86_64: `add gs:[off]` and its AF flag; a relaxed load and store of its own slot, as
+    /// `Counter::add`); if any, the owner's add to its units slot (`xadd`, the same), and the
+    /// carry if that crossed a multiple of `BATCH / UNIT`; then the add has returned
+    /// (`returned`, for the bound model).
+    fn add(&self, cpu: usize, v: u64, how: Carry) {
+        let slot = &self.counter.slots[cpu];
+        let old = slot.load(Ordering::Relaxed);
+        let new = old.wrapping_add(v);
+        slot.store(new, Ordering::Relaxed);
+        let c = (new / UNIT).wrapping_sub(old / UNIT);
+        let (mut crossed, mut carry) = (false, 0);
+        if c != 0 {
+            let units = &self.units[cpu];
+            let old = units.load(Ordering::Relaxed);
+            let new = old.wrapping_add(c);
+            units.store(new, Ordering::Relaxed);
+            crossed = (old ^ new) & HIGH != 0;
+            carry = (new & HIGH).wrapping_sub(old & HIGH).wrapping_mul(UNIT);
+        }
+        if crossed && how != Carry::AfterReturn {
+            self.add_total(carry, how);
+        }
+        self.returned[cpu].fetch_add(v, Ordering::Release);
+        if crossed && how == Carry::AfterReturn {
+            self.add_total(carry, how);
+        }
+    }
+
+    /// `ApproxCounter::approximate`: one `Acquire` load (`baseline::load`).
+    fn approximate(&self) -> u64 {
+        self.total.load(Ordering::Acquire)
+    }
+
+    /// `ApproxCounter::fetch_and_zero`.
+    fn fetch_and_zero(&self, how: ApproxZero) -> u64 {
+        let delta = self.counter.fetch_and_zero(Zero::Baseline);
+        match how {
+            ApproxZero::Atomic => self.add_total(delta.wrapping_neg(), Carry::Atomic),
+            ApproxZero::LoadStore => {
+                let t = self.total.load(Ordering::Acquire);
+                self.total.store(t.wrapping_sub(delta), Ordering::Release);
+            }
+        }
+        delta
+    }
+
+    /// What the approximate value lacks once nothing is in flight: `Σ slot & (BATCH - 1)`.
+    fn remainders(&self) -> u64 {
+        self.counter.slots.iter().fold(0, |a, s| {
+            a.wrapping_add(s.load(Ordering::Relaxed) & (BATCH - 1))
+        })
+    }
+}
+
+/// CPU 0 adds 2 twice (the second crosses the batch of 4); CPU 1 adds 5 (a carry of 4) and
+/// runs `fetch_and_zero`; a third thread runs `fetch_and_zero`. Carries race with each other
+/// and with the zeroes' baseline swaps and subtractions. After the joins: the deltas plus the
+/// final precise value are every add (9), and the approximate value is exactly the precise
+/// value less the slots' remainders (no carry lost or doubled).
+fn carry_model(carry: Carry, zero: ApproxZero) -> impl Fn() + Sync + Send + 'static {
+    move || {
+        let c = Arc::new(Approx::new());
+        let c0 = c.clone();
+        let cpu0 = thread::spawn(move || {
+            c0.add(0, 2, carry);
+            c0.add(0, 2, carry);
+        });
+        let c1 = c.clone();
+        let cpu1 = thread::spawn(move || {
+            c1.add(1, 5, carry);
+            c1.fetch_and_zero(zero)
+        });
+        let d2 = c.fetch_and_zero(zero);
+        cpu0.join().unwrap();
+        let d1 = cpu1.join().unwrap();
+        let precise = c.counter.fetch();
+        assert_eq!(
+            d1.wrapping_add(d2).wrapping_add(precise),
+            9,
+            "deltas {d1} + {d2} + final precise {precise} != every add (9)"
+        );
+        let (approx, rem) = (c.approximate(), c.remainders());
+        assert_eq!(
+            approx,
+            precise.wrapping_sub(rem),
+            "a carry lost or doubled: approximate {approx}, precise {precise}, remainders {rem}"
+        );
+    }
+}
+
+#[test]
+fn approx_carries_racing_carries_and_zeroes() {
+    check(
+        "approx_carry",
+        "ApproxCounter::add/fetch_and_zero; 3 threads: adders on CPUs 0 and 1 (2 carries), 2 fetch_and_zero",
+        carry_model(Carry::Atomic, ApproxZero::Atomic),
+        vec![
+            (
+                "carry as a load and a store",
+                Box::new(carry_model(Carry::LoadStore, ApproxZero::Atomic)),
+            ),
+            (
+                "zero subtracts by a load and a store",
+                Box::new(carry_model(Carry::Atomic, ApproxZero::LoadStore)),
+            ),
+        ],
+    );
+}
+
+/// CPU 0 adds 2 three times, CPU 1 adds 2 twice (batch 4: a carry each), while a reader
+/// reads which adds returned (`Acquire`), then the approximate value. The bound of
+/// `ApproxCounter::accuracy`: every add that returned before the read is counted up to the
+/// slots' remainders, `approximate >= returned - NCPUS * (BATCH - 1)`, and (adds that only
+/// grow, `over` is 0) the approximate value is never above the final precise value.
+fn bound_model(carry: Carry) -> impl Fn() + Sync + Send + 'static {
+    move || {
+        let c = Arc::new(Approx::new());
+        let c0 = c.clone();
+        let cpu0 = thread::spawn(move || (0..3).for_each(|_| c0.add(0, 2, carry)));
+        let c1 = c.clone();
+        let cpu1 = thread::spawn(move || (0..2).for_each(|_| c1.add(1, 2, carry)));
+        let returned: u64 = c.returned.iter().map(|r| r.load(Ordering::Acquire)).sum();
+        let approx = c.approximate();
+        cpu0.join().unwrap();
+        cpu1.join().unwrap();
+        let under = NCPUS as u64 * (BATCH - 1);
+        assert!(
+            approx + under >= returned,
+            "approximate {approx} is more than {under} under the {returned} adds that returned"
+        );
+        assert!(
+            approx <= c.counter.fetch(),
+            "approximate {approx} over the final value"
+        );
+    }
+}
+
+#[test]
+fn approx_bound_against_adds_in_flight() {
+    check(
+        "approx_bound",
+        "ApproxCounter::approximate/accuracy; 3 threads: adders on CPUs 0 and 1, a reader",
+        bound_model(Carry::Atomic),
+        vec![(
+            "the add returns before its carry lands",
+            Box::new(bound_model(Carry::AfterReturn)),
+        )],
+    );
+}

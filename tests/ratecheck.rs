@@ -19,7 +19,7 @@ fn zero_under_minus_one_over_count_at_new_second() {
         now: || NOW.load(Ordering::Relaxed),
         hz: 100,
     };
-    let rate = CounterRate::new(machine.alloc().unwrap(), clock);
+    let rate = CounterRate::new(machine.alloc().unwrap(), clock).unwrap();
     machine.run_on(1, || {
         let first: Vec<i64> = (0..8).map(|_| counter_ratecheck(&rate, 5)).collect();
         assert_eq!(first, [0, 0, 0, 0, 0, -1, -1, -1]);
@@ -54,7 +54,8 @@ fn ticks_wrap_around() {
             now: || 0,
             hz: 1000,
         },
-    );
+    )
+    .unwrap();
     machine.run_on(0, || {
         assert_eq!(rate.check_at(u32::MAX - 500, 1), 0);
         assert_eq!(rate.check_at(u32::MAX - 1, 1), -1);
@@ -99,7 +100,7 @@ fn winners(check: &(dyn Fn(u32) -> i64 + Sync), machine: &Machine, now: u32, wan
 #[test]
 fn one_cpu_wins_each_reset() {
     let machine = Machine::new(8);
-    let rate = CounterRate::new(machine.alloc().unwrap(), Clock { now: || 0, hz: 100 });
+    let rate = CounterRate::new(machine.alloc().unwrap(), Clock { now: || 0, hz: 100 }).unwrap();
     // 199 resets (5 under Miri, which is slow).
     for second in 1..if cfg!(miri) { 6 } else { 200u32 } {
         // 30 events from CPU 0, over the limit of 10; then 8 CPUs race at the next second.
@@ -188,7 +189,7 @@ fn concurrent_events_within_a_second_are_all_counted() {
     const LIMIT: i64 = if cfg!(miri) { 100 } else { 1_000 };
     const N: u64 = if cfg!(miri) { 40 } else { 500 };
     let machine = Machine::new(6);
-    let rate = CounterRate::new(machine.alloc().unwrap(), Clock { now: || 0, hz: 100 });
+    let rate = CounterRate::new(machine.alloc().unwrap(), Clock { now: || 0, hz: 100 }).unwrap();
     machine.run_on(0, || assert_eq!(rate.check_at(1000, LIMIT), 0)); // opens second 10
     let zeros = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|s| {
@@ -225,11 +226,92 @@ fn concurrent_events_within_a_second_are_all_counted() {
 #[test]
 fn monotonic_clock_default() {
     let machine = Machine::new(1);
-    let rate = CounterRate::new(machine.alloc().unwrap(), Clock::monotonic());
+    let rate = CounterRate::new(machine.alloc().unwrap(), Clock::monotonic()).unwrap();
     machine.run_on(0, || {
         // A limit no test run can exceed: only the first reset can happen, reporting 0.
         let results: Vec<i64> = (0..100).map(|_| rate.check(1 << 40)).collect();
         assert_eq!(results, vec![0; 100]);
     });
     assert!(rate.counter().fetch() >= 1 && rate.counter().fetch() <= 100);
+}
+
+/// The limit holds whatever the approximate counter's batch: CPUs race in one second, and
+/// fewer than `LIMIT` events (1 used to open the second) report 0, every event counted. At
+/// batches 16 and 32 the bound (`CPUS * (batch - 1)`) is below the limit, so the first
+/// events' checks answer from the approximate count; at 256 and 1024 every check sums (under
+/// Miri: 16 and 1024).
+#[test]
+fn the_limit_holds_at_every_batch() {
+    // Fewer CPUs and events under Miri, which is slow.
+    const CPUS: usize = if cfg!(miri) { 3 } else { 6 };
+    const LIMIT: i64 = if cfg!(miri) { 120 } else { 1_000 };
+    const N: u64 = if cfg!(miri) { 50 } else { 400 };
+    let batches: &[u64] = if cfg!(miri) {
+        &[16, 1024]
+    } else {
+        &[16, 32, 256, 1024]
+    };
+    for &batch in batches {
+        let machine = Machine::new(CPUS);
+        let clock = Clock { now: || 0, hz: 100 };
+        let rate = CounterRate::with_batch(machine.alloc().unwrap(), clock, batch).unwrap();
+        machine.run_on(0, || assert_eq!(rate.check_at(1000, LIMIT), 0));
+        let zeros = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for cpu in 0..CPUS {
+                let (machine, rate, zeros) = (&machine, &rate, &zeros);
+                s.spawn(move || {
+                    machine.run_on(cpu, || {
+                        for _ in 0..N {
+                            match rate.check_at(1050, LIMIT) {
+                                0 => drop(zeros.fetch_add(1, Ordering::Relaxed)),
+                                -1 => {}
+                                r => panic!("unexpected {r}"),
+                            }
+                        }
+                    })
+                });
+            }
+        });
+        assert_eq!(rate.counter().fetch(), CPUS as u64 * N + 1, "batch {batch}");
+        let zeros = zeros.into_inner() as i64;
+        assert!(zeros < LIMIT, "batch {batch}: {zeros} events reported 0");
+    }
+}
+
+/// A check far below the limit is answered from the approximate count alone (one load): on
+/// 256 CPUs with batch 64 the bound is 256 * 63, and a limit of a million is far above it.
+/// Sequentially, on one CPU after another, exactly `limit` events report 0.
+#[test]
+fn checks_far_below_the_limit_need_no_sum() {
+    let machine = Machine::new(256);
+    let rate = CounterRate::new(machine.alloc().unwrap(), Clock { now: || 0, hz: 100 }).unwrap();
+    assert_eq!(rate.counter().accuracy(), (256 * 63, 0));
+    let limit: i64 = 1_000_000;
+    // Fewer CPUs and events under Miri, which is slow.
+    let (step, events) = if cfg!(miri) { (51, 10) } else { (5, 100) };
+    for cpu in (0..256).step_by(step) {
+        machine.run_on(cpu, || {
+            (0..events).for_each(|_| assert_eq!(rate.check_at(1000, limit), 0))
+        });
+        assert_eq!(
+            rate.counter().compare_approximate(limit),
+            Some(std::cmp::Ordering::Less),
+            "after CPU {cpu}"
+        );
+    }
+    // From far below the limit to past it: 6 CPUs, batch 16 (bound 90), limit 200.
+    let machine = Machine::new(6);
+    let clock = Clock { now: || 0, hz: 100 };
+    let rate = CounterRate::with_batch(machine.alloc().unwrap(), clock, 16).unwrap();
+    let results: Vec<i64> = (0..250)
+        .map(|i| machine.run_on(i % 6, || rate.check_at(1000, 200)))
+        .collect();
+    assert_eq!(results.iter().filter(|&&r| r == 0).count(), 200);
+    assert!(results[200..].iter().all(|&r| r == -1), "{results:?}");
+    assert_eq!(rate.counter().fetch(), 250);
+    assert_eq!(
+        CounterRate::with_batch(machine.alloc().unwrap(), Clock::monotonic(), 3).unwrap_err(),
+        pcpu_counter::Error::BadBatch { batch: 3 }
+    );
 }

@@ -96,6 +96,64 @@ unsafe fn atomic_add(slot: *mut u64, v: u64) {
     }
 }
 
+/// Adds `v` to this CPU's slot at offset `off` and returns the slot's value before the add
+/// (the approximate counter's add): the same atomic add as [`add`], keeping the old value. A
+/// migration between reading the base and the add adds, atomically, to the old CPU's slot and
+/// returns that slot's old value: each slot's chain of values stays whole.
+///
+/// # Safety
+/// As [`add`].
+#[inline(always)]
+pub(crate) unsafe fn fetch_add(_zone: &Zone<'_>, off: usize, v: i64) -> u64 {
+    let slot = cpu_base().wrapping_add(off) as *mut u64;
+    // SAFETY: `slot` is a live, aligned slot of the zone (caller's contract).
+    unsafe { atomic_fetch_add(slot, v as u64) }
+}
+
+/// One `ldadd`, keeping the old value.
+///
+/// # Safety
+/// `slot` is a live, aligned slot.
+#[cfg(target_feature = "lse")]
+#[inline(always)]
+unsafe fn atomic_fetch_add(slot: *mut u64, v: u64) -> u64 {
+    let old: u64;
+    // SAFETY: per the caller; `ldadd` is a single atomic add that returns the old value.
+    unsafe {
+        asm!("ldadd {v}, {old}, [{slot}]", v = in(reg) v, old = out(reg) old, slot = in(reg) slot,
+            options(nostack))
+    }
+    old
+}
+
+/// The LL/SC loop, keeping the value the successful `ldxr` read.
+///
+/// # Safety
+/// `slot` is a live, aligned slot.
+#[cfg(not(target_feature = "lse"))]
+#[inline(always)]
+unsafe fn atomic_fetch_add(slot: *mut u64, v: u64) -> u64 {
+    let old: u64;
+    // SAFETY: per the caller; `stxr` stores only if nothing touched the slot (or took an
+    // exception) since the `ldxr`, so the value kept is the one the stored sum came from.
+    unsafe {
+        asm!(
+            "2:",
+            "ldxr {old}, [{slot}]",
+            "add {t}, {old}, {v}",
+            "stxr {s:w}, {t}, [{slot}]",
+            "cbnz {s:w}, 2b",
+            slot = in(reg) slot,
+            v = in(reg) v,
+            old = out(reg) old,
+            t = out(reg) _,
+            s = out(reg) _,
+            options(nostack),
+        )
+    }
+    old
+}
+
 /// The add needs no protection, so the protected add is the same code.
 ///
 /// # Safety

@@ -189,6 +189,72 @@ unsafe fn add_cx8(off: usize, v: i64) {
     }
 }
 
+/// Adds `v` to the current CPU's slot at FS-relative offset `off` and returns the slot's
+/// value before the add (the approximate counter's add): with CX8 the same `cmpxchg8b` loop,
+/// keeping the value its successful compare matched; without, the two halves read and the
+/// plain add, all under local protection.
+///
+/// # Safety
+/// As [`add`].
+#[inline(always)]
+pub(crate) unsafe fn fetch_add(_zone: &Zone<'_>, off: usize, v: i64) -> u64 {
+    if has_cx8() {
+        // SAFETY: same contract.
+        unsafe { fetch_add_cx8(off, v) }
+    } else {
+        let _protection = Protection::acquire();
+        let (lo, hi): (u32, u32);
+        // SAFETY: `fs:[off]` is this CPU's own slot; protection keeps every other writer of
+        // it away until the add below is done.
+        unsafe {
+            asm!(
+                "mov {lo}, dword ptr fs:[{off}]",
+                "mov {hi}, dword ptr fs:[{off} + 4]",
+                off = in(reg) off,
+                lo = out(reg) lo,
+                hi = out(reg) hi,
+                options(nostack, readonly, preserves_flags),
+            );
+            add_plain(off, v);
+        }
+        (u64::from(hi) << 32) | u64::from(lo)
+    }
+}
+
+/// [`add_cx8`], returning the value the successful `cmpxchg8b` replaced.
+///
+/// # Safety
+/// As [`add`], on a CPU with CX8.
+#[inline(always)]
+unsafe fn fetch_add_cx8(off: usize, v: i64) -> u64 {
+    let (lo, hi): (u32, u32);
+    // SAFETY: as in `add_cx8`. When `cmpxchg8b` succeeds (ZF set, the loop ends), edx:eax
+    // still holds the value it compared equal to the slot: the value before this add.
+    unsafe {
+        asm!(
+            "push ebx",
+            "push edx",
+            "push eax",
+            "mov eax, fs:[edi]",
+            "mov edx, fs:[edi + 4]",
+            "2:",
+            "mov ebx, eax",
+            "mov ecx, edx",
+            "add ebx, [esp]",
+            "adc ecx, [esp + 4]",
+            "cmpxchg8b fs:[edi]",
+            "jnz 2b",
+            "add esp, 8",
+            "pop ebx",
+            in("edi") off,
+            inout("eax") v as u32 => lo,
+            inout("edx") ((v as u64) >> 32) as u32 => hi,
+            out("ecx") _,
+        )
+    }
+    (u64::from(hi) << 32) | u64::from(lo)
+}
+
 /// The no-CX8 add: `add fs:[off], lo; adc fs:[off + 4], hi`.
 ///
 /// # Safety

@@ -47,6 +47,23 @@ cfg_if::cfg_if! {
     }
 }
 
+/// With feature `capi`: the C symbol that names the register this build adds through,
+/// `pcpu_counter_riscv_tp` (or `pcpu_counter_riscv_gp` with `riscv-gp`). The header's inline
+/// `counter_u64_add` adds through `tp` (`gp` where `PCPU_COUNTER_RISCV_GP` is defined) and
+/// references the matching symbol with a relocation that changes no instruction
+/// (`R_RISCV_NONE`), so that C code built for the other register fails to link
+/// (`undefined reference to pcpu_counter_riscv_tp`) instead of adding through the wrong one.
+#[cfg(all(feature = "capi", not(feature = "sim"), not(feature = "riscv-gp")))]
+#[used]
+#[no_mangle]
+static pcpu_counter_riscv_tp: u8 = 0;
+
+/// As above, for a library built with `riscv-gp`.
+#[cfg(all(feature = "capi", not(feature = "sim"), feature = "riscv-gp"))]
+#[used]
+#[no_mangle]
+static pcpu_counter_riscv_gp: u8 = 0;
+
 /// The current hart's per-CPU base: `tp`.
 #[cfg(all(not(feature = "sim"), not(feature = "riscv-gp")))]
 #[inline(always)]
@@ -126,6 +143,31 @@ unsafe fn atomic_add(slot: *mut u64, v: u64) {
             options(nostack, preserves_flags)
         )
     }
+}
+
+/// Adds `v` to this hart's slot at offset `off` and returns the slot's value before the add:
+/// one `amoadd.d` with a destination register (the approximate counter's add). A migration
+/// between reading the base and the AMO adds, atomically, to the old hart's slot and returns
+/// that slot's old value: each slot's chain of values stays whole.
+///
+/// # Safety
+/// As [`add`].
+#[inline(always)]
+pub(crate) unsafe fn fetch_add(_zone: &Zone<'_>, off: usize, v: i64) -> u64 {
+    let slot = cpu_base().wrapping_add(off) as *mut u64;
+    let old: u64;
+    // SAFETY: `slot` is a live, aligned slot of the zone (caller's contract); `amoadd.d` is
+    // one atomic read-modify-write of it.
+    unsafe {
+        asm!(
+            "amoadd.d {old}, {v}, ({slot})",
+            old = out(reg) old,
+            v = in(reg) v,
+            slot = in(reg) slot,
+            options(nostack, preserves_flags)
+        )
+    }
+    old
 }
 
 /// The add needs no protection, so the protected add is the same code.

@@ -31,6 +31,144 @@ pub(crate) unsafe fn add(_zone: &Zone<'_>, off: usize, v: i64) {
     }
 }
 
+/// Adds `v` to the current CPU's slot at GS-relative offset `off` and returns the slot's
+/// value before the add: one non-locked `xadd qword ptr gs:[off], v`, which (like the plain
+/// add) no interrupt or migration can split.
+///
+/// # Safety
+/// As [`add`].
+#[inline(always)]
+pub(crate) unsafe fn fetch_add(_zone: &Zone<'_>, off: usize, v: i64) -> u64 {
+    let mut old = v as u64;
+    // SAFETY: as in `add`: `gs:[off]` is this CPU's own slot and one instruction updates it.
+    unsafe {
+        asm!(
+            "xadd qword ptr gs:[{off}], {v}",
+            off = in(reg) off,
+            v = inout(reg) old,
+            options(nostack),
+        )
+    }
+    old
+}
+
+/// Adds `v` to the current CPU's slot at GS-relative offset `off` with the plain
+/// `add qword ptr gs:[off], v`, and returns how many multiples of 16 the slot crossed (signed,
+/// wrapping): `(v >> 4) + AF`, where the add's auxiliary carry flag AF is the carry out of the
+/// low 4 bits (`(old & 15) + (v & 15) >= 16`), so the result is exactly
+/// `((old + v) >> 4) - (old >> 4)` modulo 2^60 without reading the slot.
+///
+/// The flags are read by the next instruction: `lahf` (AF is bit 4 of AH) where the CPU has
+/// it in 64-bit mode (CPUID 0x8000_0001 ECX bit 0: every x86_64 CPU since 2006, and part of
+/// x86-64-v2), else `pushfq; pop`. An interrupt
+/// between the add and the flag read returns with the flags restored (`iretq`, `sigreturn`),
+/// and a migration carries them along: the count is this add's own.
+///
+/// # Safety
+/// As [`add`].
+#[inline(always)]
+pub(crate) unsafe fn add_crossings16(_zone: &Zone<'_>, off: usize, v: i64) -> u64 {
+    if !has_lahf() {
+        // SAFETY: as here.
+        return unsafe { add_crossings16_pushf(off, v) };
+    }
+    if (v as u64) < 16 {
+        // An add from 0 to 15 (every `inc`, where `v` is a constant): the crossing is AF
+        // alone, and the asm branches on it itself (`lahf; test ah, 0x10; jnz`).
+        // SAFETY: as in `add`; `lahf` only writes AH, which is declared clobbered.
+        unsafe {
+            asm!(
+                "add qword ptr gs:[{off}], {v}",
+                "lahf",
+                "test ah, 0x10",
+                "jnz {crossed}",
+                off = in(reg) off,
+                v = in(reg) v,
+                out("rax") _,
+                crossed = label { return 1 },
+                options(nostack),
+            )
+        }
+        return 0;
+    }
+    let ax: u64;
+    // SAFETY: as in `add`; `lahf` only writes AH.
+    unsafe {
+        asm!(
+            "add qword ptr gs:[{off}], {v}",
+            "lahf",
+            off = in(reg) off,
+            v = in(reg) v,
+            out("rax") ax,
+            options(nostack),
+        )
+    }
+    ((v >> 4) as u64).wrapping_add((ax >> 12) & 1)
+}
+
+/// [`add_crossings16`] with the flags read by `pushfq; pop`, for CPUs without `lahf` in
+/// 64-bit mode (out of line: the common path is `lahf`).
+///
+/// # Safety
+/// As [`add`].
+#[cold]
+#[inline(never)]
+unsafe fn add_crossings16_pushf(off: usize, v: i64) -> u64 {
+    let flags: u64;
+    // SAFETY: as in `add`; the push and pop leave the stack as they found it.
+    unsafe {
+        asm!(
+            "add qword ptr gs:[{off}], {v}",
+            "pushfq",
+            "pop {flags}",
+            off = in(reg) off,
+            v = in(reg) v,
+            flags = out(reg) flags,
+        )
+    }
+    ((v >> 4) as u64).wrapping_add((flags >> 4) & 1)
+}
+
+/// Whether `lahf` works in 64-bit mode. Rust exposes no target feature for it, but it is
+/// part of x86-64-v2: a build for v2 or later (SSE4.2, POPCNT and CMPXCHG16B enabled, as by
+/// `-C target-cpu=x86-64-v2` or `native` on any CPU since 2009) runs only where it is, and
+/// needs no check. Elsewhere CPUID is asked once and the answer cached.
+#[inline(always)]
+fn has_lahf() -> bool {
+    if cfg!(all(
+        target_feature = "sse4.2",
+        target_feature = "popcnt",
+        target_feature = "cmpxchg16b"
+    )) {
+        return true;
+    }
+    use crate::atomic::{AtomicU8, Ordering};
+    /// 0: not yet known; 1: no; 2: yes.
+    static LAHF: AtomicU8 = AtomicU8::new(0);
+    match LAHF.load(Ordering::Relaxed) {
+        0 => {
+            let yes = detect_lahf();
+            LAHF.store(if yes { 2 } else { 1 }, Ordering::Relaxed);
+            yes
+        }
+        known => known == 2,
+    }
+}
+
+/// CPUID 0x8000_0001 ECX bit 0 (LAHF/SAHF in 64-bit mode), where the extended leaf exists.
+#[cold]
+#[inline(never)]
+// `__cpuid` is a safe function on newer toolchains, an unsafe one on 1.87.
+#[allow(unused_unsafe)]
+fn detect_lahf() -> bool {
+    use core::arch::x86_64::__cpuid;
+    // SAFETY: CPUID exists on every x86_64 CPU and has no side effects.
+    let max = unsafe { __cpuid(0x8000_0000) }.eax;
+    // SAFETY: as above; the leaf is in range.
+    let leaf = (max >= 0x8000_0001).then(|| unsafe { __cpuid(0x8000_0001) });
+    leaf.is_some_and(|l| l.ecx & 1 != 0)
+}
+
 /// The add needs no protection, so the protected add is the same instruction.
 ///
 /// # Safety

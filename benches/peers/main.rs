@@ -8,6 +8,7 @@
 //! `--bench` (as under `cargo test --benches`) it runs the quick rounds. Every result
 //! is one tab-separated line `section, name, parameter, value, unit` on stdout and in FILE.
 
+mod approx;
 #[cfg(all(
     target_os = "linux",
     any(target_arch = "x86_64", target_arch = "aarch64")
@@ -59,6 +60,7 @@ fn main() {
     handoff::run(&mut sink, quick);
     single::run(&mut sink, quick);
     reads::run(&mut sink, quick);
+    approx::run(&mut sink, quick);
     memory::run(&mut sink);
     #[cfg(all(
         target_os = "linux",

@@ -23,30 +23,14 @@ use libfuzzer_sys::fuzz_target;
 use pcpu_counter::capi::*;
 use pcpu_counter::Protected;
 
+mod common;
+use common::{Size, Slot};
+
 const NCPUS: usize = 4;
 const CAPACITY: usize = 256;
 /// The machine's zone starts its slots at offset 8: handle `8 + 8 * i` is slot `i`.
 const HEADER: usize = 8;
 const POISON: u64 = 0x5a5a_5a5a_5a5a_5a5a;
-
-#[derive(Arbitrary, Debug, Clone, Copy)]
-enum Size {
-    Words(u8),
-    Bytes(u16),
-    Pow2(u8),
-    NearMax(u8),
-}
-
-impl Size {
-    fn get(self) -> usize {
-        match self {
-            Size::Words(w) => usize::from(w) * 8,
-            Size::Bytes(b) => usize::from(b),
-            Size::Pow2(s) => 1usize.checked_shl(u32::from(s)).unwrap_or(0),
-            Size::NearMax(k) => usize::MAX - usize::from(k),
-        }
-    }
-}
 
 /// A C string argument: NULL, a name from a small pool (so that names repeat), arbitrary
 /// bytes (cut at their first NUL, as C reads them), or `len` copies of one byte.
@@ -155,27 +139,6 @@ struct Input {
     ops: Vec<Op>,
 }
 
-/// A slot of the zone as the model sees it.
-#[derive(Clone, Copy)]
-struct Slot {
-    cpu: [u64; NCPUS],
-    baseline: u64,
-}
-
-impl Slot {
-    fn sum(&self) -> u64 {
-        self.cpu.iter().fold(0u64, |a, &v| a.wrapping_add(v))
-    }
-    fn fetch(&self) -> u64 {
-        self.sum().wrapping_sub(self.baseline)
-    }
-    fn fetch_and_zero(&mut self) -> u64 {
-        let v = self.fetch();
-        self.baseline = self.sum();
-        v
-    }
-}
-
 /// A registered name: its C strings (kept alive here until removed) and what it counts.
 struct Entry {
     name: Vec<u8>,
@@ -213,10 +176,7 @@ impl Model {
         for i in first..first + n {
             assert!(!self.used[i]);
             self.used[i] = true;
-            self.slots[i] = Slot {
-                cpu: [0; NCPUS],
-                baseline: 0,
-            };
+            self.slots[i] = Slot::new(NCPUS);
         }
     }
     fn free(&mut self, off: usize, n: usize) {
@@ -375,7 +335,7 @@ fuzz_target!(
     },
     |input: Input| {
         let mut m = Model {
-            slots: vec![Slot { cpu: [0; NCPUS], baseline: 0 }; CAPACITY],
+            slots: vec![Slot::new(NCPUS); CAPACITY],
             used: vec![false; CAPACITY],
             live: Vec::new(),
             arrays: Vec::new(),

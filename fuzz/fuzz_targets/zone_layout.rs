@@ -20,6 +20,13 @@ use libfuzzer_sys::fuzz_target;
 use pcpu_counter::sim::Machine;
 use pcpu_counter::{Area, AreaShape, Error, Zone, ZoneLayout, ZoneMemory};
 
+/// The layout rules, shared with the property tests.
+#[path = "../../tests/common/layout_rules.rs"]
+mod layout_rules;
+
+mod common;
+use common::Size;
+
 const POISON: u64 = 0xa5a5_a5a5_a5a5_a5a5;
 /// The block buffer, in words (64 KiB).
 const BUF_WORDS: usize = 1 << 13;
@@ -28,28 +35,6 @@ const META_MAX: usize = 1 << 14;
 /// The most bytes a heap zone may ask for in a run (beyond that only cases the oracle says
 /// fail before allocating are run: libFuzzer treats a huge malloc as a crash).
 const HEAP_MAX: usize = 1 << 20;
-
-/// A size or offset: small multiples of 8 most often, also unaligned, huge, near the top.
-#[derive(Arbitrary, Debug, Clone, Copy)]
-enum Size {
-    Words(u8),
-    Bytes(u16),
-    Pow2(u8),
-    NearMax(u8),
-    Any(usize),
-}
-
-impl Size {
-    fn get(self) -> usize {
-        match self {
-            Size::Words(w) => usize::from(w) * 8,
-            Size::Bytes(b) => usize::from(b),
-            Size::Pow2(s) => 1usize.checked_shl(u32::from(s)).unwrap_or(0),
-            Size::NearMax(k) => usize::MAX - usize::from(k),
-            Size::Any(v) => v,
-        }
-    }
-}
 
 #[derive(Arbitrary, Debug, Clone, Copy)]
 enum Cpus {
@@ -110,37 +95,6 @@ struct Input {
     ops: Vec<Op>,
 }
 
-/// `ZoneLayout::validate`'s rules, in its documented order.
-fn validate_oracle(l: &ZoneLayout) -> Result<(), Error> {
-    if l.ncpus == 0 {
-        return Err(Error::NoCpus);
-    }
-    if !l.stride.is_multiple_of(8) {
-        return Err(Error::StrideNotMultipleOf8 { stride: l.stride });
-    }
-    if l.len == 0 || !l.len.is_multiple_of(8) {
-        return Err(Error::BadAreaLength { len: l.len });
-    }
-    if !l.base.is_multiple_of(8) {
-        return Err(Error::Misaligned { addr: l.base });
-    }
-    if !l.offset.is_multiple_of(8) {
-        return Err(Error::Misaligned { addr: l.offset });
-    }
-    let needed = l.offset.checked_add(l.len).ok_or(Error::AddressOverflow)?;
-    if needed > l.stride {
-        return Err(Error::StrideTooSmall {
-            stride: l.stride,
-            needed,
-        });
-    }
-    let last = (l.ncpus as u128 - 1) * l.stride as u128 + needed as u128 + l.base as u128;
-    if last > usize::MAX as u128 {
-        return Err(Error::AddressOverflow);
-    }
-    Ok(())
-}
-
 fn meta_words(capacity: usize) -> usize {
     capacity + capacity.div_ceil(64)
 }
@@ -165,25 +119,7 @@ static STATIC_MEMORY: ZoneMemory<3, 1> = ZoneMemory::new();
 /// `Zone::on_heap`'s sizes for `header` bytes before the counters: `Ok((len, total))`, or the
 /// error it must return before allocating.
 fn heap_oracle(ncpus: usize, counters: usize, header: usize) -> Result<(usize, usize), Error> {
-    if ncpus == 0 {
-        return Err(Error::NoCpus);
-    }
-    if counters == 0 {
-        return Err(Error::BadAreaLength { len: 0 });
-    }
-    let len = counters
-        .checked_mul(8)
-        .and_then(|b| b.checked_next_multiple_of(128))
-        .ok_or(Error::AddressOverflow)?;
-    let stride = len
-        .checked_add(header)
-        .and_then(|b| b.checked_next_multiple_of(128))
-        .ok_or(Error::AddressOverflow)?;
-    let total = stride.checked_mul(ncpus).ok_or(Error::AddressOverflow)?;
-    if total > isize::MAX as usize - 127 {
-        return Err(Error::AddressOverflow);
-    }
-    Ok((len, total))
+    layout_rules::heap(ncpus, counters, header).map(|(_, len, total)| (len, total))
 }
 
 /// A clear error: its message names the values that broke the rule, as `Error`'s `Display`
@@ -361,7 +297,7 @@ fuzz_target!(|input: Input| {
                     len: len.get(),
                     ncpus: ncpus.get(),
                 };
-                let rules = validate_oracle(&layout);
+                let rules = layout_rules::validate(&layout);
                 assert_eq!(layout.validate(), rules, "{layout:x?}");
                 let Ok(()) = rules else {
                     // A layout error is found before the memory is looked at.

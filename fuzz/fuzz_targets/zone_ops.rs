@@ -19,6 +19,9 @@ use pcpu_counter::array::CounterArray;
 use pcpu_counter::sim::{Bound, Machine};
 use pcpu_counter::{Counter, Error, Protected};
 
+mod common;
+use common::Slot;
+
 /// The elements of the arrays the target allocates.
 const ARRAY: usize = 5;
 /// A machine's zone starts its slots at this offset (`sim`: no counter's offset is 0).
@@ -54,33 +57,6 @@ struct Input {
     ncpus: u8,
     counters: u8,
     ops: Vec<Op>,
-}
-
-/// A slot as the model sees it: each CPU's raw value and the baseline of the last zero.
-#[derive(Clone)]
-struct Slot {
-    cpu: Vec<u64>,
-    baseline: u64,
-}
-
-impl Slot {
-    fn new(ncpus: usize) -> Self {
-        Slot {
-            cpu: vec![0; ncpus],
-            baseline: 0,
-        }
-    }
-    fn sum(&self) -> u64 {
-        self.cpu.iter().fold(0u64, |a, &v| a.wrapping_add(v))
-    }
-    fn fetch(&self) -> u64 {
-        self.sum().wrapping_sub(self.baseline)
-    }
-    fn fetch_and_zero(&mut self) -> u64 {
-        let v = self.fetch();
-        self.baseline = self.sum();
-        v
-    }
 }
 
 /// The zone's bitmap, first fit.

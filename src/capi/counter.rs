@@ -99,8 +99,29 @@ pub unsafe extern "C" fn counter_u64_free(c: counter_u64_t) {
 /// ```
 #[no_mangle]
 pub unsafe extern "C" fn pcpu_counter_add(c: counter_u64_t, v: i64) {
-    match slot::target(c) {
+    match slot::add_slot(c) {
         // SAFETY: a live slot of the C zone (the caller's contract); registers are the platform's.
+        Some((zone, off)) => unsafe { zone.add(off, v) },
+        // SAFETY: the caller's contract.
+        None => unsafe { add_first(c, v, false) },
+    }
+}
+
+/// The add before the add path knows the C zone: an early counter's word, or a slot found
+/// the slow way (and the zone kept for next time). Out of line, so that the add path needs
+/// no stack frame.
+///
+/// # Safety
+/// As [`pcpu_counter_add`]; with `protected`, inside `counter_enter()`.
+#[cold]
+#[inline(never)]
+pub(crate) unsafe fn add_first(c: counter_u64_t, v: i64, protected: bool) {
+    let target = slot::target(c);
+    slot::remember(&target);
+    match target {
+        // SAFETY: a live slot of the C zone (the caller's contract), protected if asked.
+        Target::Slot(zone, off) if protected => unsafe { zone.add_protected(off, v) },
+        // SAFETY: a live slot of the C zone (the caller's contract).
         Target::Slot(zone, off) => unsafe { zone.add(off, v) },
         // SAFETY: an early counter's word (the caller's contract), only reached atomically.
         Target::Early(word) => unsafe { baseline::add(word, v as u64) },

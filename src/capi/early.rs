@@ -4,16 +4,19 @@
 //! The macro (in `include/pcpu_counter_inline.h`) makes `name` the address of a static
 //! 64-bit word and puts `&name` into the linker set `pcpu_counter_early` (the section between
 //! `__start_pcpu_counter_early` and `__stop_pcpu_counter_early`). Before any zone exists an
-//! add reaches that word: the inline add is register-relative and the per-CPU register is
-//! still 0 (the kernel clears it at boot; Linux threads start with it 0), and the out-of-line
-//! `pcpu_counter_add` adds to it atomically. `pcpu_zone_init` (`pcpu_sim_machine_new` on the
+//! add reaches that word: the inline add is register-relative, so `name` holds the word's
+//! address minus the *early base*, the value the boot CPU's per-CPU register holds until the
+//! zone exists. That is 0 unless the kernel says otherwise with `pcpu_early_base(value)`
+//! ([`rebase`]: a kernel whose register holds a hart id or a per-CPU pointer from reset),
+//! which rewrites every `name` by the difference. The out-of-line `pcpu_counter_add` adds to
+//! `name + early base` atomically. `pcpu_zone_init` (`pcpu_sim_machine_new` on the
 //! host) then gives each such counter a slot, moves its early count into CPU 0's slot and
 //! stores the slot's handle in `name`. Unlike FreeBSD, which drops the early counts, nothing
 //! is lost; like FreeBSD's `SYSINIT`, the move runs before other CPUs start, so no add races
 //! it (an add in flight on another CPU or in an interrupt handler during the move could be
 //! lost).
 
-use crate::atomic::{AtomicPtr, Ordering};
+use crate::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 use super::slot::{self, counter_u64_t};
 use crate::{arch, baseline, Zone};
@@ -47,6 +50,38 @@ fn early_variables() -> impl Iterator<Item = *mut counter_u64_t> {
     })
 }
 
+/// The early base: what the boot CPU's per-CPU register holds until the zone exists, as the
+/// kernel said with `pcpu_early_base` (0 until then). Every early `name` holds its word's
+/// address minus this.
+static EARLY_BASE: AtomicUsize = AtomicUsize::new(0);
+
+/// The word of early counter `c` (a `name` of the macro, before any zone exists).
+pub(crate) fn word(c: counter_u64_t) -> *mut u64 {
+    (c as usize).wrapping_add(EARLY_BASE.load(Ordering::Relaxed)) as *mut u64
+}
+
+/// Makes every early counter's `name` relative to `base` (its word's address minus `base`),
+/// so that an add through a register holding `base` reaches the word. Refuses (`false`,
+/// nothing changed) when a `name` would read as NULL.
+///
+/// The caller made sure that no zone exists and that nothing adds to an early counter
+/// meanwhile (the boot CPU, before other CPUs start, interrupts off).
+pub(crate) fn rebase(base: usize) -> bool {
+    let old = EARLY_BASE.load(Ordering::Relaxed);
+    // SAFETY: live `counter_u64_t` variables the macro defined; nothing adds meanwhile.
+    let name = |var: *mut counter_u64_t| unsafe { var.read_volatile() } as usize;
+    if early_variables().any(|var| name(var).wrapping_add(old) == base) {
+        return false;
+    }
+    for var in early_variables() {
+        let word = name(var).wrapping_add(old);
+        // SAFETY: as above.
+        unsafe { var.write_volatile(word.wrapping_sub(base) as counter_u64_t) };
+    }
+    EARLY_BASE.store(base, Ordering::Relaxed);
+    true
+}
+
 /// Whether `zone` has a C slot for every early counter of the program.
 pub(crate) fn fit(zone: &Zone<'_>) -> bool {
     // A zone at offset 0 never hands its first slot to C (it would read as NULL).
@@ -62,8 +97,12 @@ pub(crate) fn fit(zone: &Zone<'_>) -> bool {
 pub(crate) fn move_into(zone: &Zone<'_>) {
     for var in early_variables() {
         // SAFETY: a live `counter_u64_t` variable the macro defined; nothing adds meanwhile.
-        let word = unsafe { var.read_volatile() } as *mut u64;
-        let off = slot::alloc_run(zone, 1).expect("early counters fit (checked by `fit`)");
+        let word = word(unsafe { var.read_volatile() });
+        // A fixed message, not `expect`: that would link `Error`'s `Debug` (and `core::fmt`)
+        // into the C kernel library.
+        let Ok(off) = slot::alloc_run(zone, 1) else {
+            panic!("pcpu-counter: early counters fit (checked by `fit`)")
+        };
         // SAFETY: the early word, a static `uint64_t` of the macro's, only reached atomically.
         let early = unsafe { baseline::take(word) };
         // SAFETY: a new slot of the zone: nobody adds to it before `var` holds it.

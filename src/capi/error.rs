@@ -73,6 +73,7 @@ pub(crate) fn code(e: Error) -> c_int {
         Error::NotInstalled => PCPU_ENOTINSTALLED,
         Error::AlreadyBound => PCPU_EBOUND,
         Error::NotInZone { .. } => PCPU_EINVAL,
+        Error::BadBatch { .. } => PCPU_EINVAL,
         #[allow(unreachable_patterns)] // Variants added later map here until given a code.
         _ => PCPU_EOTHER,
     }

@@ -13,6 +13,7 @@
 //! | `counter_enter`, `counter_u64_add_protected`, `counter_exit` | [`crate::freebsd::counter_enter`], ... |
 //! | `counter_u64_array_alloc/free/zero/copy` and the `COUNTER_ARRAY_*` macros | [`crate::array::CounterArray`] |
 //! | `struct counter_rate`, `counter_ratecheck`, `pcpu_set_ticks` | [`crate::ratecheck::CounterRate`] |
+//! | `struct pcpu_approx`, `pcpu_approx_init/add/read/precise/accuracy/compare/fetch_and_zero/free` | [`crate::ApproxCounter`] |
 //! | `pcpu_zone_init`, `pcpu_zone_cpu_base`, `pcpu_set_cpu_base` | [`crate::freebsd::install`], [`crate::Zone::cpu_base`], [`crate::arch::set_cpu_base`] |
 //! | `pcpu_sysctl_add_counter`, `pcpu_sysctl_add_counter_array` (FreeBSD's `SYSCTL_ADD_COUNTER_U64[_ARRAY]`), `pcpu_sysctl_remove`, `pcpu_sysctl_zero`, `pcpu_sysctl_walk` | [`crate::registry::Registry`] |
 //! | `pcpu_sim_machine_new`, `pcpu_sim_bind`, `pcpu_sim_unbind` (feature `sim`) | [`crate::sim`] |
@@ -28,6 +29,7 @@
 #![cfg(any(feature = "sim", doc, not(any(unix, windows))))]
 #![allow(non_camel_case_types)]
 
+mod approx;
 mod counter;
 mod early;
 mod error;
@@ -40,6 +42,7 @@ mod sim;
 mod slot;
 mod zone;
 
+pub use approx::*;
 pub use counter::*;
 pub use error::*;
 pub use group::*;

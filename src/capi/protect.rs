@@ -11,9 +11,9 @@
 use core::cell::{Cell, UnsafeCell};
 use core::mem::MaybeUninit;
 
-use super::slot::{self, counter_u64_t, Target};
+use super::slot::{self, counter_u64_t};
 use crate::platform::{self, Protection};
-use crate::{arch, baseline, Protected};
+use crate::{arch, Protected};
 
 /// CPUs the nullary `counter_enter()` keeps nesting for, where the arch needs protection
 /// (`pcpu_zone_init` refuses a zone with more CPUs there: `PCPU_ECPU`).
@@ -241,11 +241,11 @@ pub unsafe extern "C" fn pcpu_counter_exit_state(state: pcpu_protect_t) {
 /// ```
 #[no_mangle]
 pub unsafe extern "C" fn pcpu_counter_add_protected(c: counter_u64_t, v: i64) {
-    match slot::target(c) {
+    match slot::add_slot(c) {
         // SAFETY: a live slot of the C zone, inside protection per the contract.
-        Target::Slot(zone, off) => unsafe { zone.add_protected(off, v) },
-        // SAFETY: an early counter's word (the caller's contract), only reached atomically.
-        Target::Early(word) => unsafe { baseline::add(word, v as u64) },
+        Some((zone, off)) => unsafe { zone.add_protected(off, v) },
+        // SAFETY: the caller's contract.
+        None => unsafe { super::counter::add_first(c, v, true) },
     }
 }
 

@@ -107,5 +107,5 @@ pub unsafe extern "C" fn counter_ratecheck(cr: *mut counter_rate, limit: i64) ->
     // SAFETY: `cr` is valid per the contract.
     let (zone, off) = slot::resolve(unsafe { (*cr).cr_rate });
     let (now, hz) = clock();
-    state.check(zone, off, now, hz, limit)
+    state.check(&(zone, off), now, hz, limit)
 }

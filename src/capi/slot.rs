@@ -4,6 +4,7 @@
 //! Offset 0 would read as C's NULL, so the C ABI never hands it out: a zone that starts at
 //! offset 0 of the area keeps its first slot for good the first time C would get it.
 
+use crate::atomic::{AtomicPtr, Ordering};
 use crate::Zone;
 
 /// Opaque, never dereferenced: a counter_u64_t's value is its slot's offset.
@@ -31,12 +32,52 @@ pub(crate) enum Target {
     Early(*mut u64),
 }
 
+/// The C zone once an add found it: the add path's one load of zone state.
+///
+/// Relaxed, and no fence: the zone is made before other CPUs start (`pcpu_zone_init`'s
+/// contract), so the kernel's own start of each CPU orders the zone's making before that
+/// CPU's adds; on the CPU that made it, program order does. The pointer is only ever a
+/// `&'static Zone` that [`target`] returned, and the C zone never changes once made.
+static C_ZONE: AtomicPtr<Zone<'static>> = AtomicPtr::new(core::ptr::null_mut());
+
+/// The add path's zone and offset of `c` once the C zone is known: one relaxed load, the
+/// bounds check (aborting on a value that is no counter), no lock and no fence. `None` before
+/// an add found the zone: then [`target`] says where it goes and [`remember`] keeps the zone.
+#[inline(always)]
+pub(crate) fn add_slot(c: counter_u64_t) -> Option<(&'static Zone<'static>, usize)> {
+    let zone = C_ZONE.load(Ordering::Relaxed);
+    if zone.is_null() {
+        return None;
+    }
+    // SAFETY: only ever set from a `&'static Zone` ([`remember`]), made before this CPU adds.
+    let zone: &'static Zone<'static> = unsafe { &*zone };
+    let off = c as usize;
+    if off == 0 || !zone.holds_offset(off) {
+        not_a_counter();
+    }
+    Some((zone, off))
+}
+
+/// Keeps the C zone for [`add_slot`] once [`target`] found one.
+pub(crate) fn remember(target: &Target) {
+    if let Target::Slot(zone, _) = *target {
+        C_ZONE.store(core::ptr::from_ref(zone).cast_mut(), Ordering::Relaxed);
+    }
+}
+
+/// Aborts (through the panic, which cannot unwind into C): `c` is no slot of the C zone.
+#[cold]
+#[inline(never)]
+fn not_a_counter() -> ! {
+    panic!("pcpu-counter: not a counter_u64_t of the zone")
+}
+
 /// Where an add, fetch or zero of `c` goes; aborts as [`resolve`] once a zone exists.
 pub(crate) fn target(c: counter_u64_t) -> Target {
     if super::zone::current_zone().is_none() && !c.is_null() {
         // SAFETY (of later uses): before any zone exists, only `COUNTER_U64_DEFINE_EARLY`
-        // makes counters, and their values are their words' addresses.
-        return Target::Early(c.cast());
+        // makes counters, and their values are their words' addresses less the early base.
+        return Target::Early(super::early::word(c));
     }
     let (zone, off) = resolve(c);
     Target::Slot(zone, off)
@@ -45,13 +86,13 @@ pub(crate) fn target(c: counter_u64_t) -> Target {
 /// The zone and offset behind a handle of the C zone; aborts with a message (through the
 /// panic, which cannot unwind into C) when `c` is no slot of it.
 pub(crate) fn resolve(c: counter_u64_t) -> (&'static Zone<'static>, usize) {
+    // Fixed messages: the C kernel library reports them without `core::fmt`.
     let off = c as usize;
     let zone = super::zone::current_zone()
-        .unwrap_or_else(|| panic!("pcpu-counter: counter {off:#x} used before any zone exists"));
-    assert!(
-        off != 0 && zone.holds_offset(off),
-        "pcpu-counter: {off:#x} is not a counter_u64_t of the zone"
-    );
+        .unwrap_or_else(|| panic!("pcpu-counter: counter used before any zone exists"));
+    if off == 0 || !zone.holds_offset(off) {
+        not_a_counter();
+    }
     (zone, off)
 }
 
@@ -66,5 +107,32 @@ pub(crate) fn alloc_run(zone: &Zone<'_>, n: usize) -> Result<usize, crate::Error
         if n > 1 {
             zone.free_run(8, n - 1);
         }
+    }
+}
+
+#[cfg(all(test, feature = "sim"))]
+mod tests {
+    use super::*;
+
+    /// The add path's bounds check, once the zone is remembered: a slot of the zone passes
+    /// with its offset; NULL, a misaligned value and one past the area abort.
+    #[test]
+    fn the_add_path_checks_the_handle_against_the_remembered_zone() {
+        // The process's simulated machine: made here, or by another test with its sizes.
+        let _ = crate::capi::pcpu_sim_machine_new(2, 64);
+        let zone = super::super::zone::current_zone().expect("a simulated machine");
+        let c = crate::capi::counter_u64_alloc(crate::capi::M_NOWAIT);
+        assert!(!c.is_null());
+        remember(&target(c));
+        let (found, off) = add_slot(c).expect("the zone is remembered");
+        assert!(core::ptr::eq(found, zone));
+        assert_eq!(off, c as usize);
+        let end = zone.layout().offset + zone.layout().len;
+        for bad in [0, c as usize + 4, end] {
+            let caught = std::panic::catch_unwind(|| add_slot(bad as counter_u64_t));
+            assert!(caught.is_err(), "{bad:#x} passed the check");
+        }
+        // SAFETY: a live handle, freed once.
+        unsafe { crate::capi::counter_u64_free(c) };
     }
 }

@@ -2,9 +2,14 @@
 
 use core::ffi::c_int;
 
-use super::error::{code, PCPU_ECPU, PCPU_EFULL, PCPU_EINVAL, PCPU_ENOTINSTALLED, PCPU_OK};
+use super::error::{
+    code, PCPU_ECPU, PCPU_EFULL, PCPU_EINSTALLED, PCPU_EINVAL, PCPU_ENOTINSTALLED, PCPU_OK,
+};
 use super::{early, protect};
-use crate::{arch, freebsd, Zone, ZoneLayout};
+// i386 cannot load its FS base here (pcpu_set_cpu_base), so it needs no arch call.
+#[cfg(not(target_arch = "x86"))]
+use crate::arch;
+use crate::{freebsd, Zone, ZoneLayout};
 
 /// The zone the C ABI allocates from: the simulated machine's (feature `sim`, once
 /// `pcpu_sim_machine_new` ran), else the global zone.
@@ -90,6 +95,42 @@ pub unsafe extern "C" fn pcpu_zone_init(
             PCPU_OK
         }
         Err(e) => code(e),
+    }
+}
+
+/// Says what the boot CPU's per-CPU register holds until `pcpu_zone_init`, so that early
+/// counters are right whatever it holds.
+///
+/// The inline `counter_u64_add` adds at register + `name`; an early counter's `name` starts
+/// as its word's address, right while the register is 0. A kernel whose register holds
+/// something else before the zone exists (a hart id in `tp`, a per-CPU pointer set at reset;
+/// on i386 the base of the segment in `%fs`) calls this with that value on the boot CPU,
+/// before the first add to an early counter and again after each change of the register
+/// until `pcpu_zone_init`; the library rewrites every early `name` to word - `base`.
+///
+/// Returns 0, `PCPU_EINSTALLED` once a zone exists (early counters are slots then), or
+/// `PCPU_EINVAL` when an early counter would read as NULL (`base` is its word's address).
+/// On failure nothing changed.
+///
+/// # Safety
+/// Runs on the boot CPU before other CPUs start, with nothing adding to an early counter
+/// meanwhile (interrupts off), and from this call until the next one (or `pcpu_zone_init`)
+/// the boot CPU's per-CPU register holds `base`.
+///
+/// ```
+/// use pcpu_counter::capi::*;
+/// assert_eq!(pcpu_sim_machine_new(1, 64), 0);
+/// assert_eq!(unsafe { pcpu_early_base(0x8000) }, PCPU_EINSTALLED);
+/// ```
+#[no_mangle]
+pub unsafe extern "C" fn pcpu_early_base(base: usize) -> c_int {
+    if current_zone().is_some() {
+        return PCPU_EINSTALLED;
+    }
+    if early::rebase(base) {
+        PCPU_OK
+    } else {
+        PCPU_EINVAL
     }
 }
 

@@ -6,13 +6,19 @@
 # the early-counter linker set, which the linker defines).
 # i586-unknown-none is the JSON spec arch/i386/i586-unknown-none.json (a Pentium without
 # MMX/SSE, soft float; as the i386 QEMU kernel); a path to another *.json spec works too, and
-# its output folder is the file stem, as cargo names it.
+# its output folder is the file stem, as cargo names it. riscv64: riscv64gc-unknown-none-elf
+# is the lp64d ABI (what riscv64-linux-gnu-gcc emits), riscv64imac-unknown-none-elf lp64
+# (soft float, -march=rv64imac -mabi=lp64): link the one whose ABI the kernel's objects have.
 # Needs Debian's cargo with the library source (rustc-web cargo-web rust-web-src), or a
-# rustup toolchain with rust-src (set CARGO to it), and binutils.
+# rustup toolchain with rust-src (set CARGO to it), and binutils. BUILD_STD=0 uses the
+# target's prebuilt core instead (rustup target add <target>; CARGO=~/.cargo/bin/cargo), for
+# targets rustup ships (x86_64-unknown-none, aarch64-unknown-none-softfloat and both riscv64
+# ones; not the i586 JSON spec).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(x86_64-unknown-none aarch64-unknown-none-softfloat i586-unknown-none)
+[ ${#targets[@]} -gt 0 ] || targets=(x86_64-unknown-none aarch64-unknown-none-softfloat i586-unknown-none
+    riscv64gc-unknown-none-elf riscv64imac-unknown-none-elf)
 cargo_bin="${CARGO:-/usr/bin/cargo}"
 if ! [ -x "$cargo_bin" ]; then
     echo "missing: a cargo with the library source (apt-get install rustc-web cargo-web rust-web-src)"
@@ -30,12 +36,36 @@ for spec in "${targets[@]}"; do
         json=(-Zjson-target-spec)
         t="$(basename "$spec" .json)"
     fi
+    std_flags=(-Zbuild-std=core,compiler_builtins -Zbuild-std-features=compiler-builtins-mem)
+    [ "${BUILD_STD:-1}" = 0 ] && std_flags=()
+    # RISCV_GP=1: riscv64 libraries that add through gp (feature riscv-gp), into
+    # target/capi-lib/<target>-gp/; C for them is compiled with -DPCPU_COUNTER_RISCV_GP.
+    feature_flags=() reg=tp
+    if [ "${RISCV_GP:-0}" = 1 ] && [[ "$t" == riscv64* ]]; then
+        feature_flags=(--features pcpu-counter/riscv-gp) reg=gp
+    fi
     PATH="$(dirname "$cargo_bin"):$PATH" RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$PWD/target/capi-kernel" \
         "$cargo_bin" build --quiet --release --manifest-path testbeds/capi-kernel/Cargo.toml --target "$spec" \
-        -Zbuild-std=core,compiler_builtins -Zbuild-std-features=compiler-builtins-mem "${json[@]}"
-    mkdir -p "target/capi-lib/$t"
-    lib="target/capi-lib/$t/libpcpu_counter.a"
+        "${std_flags[@]}" "${feature_flags[@]}" "${json[@]}"
+    out_dir="target/capi-lib/$t"
+    [ $reg = gp ] && out_dir="$out_dir-gp"
+    mkdir -p "$out_dir"
+    lib="$out_dir/libpcpu_counter.a"
     cp "target/capi-kernel/$t/release/libpcpu_counter_kernel.a" "$lib"
+    # compiler_builtins' objects carry LLVM bitcode next to their code (the profile's LTO),
+    # which binutils' nm and ar cannot read: drop it, the code stays.
+    case "$t" in
+        aarch64-*) objcopy_bin=aarch64-linux-gnu-objcopy ;;
+        riscv64*) objcopy_bin=riscv64-linux-gnu-objcopy ;;
+        *) objcopy_bin=objcopy ;;
+    esac
+    command -v "$objcopy_bin" >/dev/null || objcopy_bin=llvm-objcopy
+    # (rustup's prebuilt compiler_builtins, BUILD_STD=0, can hold relocations an older GNU
+    # objcopy does not know: then llvm-objcopy.)
+    if ! "$objcopy_bin" -R .llvmbc -R .llvmcmd "$lib" 2>/dev/null; then
+        cp "target/capi-kernel/$t/release/libpcpu_counter_kernel.a" "$lib"
+        llvm-objcopy -R .llvmbc -R .llvmcmd "$lib"
+    fi
     # Undefined in some member and defined in none (an archive's members refer to each other).
     defined="$(nm --defined-only "$lib" 2>/dev/null | awk 'NF == 3 {print $3}' | sort -u)"
     undefined="$(nm -u "$lib" 2>/dev/null | awk '$1 == "U" {print $2}' | sort -u | comm -23 - <(printf '%s\n' "$defined"))"
@@ -50,6 +80,8 @@ for spec in "${targets[@]}"; do
         pcpu_sysctl_walk)
     # i386: the CX8 cache that the header's inline counter_u64_add reads.
     case "$t" in i[3-6]86-*) syms+=(pcpu_cx8) ;; esac
+    # riscv64: the register symbol the header's inline add references (tp; gp with riscv-gp).
+    case "$t" in riscv64*) syms+=(pcpu_counter_riscv_$reg) ;; esac
     for sym in "${syms[@]}"; do
         grep -qx "$sym" <<<"$defined" || { echo "FAIL: $lib lacks $sym"; exit 1; }
     done

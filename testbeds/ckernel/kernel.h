@@ -12,11 +12,23 @@
 
 #define MAX_CPUS 4
 
-/* One CPU's per-CPU block: the per-CPU register points here. Word 0 is the CPU's index; the
+/* One CPU's per-CPU block: the per-CPU register points here (pcpu_zone_cpu_base(cpu) names
+ * it). Word 0 is the CPU's id as its arch names it: the CPU index on x86_64, aarch64 and i386
+ * (main.c writes it), the hart id on riscv64 (the glue writes it at reset, before any counter
+ * exists: arch_block_id_from_reset). Word 1 is the kernel's CPU index (main.c writes it). The
  * counter zone is hosted in the rest (offset 64), as in a kernel that owns its pcpu area. */
 #define BLOCK 4096
 #define COUNTER_AREA 64
 #define SLOTS ((BLOCK - COUNTER_AREA) / 8)
+
+struct block {
+	uint64_t id;
+	uint64_t cpu;
+	uint64_t reserved[COUNTER_AREA / 8 - 2];
+	uint64_t slots[SLOTS];
+} __attribute__((aligned(BLOCK)));
+
+extern struct block kernel_blocks[MAX_CPUS];
 
 /* The glue. */
 extern const char arch_banner[];   /* names the add the header inlines (checked by xtask) */
@@ -24,7 +36,9 @@ void arch_putc(char c);
 __attribute__((noreturn)) void arch_exit(int pass);
 unsigned arch_cpu_count(void);
 unsigned arch_start_secondaries(unsigned wanted); /* CPUs 1..wanted-1; returns CPUs running */
-unsigned arch_cpu_self(void);      /* word 0 of this CPU's block, through the register */
+extern const int arch_block_id_from_reset; /* 1: the glue writes word 0, main.c must not */
+int arch_set_cpu_base(unsigned cpu); /* register = pcpu_zone_cpu_base(cpu); 0 or a PCPU_E* code */
+unsigned arch_cpu_self(void);      /* the CPU index, read through the register */
 uintptr_t arch_irq_save(void);     /* interrupts off; returns the state from before */
 void arch_irq_restore(uintptr_t state);
 void arch_timer_start(void);       /* this CPU's periodic timer on, interrupts on */

@@ -28,15 +28,9 @@ int pcpu_c_kernel_check(unsigned cpu, unsigned ncpus); /* tests/c/kernel_check.c
 #define HANDLER_ADD 1000u
 #define FBSD_ROUNDS 2000u
 
-struct block {
-	uint64_t id;
-	uint64_t reserved[COUNTER_AREA / 8 - 1];
-	uint64_t slots[SLOTS];
-} __attribute__((aligned(BLOCK)));
-
 _Static_assert(sizeof(struct block) == BLOCK, "one block per page");
 
-static struct block blocks[MAX_CPUS];
+struct block kernel_blocks[MAX_CPUS];
 static uint64_t meta[PCPU_META_WORDS(SLOTS)];
 
 static counter_u64_t sum_a, sum_b, batched, raced, zeroed, timed;
@@ -281,10 +275,12 @@ static void run_checks(unsigned cpu)
 
 static void become_cpu(unsigned cpu)
 {
-	blocks[cpu].id = cpu;
-	int rc = pcpu_set_cpu_base(cpu);
+	kernel_blocks[cpu].cpu = cpu;
+	if (!arch_block_id_from_reset)
+		kernel_blocks[cpu].id = cpu;
+	int rc = arch_set_cpu_base(cpu);
 	if (rc != 0)
-		kernel_fail("pcpu_set_cpu_base (cpu, rc)", cpu, (uint64_t)-rc);
+		kernel_fail("arch_set_cpu_base (cpu, rc)", cpu, (uint64_t)-rc);
 	if (arch_cpu_self() != cpu)
 		kernel_fail("per-CPU register (cpu, read back)", cpu, arch_cpu_self());
 }
@@ -300,7 +296,7 @@ void kernel_bsp_main(void)
 	fbsd_boot(); /* early counters, before the zone exists */
 
 	struct pcpu_zone_layout layout = {
-		.base = (uintptr_t)blocks,
+		.base = (uintptr_t)kernel_blocks,
 		.stride = BLOCK,
 		.offset = COUNTER_AREA,
 		.len = SLOTS * 8,

@@ -2,9 +2,10 @@
 # The C header as a fast path (issue 10): it compiles warning-free with gcc and clang, as C99,
 # C11 and C++11 with -pedantic, hosted and freestanding, with variable and constant increments
 # (counter_u64_add(c, 1)) at -O0 to -O3 and -Os, with and without a frame pointer and -fPIC,
-# for x86_64, aarch64 and i386 (issue 20); and counter_u64_add compiled with
+# for x86_64, aarch64, i386 and riscv64 (issue 20); and counter_u64_add compiled with
 # gcc -O2 is the arch's instruction itself: on x86_64 exactly one non-locked add to %gs: and
-# no call; on aarch64 the ldxr/stxr loop (or one stadd with LSE) and no call. The checker is
+# no call; on aarch64 the ldxr/stxr loop (or one ldadd with LSE) and no call; on riscv64
+# tp (or gp) plus the offset and exactly one amoadd.d, no call, no fence. The checker is
 # run once on deliberately broken adds and must reject each.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -286,5 +287,105 @@ C
     done
 else
     echo "skipped i386: i686-linux-gnu-gcc / binutils-i686-linux-gnu not installed"
+fi
+# riscv64: the add reads tp (gp with PCPU_COUNTER_RISCV_GP), adds the offset, then exactly
+# one amoadd.d with rd zero and no .aq/.rl; no call (jal/jalr other than ret), no fence, no
+# plain load or store of the slot, and the R_RISCV_NONE relocation against the library's
+# register symbol ($2: tp or gp). Prints why it rejects.
+check_riscv64() {
+    local insns="$1" reg="$2" why=""
+    [ "$(grep -c '^amoadd\.d\s' <<<"$insns")" = 1 ] || why="not exactly one amoadd.d (no .aq/.rl)"
+    grep -q '^amoadd\.d\s\+zero,' <<<"$insns" || why="${why:-amoadd.d does not discard its result}"
+    grep -Eq '^(jal|jalr|call|tail|j)\s' <<<"$insns" && why="${why:-a call or jump out}"
+    grep -q '^fence' <<<"$insns" && why="${why:-a fence}"
+    grep -Eq '^(ld|sd|lr\.d|sc\.d)\s' <<<"$insns" && why="${why:-a plain load/store or LR/SC}"
+    grep -Eq "^add\s+[a-z0-9]+,$reg,[a-z0-9]+|^add\s+[a-z0-9]+,[a-z0-9]+,$reg\b" <<<"$insns" \
+        || why="${why:-no add of $reg}"
+    grep -q "R_RISCV_NONE\s\+pcpu_counter_riscv_$reg\$" <<<"$insns" || why="${why:-no R_RISCV_NONE to pcpu_counter_riscv_$reg}"
+    [ -z "$why" ] || { echo "    rejected: $why"; return 1; }
+}
+# The instructions of function $2 in object $1 and their relocations (as objdump -dr prints).
+body_riscv64() {
+    riscv64-linux-gnu-objdump -dr --no-show-raw-insn "$1" | awk -v f="<$2>:" '
+        $2 == f { on = 1; next }
+        on && /^$/ { on = 0 }
+        on { sub(/^ *[0-9a-f]+:\t/, ""); sub(/^\t+/, ""); print }'
+}
+
+if command -v riscv64-linux-gnu-gcc >/dev/null && command -v riscv64-linux-gnu-objdump >/dev/null; then
+    echo "== compile matrix: riscv64"
+    # Every standard and mode once; the full matrix (levels, frame pointer, -fPIC) per
+    # compiler, ABI and register.
+    for cc in "riscv64-linux-gnu-gcc" "clang --target=riscv64 -march=rv64gc"; do
+        command -v ${cc%% *} >/dev/null || continue
+        for std in c99 c11; do
+            for mode in "" -ffreestanding; do
+                $cc -std=$std $mode -O2 -Wall -Wextra -Werror -pedantic -Iinclude -c "$out/probe.c" -o "$out/p.o"
+                echo "ok   $cc -std=$std $mode"
+            done
+        done
+    done
+    matrix riscv64-linux-gnu-gcc -std=c99 -march=rv64gc -mabi=lp64d -pedantic
+    matrix riscv64-linux-gnu-gcc -std=c11 -ffreestanding -march=rv64imac -mabi=lp64 -mcmodel=medany -pedantic
+    matrix riscv64-linux-gnu-gcc -std=c11 -ffreestanding -DPCPU_COUNTER_RISCV_GP -pedantic
+    if command -v clang >/dev/null; then
+        matrix clang --target=riscv64 -march=rv64gc -std=c11 -ffreestanding -pedantic
+        matrix clang --target=riscv64 -march=rv64imac -mabi=lp64 -std=c99 -ffreestanding -DPCPU_COUNTER_RISCV_GP -pedantic
+        clang++ --target=riscv64 -march=rv64gc -std=c++11 -ffreestanding -Wall -Wextra -Werror -pedantic \
+            -Iinclude -c "$out/probe.cc" -o "$out/p.o"
+        echo "ok   clang++ --target=riscv64 -std=c++11"
+    fi
+    if command -v riscv64-linux-gnu-g++ >/dev/null; then
+        riscv64-linux-gnu-g++ -std=c++11 -Wall -Wextra -Werror -pedantic -Iinclude -c "$out/probe.cc" -o "$out/p.o"
+        echo "ok   riscv64-linux-gnu-g++ -std=c++11"
+    fi
+    for cc in "riscv64-linux-gnu-gcc" "clang --target=riscv64 -march=rv64gc"; do
+        command -v ${cc%% *} >/dev/null || continue
+        for reg in tp gp; do
+            def=""; [ $reg = gp ] && def=-DPCPU_COUNTER_RISCV_GP
+            echo "== disassembly: riscv64 $def ($cc -O2)"
+            $cc -std=c11 -O2 $def -Iinclude -c "$out/probe.c" -o "$out/r.o"
+            for f in probe_add probe_protected probe_inc probe_dec probe_wide probe_two; do
+                insns="$(body_riscv64 "$out/r.o" $f)"
+                [ $f = probe_two ] && insns="$(awk '/^amoadd/ && !n++ {next} {print}' <<<"$insns")"
+                printf '%s:\n%s\n' "$f" "$(sed 's/^/    /' <<<"$insns")"
+                check_riscv64 "$insns" $reg || { echo "FAIL: riscv64 $f ($cc $def)"; exit 1; }
+            done
+        done
+    done
+    echo "== riscv64 under the simulation: only the out-of-line call"
+    riscv64-linux-gnu-gcc -std=c11 -O2 -DPCPU_COUNTER_SIM -Iinclude -c "$out/probe.c" -o "$out/r.o"
+    insns="$(body_riscv64 "$out/r.o" probe_add)"
+    if grep -q 'amoadd' <<<"$insns" || ! grep -q 'pcpu_counter_add' <<<"$insns"; then
+        echo "FAIL: riscv64 probe_add with PCPU_COUNTER_SIM does not just call pcpu_counter_add"; exit 1
+    fi
+    echo "ok   calls pcpu_counter_add"
+    echo "== the riscv64 checker rejects broken adds"
+    cat > "$out/broken_r.c" <<'C'
+#include <stdint.h>
+extern const uint8_t pcpu_counter_riscv_tp;
+extern void pcpu_counter_add(uintptr_t, int64_t);
+#define MARK ".reloc ., R_RISCV_NONE, %3\n\t"
+#define ASM(text) do { uintptr_t s; __asm__ __volatile__(text : "=&r"(s) : "r"(c), "r"(v), "i"(&pcpu_counter_riscv_tp) : "memory"); } while (0)
+void good(uintptr_t c, int64_t v) { ASM(MARK "add %0, tp, %1\n\tamoadd.d zero, %2, (%0)"); }
+void split(uintptr_t c, int64_t v) { uint64_t t; __asm__ __volatile__(MARK "add %0, tp, %2\n\tld %1, 0(%0)\n\tadd %1, %1, %3\n\tsd %1, 0(%0)" : "=&r"(c), "=&r"(t) : "r"(c), "r"(v), "i"(&pcpu_counter_riscv_tp) : "memory"); }
+void fenced(uintptr_t c, int64_t v) { ASM(MARK "add %0, tp, %1\n\tfence rw, rw\n\tamoadd.d zero, %2, (%0)"); }
+void ordered(uintptr_t c, int64_t v) { ASM(MARK "add %0, tp, %1\n\tamoadd.d.aqrl zero, %2, (%0)"); }
+void twice(uintptr_t c, int64_t v) { ASM(MARK "add %0, tp, %1\n\tamoadd.d zero, %2, (%0)\n\tamoadd.d zero, %2, (%0)"); }
+void gp(uintptr_t c, int64_t v) { ASM(MARK "add %0, gp, %1\n\tamoadd.d zero, %2, (%0)"); }
+void unmarked(uintptr_t c, int64_t v) { ASM("add %0, tp, %1\n\tamoadd.d zero, %2, (%0)"); }
+void absolute(uintptr_t c, int64_t v) { ASM(MARK "amoadd.d zero, %2, (%1)"); }
+void called(uintptr_t c, int64_t v) { pcpu_counter_add(c, v); pcpu_counter_add(c, v); }
+C
+    riscv64-linux-gnu-gcc -std=c11 -O2 -c "$out/broken_r.c" -o "$out/br.o"
+    check_riscv64 "$(body_riscv64 "$out/br.o" good)" tp || { echo "FAIL: the riscv64 checker rejected the right add"; exit 1; }
+    for f in split fenced ordered twice gp unmarked absolute called; do
+        if check_riscv64 "$(body_riscv64 "$out/br.o" $f)" tp; then
+            echo "FAIL: the riscv64 checker accepted the broken add '$f'"; exit 1
+        fi
+        echo "ok   rejected $f"
+    done
+else
+    echo "skipped riscv64: riscv64-linux-gnu-gcc / binutils-riscv64-linux-gnu not installed"
 fi
 echo "header check: all passed"

@@ -8,6 +8,7 @@
 //! `--from FILE` renders an earlier run's result lines instead of running; `--quick` runs
 //! short rounds (a smoke test: CI renders it into a scratch folder with `--docs`).
 
+mod approx;
 mod c;
 mod linux;
 mod plot;

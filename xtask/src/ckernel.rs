@@ -1,8 +1,9 @@
 //! The C-only test kernels (`testbeds/ckernel/`, its glue in `boot/<arch>/ckernel.c`): built
 //! with the cross gcc and GNU ld against `libpcpu_counter.a` (`testbeds/capi-kernel/build.sh`)
-//! and the header, with no Rust of their own, for `cargo xtask qemu c-x86_64 | c-aarch64`.
-//! They boot through the Rust kernels' `entry.s` (x86_64 also `vectors.s`) and `link.ld`,
-//! used from `testbeds/kernel/boot/<arch>/`, not copied.
+//! and the header, with no Rust of their own, for `cargo xtask qemu c-x86_64 | c-aarch64 |
+//! c-i386 | c-riscv64`. They boot through the Rust kernels' `entry.s` (x86_64 also
+//! `vectors.s`) and `link.ld`, used from `testbeds/kernel/boot/<arch>/`, not copied; the
+//! x86_64 and i386 glue share `boot/x86/pc.h` (COM1, exit, fw_cfg, the local APIC).
 //!
 //! Each arch also builds a broken kernel: the same sources with `-include
 //! tests/c/broken_add.h`, whose `counter_u64_add` is a load, an add and a store. Its run must
@@ -39,6 +40,8 @@ const COMMON_CFLAGS: &[&str] = &[
     "-fno-pie",
     "-fno-stack-protector",
     "-fno-asynchronous-unwind-tables",
+    // As xv6 and most teaching kernels build: the i386 CX8 loop must compile with ebp taken.
+    "-fno-omit-frame-pointer",
     "-Wall",
     "-Wextra",
     "-Werror",
@@ -88,6 +91,46 @@ pub fn aarch64(broken: bool) -> CBuild {
     }
 }
 
+pub fn i386(broken: bool) -> CBuild {
+    CBuild {
+        name: if broken { "c-i386-broken" } else { "c-i386" },
+        arch: "i386",
+        // The JSON spec arch/i386/i586-unknown-none.json (build.sh maps the name).
+        lib_target: "i586-unknown-none",
+        cc: ("i686-linux-gnu-gcc", "gcc-i686-linux-gnu"),
+        ld: ("i686-linux-gnu-ld", "binutils-i686-linux-gnu"),
+        // i486: the kernel's own code must run on a 486 (a 64-bit __atomic would be a call
+        // that does not link, not a cmpxchg8b that faults); the header's loop is asm, gated
+        // by pcpu_cx8 at run time.
+        cflags: &["-march=i486", "-mgeneral-regs-only"],
+        broken,
+    }
+}
+
+/// riscv64: the library for `riscv64imac-unknown-none-elf` (lp64, soft float, the Rust
+/// riscv64 kernel's target; no FP instruction anywhere, so the FPU can stay off), the C
+/// compiled to match (`-march=rv64imac_zicsr_zifencei -mabi=lp64`: gcc 12 wants the CSR extension named; the lp64d `riscv64gc` library would need
+/// `-march=rv64gc -mabi=lp64d`), medany for a kernel linked at 0x80200000.
+pub fn riscv64(broken: bool) -> CBuild {
+    CBuild {
+        name: if broken {
+            "c-riscv64-broken"
+        } else {
+            "c-riscv64"
+        },
+        arch: "riscv64",
+        lib_target: "riscv64imac-unknown-none-elf",
+        cc: ("riscv64-linux-gnu-gcc", "gcc-riscv64-linux-gnu"),
+        ld: ("riscv64-linux-gnu-ld", "binutils-riscv64-linux-gnu"),
+        cflags: &[
+            "-march=rv64imac_zicsr_zifencei",
+            "-mabi=lp64",
+            "-mcmodel=medany",
+        ],
+        broken,
+    }
+}
+
 impl CBuild {
     /// The tools, checked before anything is built.
     pub fn require_tools(&self) -> Result<(), String> {
@@ -107,17 +150,26 @@ impl CBuild {
         // build.sh always builds core from source (-Zbuild-std, with compiler-builtins' mem
         // functions), so it needs a toolchain with the library source even where a prebuilt
         // core for the target is installed.
-        let toolchain = toolchain::source_built_for(self.lib_target).ok_or_else(|| {
-            format!(
-                "no toolchain has the library source to build core for {}: \
-                 apt-get install rustc-web cargo-web rust-web-src",
-                self.lib_target
-            )
-        })?;
+        // build.sh's own default (Debian's cargo) where it has the library source: the one
+        // .ci/capi.sh builds with, so that CI builds each library (and its core) once.
+        let cargo = if Path::new(DEBIAN_CARGO).is_file() && Path::new(DEBIAN_CORE_SOURCE).is_file()
+        {
+            PathBuf::from(DEBIAN_CARGO)
+        } else {
+            toolchain::source_built_for(self.lib_target)
+                .ok_or_else(|| {
+                    format!(
+                        "no toolchain has the library source to build core for {}: \
+                         apt-get install rustc-web cargo-web rust-web-src",
+                        self.lib_target
+                    )
+                })?
+                .cargo_program()
+        };
         run(Command::new("bash")
             .arg(root.join("testbeds/capi-kernel/build.sh"))
             .arg(self.lib_target)
-            .env("CARGO", toolchain.cargo_program())
+            .env("CARGO", cargo)
             .env_remove("RUSTUP_TOOLCHAIN")
             .env_remove("RUSTC")
             .env_remove("RUSTC_WRAPPER"))?;
@@ -154,6 +206,7 @@ impl CBuild {
             if source.exists() {
                 let object = out.join(object_name(&source));
                 run(Command::new(self.cc.0)
+                    .args(self.cflags)
                     .arg("-c")
                     .arg(&source)
                     .arg("-o")
@@ -181,6 +234,10 @@ impl CBuild {
         Ok(kernel)
     }
 }
+
+/// `testbeds/capi-kernel/build.sh`'s default cargo, and the library source it needs.
+const DEBIAN_CARGO: &str = "/usr/bin/cargo";
+const DEBIAN_CORE_SOURCE: &str = "/usr/lib/rustlib/src/rust/library/core/src/lib.rs";
 
 /// `dir_file.o`, so that two sources with one file name do not collide.
 fn object_name(source: &Path) -> String {

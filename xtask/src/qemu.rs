@@ -1,4 +1,4 @@
-//! `cargo xtask qemu [x86_64|aarch64|i386|riscv64|riscv64-broken|c-x86_64|c-aarch64|c|all]`: builds the QEMU test
+//! `cargo xtask qemu [x86_64|aarch64|i386|riscv64|riscv64-broken|c-x86_64|c-aarch64|c-i386|c-riscv64|c|all]`: builds the QEMU test
 //! kernels (`testbeds/kernel/` in Rust, boot code under its `boot/<arch>/`;
 //! `testbeds/ckernel/` in C only, its glue under its `boot/<arch>/`, booting through the Rust
 //! kernels' entry and linker script), boots each under `qemu-system-*` with a timeout, prints
@@ -23,7 +23,9 @@
 //! must fail.
 //! | `c-x86_64` | as `x86_64` | `testbeds/ckernel/` + its `boot/x86_64/ckernel.c`, gcc, linked with `libpcpu_counter.a` for `x86_64-unknown-none` |
 //! | `c-aarch64` | as `aarch64-llsc` | `testbeds/ckernel/` + its `boot/aarch64/ckernel.c`, `aarch64-linux-gnu-gcc`, the library for `aarch64-unknown-none-softfloat` |
-//! | `c-x86_64-broken`, `c-aarch64-broken` | as above | the same with `-include tests/c/broken_add.h` (load, add, store): must print `FAIL timer` |
+//! | `c-i386`, `c-i386-486` | as `i386-cx8`, `i386-486` | `testbeds/ckernel/` + its `boot/i386/ckernel.c`, `i686-linux-gnu-gcc -march=i486`, the library for `i586-unknown-none`; one binary: the header's inline `cmpxchg8b %fs:` loop with CX8, the library's protected add on the 486 |
+//! | `c-riscv64` | as `riscv64` | `testbeds/ckernel/` + its `boot/riscv64/ckernel.c` (`tp` = the hart's per-CPU block from reset, hart id in word 0), `riscv64-linux-gnu-gcc -march=rv64imac -mabi=lp64`, the library for `riscv64imac-unknown-none-elf` |
+//! | `c-x86_64-broken`, `c-aarch64-broken`, `c-i386-broken`, `c-i386-486-broken`, `c-riscv64-broken` | as above | the same with `-include tests/c/broken_add.h` (load, add, store): must print `FAIL timer` |
 //!
 //! Every run uses one instruction per translation block (`-singlestep` on QEMU 7.x,
 //! `one-insn-per-tb=on` from 8.1): TCG only takes interrupts between blocks, so without it a
@@ -294,6 +296,46 @@ fn c_aarch64_boot(broken: bool) -> Boot {
     }
 }
 
+/// The C-only i386 kernel: one binary (CX8 is asked at run time), booted on a CX8 CPU with 4
+/// CPUs (the header's inline cmpxchg8b loop) and on a 486 uniprocessor (the library's
+/// protected add), as the Rust i386 kernel is; its broken build must fail on both.
+fn c_i386_boot(cx8: bool, broken: bool) -> Boot {
+    Boot {
+        name: match (cx8, broken) {
+            (true, false) => "c-i386",
+            (false, false) => "c-i386-486",
+            (true, true) => "c-i386-broken",
+            (false, true) => "c-i386-486-broken",
+        },
+        must_fail: broken.then_some("FAIL timer"),
+        expect: match (cx8, broken) {
+            (_, true) => "with tests/c/broken_add.h",
+            (true, false) => "i386: pcpu_cx8 = 2, CPUID says CX8",
+            (false, false) => "i386: pcpu_cx8 = 1, CPUID says no CX8",
+        },
+        ..i386_boot(cx8)
+    }
+}
+
+/// The C-only riscv64 kernel (tp set from reset, the hart id in its per-CPU block) on the
+/// Rust riscv64 kernel's machine.
+fn c_riscv64_boot(broken: bool) -> Boot {
+    Boot {
+        name: if broken {
+            "c-riscv64-broken"
+        } else {
+            "c-riscv64"
+        },
+        must_fail: broken.then_some("FAIL timer"),
+        expect: if broken {
+            "with tests/c/broken_add.h"
+        } else {
+            "riscv64 (inline amoadd.d on tp + c from pcpu_counter.h; tp = this hart's per-CPU block from reset, hart id in word 0)"
+        },
+        ..riscv64_boot(Rv::Tp)
+    }
+}
+
 /// A kernel to build: the Rust one (`testbeds/kernel/`) for a target, or a C-only one.
 enum Kernel {
     Rust(Build),
@@ -333,13 +375,15 @@ fn machine_args(boot: &Boot) -> &'static [&'static str] {
 }
 
 pub fn run(args: &[String]) -> Result<(), String> {
-    const KERNELS: [&str; 6] = [
+    const KERNELS: [&str; 8] = [
         "x86_64",
         "aarch64",
         "i386",
         "riscv64",
         "c-x86_64",
         "c-aarch64",
+        "c-i386",
+        "c-riscv64",
     ];
     let which = match args {
         [] => "all",
@@ -367,14 +411,14 @@ pub fn run(args: &[String]) -> Result<(), String> {
             .collect(),
         "cortex-m" => cortexm::KINDS.into_iter().flat_map(firmware).collect(),
         one if cortexm::KINDS.contains(&one) => firmware(one),
-        "c" => ["c-x86_64", "c-aarch64"]
+        "c" => ["c-x86_64", "c-aarch64", "c-i386", "c-riscv64"]
             .into_iter()
             .flat_map(plan_for)
             .collect(),
         one if KERNELS.contains(&one) || one == "riscv64-broken" => plan_for(one),
         other => {
             return Err(format!(
-                "unknown kernel `{other}`: use {}, riscv64-broken, c (both C kernels), {}, \
+                "unknown kernel `{other}`: use {}, riscv64-broken, c (every C kernel), {}, \
                  cortex-m (the three firmware images) or all",
                 KERNELS.join(", "),
                 cortexm::KINDS.join(", ")
@@ -462,6 +506,15 @@ fn plan_for(kernel: &str) -> Vec<(Kernel, Vec<Boot>)> {
         )],
         "c-x86_64" => [false, true]
             .map(|broken| (C(ckernel::x86_64(broken)), vec![c_x86_64_boot(broken)]))
+            .into(),
+        "c-i386" => [false, true]
+            .map(|broken| {
+                let boots = vec![c_i386_boot(true, broken), c_i386_boot(false, broken)];
+                (C(ckernel::i386(broken)), boots)
+            })
+            .into(),
+        "c-riscv64" => [false, true]
+            .map(|broken| (C(ckernel::riscv64(broken)), vec![c_riscv64_boot(broken)]))
             .into(),
         _ => [false, true]
             .map(|broken| (C(ckernel::aarch64(broken)), vec![c_aarch64_boot(broken)]))

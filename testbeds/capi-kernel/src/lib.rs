@@ -13,14 +13,14 @@
 //! ```
 //!
 //! A panic inside the library (a value passed as a counter that is no live counter, a broken
-//! invariant) formats its message into a static buffer and calls `pcpu_platform_panic` with
+//! invariant) writes its message (without `core::fmt`: its fixed text and where it was
+//! raised) into a static buffer and calls `pcpu_platform_panic` with
 //! it: `len` bytes followed by a NUL (`msg[len] == 0`), so that a kernel's `panic(char *)`
 //! can take it as it is.
 //! `memcpy`, `memset`, `memmove`, `memcmp` and `bcmp` come with the library
 //! (`compiler-builtins-mem`), so its only undefined symbols are those four hooks.
 #![no_std]
 
-use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicBool, Ordering};
 
 pub use pcpu_counter::capi;
@@ -73,22 +73,36 @@ static BUF: PanicBuf = PanicBuf {
 };
 static PANICKING: AtomicBool = AtomicBool::new(false);
 
-/// Formats into a byte slice, cutting what does not fit.
-struct Cursor<'a> {
-    buf: &'a mut [u8],
-    len: usize,
-}
-
-impl Write for Cursor<'_> {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        let room = self.buf.len() - self.len;
-        let n = s.len().min(room);
-        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
-        self.len += n;
-        Ok(())
+/// Appends `s` to `buf` at `*len`, cutting what does not fit.
+fn put(buf: &mut [u8], len: &mut usize, s: &[u8]) {
+    // Iterators, not slicing: a panic here would recurse (and bring `core::fmt`).
+    for (to, from) in buf.iter_mut().skip(*len).zip(s) {
+        *to = *from;
+        *len += 1;
     }
 }
 
+/// Appends `n` in decimal.
+fn put_u32(buf: &mut [u8], len: &mut usize, mut n: u32) {
+    let mut digits = [0u8; 10];
+    let mut i = 0;
+    // Least significant first, then written out in reverse.
+    for d in digits.iter_mut() {
+        *d = b'0' + (n % 10) as u8;
+        i += 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for d in digits.iter().take(i).rev() {
+        put(buf, len, core::slice::from_ref(d));
+    }
+}
+
+/// The message is `pcpu_counter: <message> at <file>:<line>`. A message with arguments is
+/// not formatted: `core::fmt` would be most of the library's text (and, on riscv64gc, bring
+/// floating-point code); its fixed text (everything the crate's panics say) is kept.
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
     const NESTED: &core::ffi::CStr = c"pcpu_counter: panic while another CPU panics";
@@ -100,13 +114,23 @@ fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
     // SAFETY: this CPU won `PANICKING`: no one else touches the buffer.
     let buf = unsafe { &mut *BUF.bytes.get() };
     // The last byte stays for the NUL.
-    let mut cursor = Cursor {
-        buf: &mut buf[..PANIC_BUF - 1],
-        len: 0,
-    };
-    let _ = write!(cursor, "pcpu_counter: {info}");
-    let len = cursor.len;
-    buf[len] = 0;
+    let (room, _nul) = buf.split_at_mut(PANIC_BUF - 1);
+    let mut len = 0;
+    put(room, &mut len, b"pcpu_counter: ");
+    let text = info
+        .message()
+        .as_str()
+        .unwrap_or("panic (message with arguments)");
+    put(room, &mut len, text.as_bytes());
+    if let Some(at) = info.location() {
+        put(room, &mut len, b" at ");
+        put(room, &mut len, at.file().as_bytes());
+        put(room, &mut len, b":");
+        put_u32(room, &mut len, at.line());
+    }
+    if let Some(end) = buf.get_mut(len) {
+        *end = 0;
+    }
     // SAFETY: `len` bytes of the static buffer are the message, then a NUL; the hook never
     // returns.
     unsafe { pcpu_platform_panic(buf.as_ptr(), len) }

@@ -6,9 +6,16 @@
  * block (pcpu_set_cpu_base), so the header's counter_u64_add is mrs tpidr_el1 and the
  * ldxr/stxr loop.
  */
+#include "pcpu_counter.h"
 #include "kernel.h"
 
 const char arch_banner[] = "aarch64 (inline ldxr/stxr on TPIDR_EL1 + c from pcpu_counter.h)";
+const int arch_block_id_from_reset = 0;
+
+int arch_set_cpu_base(unsigned cpu)
+{
+	return pcpu_set_cpu_base(cpu); /* msr tpidr_el1 */
+}
 
 #define UART 0x09000000u
 #define GICD 0x08000000u

@@ -2,59 +2,25 @@
  * x86_64 glue of the C-only test kernel (testbeds/ckernel/): the same entry.s, vectors.s and
  * link.ld as the Rust kernel, used from testbeds/kernel/boot/x86_64/ (multiboot, 4 GiB
  * identity map, the AP trampoline at 0x8000), and in C what testbeds/kernel/boot/x86_64/mod.rs
- * and testbeds/kernel/boot/x86/lapic.rs do in Rust: COM1, isa-debug-exit, fw_cfg's CPU count,
- * the IDT, the LAPIC timer and INIT/SIPI. GS base is each CPU's block (pcpu_set_cpu_base), so
- * the header's counter_u64_add is one addq to %gs:.
+ * and testbeds/kernel/boot/x86/lapic.rs do in Rust: the IDT here; COM1, isa-debug-exit, fw_cfg's
+ * CPU count, the LAPIC timer and INIT/SIPI in boot/x86/pc.h, shared with the i386 glue. GS
+ * base is each CPU's block (pcpu_set_cpu_base), so the header's counter_u64_add is one addq
+ * to %gs:.
  */
-#include "kernel.h"
+#include "pcpu_counter.h"
+#include "boot/x86/pc.h"
 
 const char arch_banner[] = "x86_64 (inline addq to %gs: from pcpu_counter.h)";
+const int arch_block_id_from_reset = 0;
 
-static inline void outb(uint16_t port, uint8_t v)
-{
-	__asm__ volatile("outb %0, %1" : : "a"(v), "Nd"(port));
-}
-static inline void outw(uint16_t port, uint16_t v)
-{
-	__asm__ volatile("outw %0, %1" : : "a"(v), "Nd"(port));
-}
-static inline void outl(uint16_t port, uint32_t v)
-{
-	__asm__ volatile("outl %0, %1" : : "a"(v), "Nd"(port));
-}
-static inline uint8_t inb(uint16_t port)
-{
-	uint8_t v;
-	__asm__ volatile("inb %1, %0" : "=a"(v) : "Nd"(port));
-	return v;
-}
-
-void arch_putc(char c)
-{
-	while (!(inb(0x3FD) & 0x20))
-		;
-	outb(0x3F8, (uint8_t)c);
-}
-
-/* isa-debug-exit at 0xf4: QEMU exits with (v << 1) | 1, 33 on pass, 35 on fail. */
-void arch_exit(int pass)
-{
-	outl(0xF4, pass ? 0x10 : 0x11);
-	for (;;)
-		__asm__ volatile("cli; hlt");
-}
-
-void arch_relax(void)
-{
-	__asm__ volatile("pause");
-}
-
-/* fw_cfg selector 0x05: FW_CFG_NB_CPUS, 16 bits little-endian. */
 unsigned arch_cpu_count(void)
 {
-	outw(0x510, 0x05);
-	unsigned low = inb(0x511);
-	return low | (unsigned)inb(0x511) << 8;
+	return fw_cfg_cpu_count();
+}
+
+int arch_set_cpu_base(unsigned cpu)
+{
+	return pcpu_set_cpu_base(cpu); /* wrmsr IA32_GS_BASE */
 }
 
 unsigned arch_cpu_self(void)
@@ -77,51 +43,16 @@ void arch_irq_restore(uintptr_t flags)
 		__asm__ volatile("sti" : : : "memory");
 }
 
-/* The local APIC (xAPIC, identity mapped). */
-#define LAPIC 0xFEE00000u
-#define LAPIC_ID 0x20
-#define LAPIC_EOI 0xB0
-#define LAPIC_SVR 0xF0
-#define LAPIC_ICR_LOW 0x300
-#define LAPIC_ICR_HIGH 0x310
-#define LAPIC_LVT_TIMER 0x320
-#define LAPIC_TIMER_INITIAL 0x380
-#define LAPIC_TIMER_DIVIDE 0x3E0
-#define TIMER_VECTOR 0x40
-#define SPURIOUS_VECTOR 0xFF
-#define TIMER_PERIOD 50000 /* bus clocks at divide-by-1: 50 us at QEMU's 1 GHz */
-#define TRAMPOLINE 0x8000
-
-static uint32_t lapic_read(unsigned reg)
-{
-	return *(volatile uint32_t *)(uintptr_t)(LAPIC + reg);
-}
-static void lapic_write(unsigned reg, uint32_t v)
-{
-	*(volatile uint32_t *)(uintptr_t)(LAPIC + reg) = v;
-}
-
-static void lapic_ipi(uint32_t apic_id, uint32_t command)
-{
-	lapic_write(LAPIC_ICR_HIGH, apic_id << 24);
-	lapic_write(LAPIC_ICR_LOW, command);
-	while (lapic_read(LAPIC_ICR_LOW) & (1u << 12))
-		arch_relax();
-}
-
 void arch_timer_start(void)
 {
-	lapic_write(LAPIC_TIMER_DIVIDE, 0xB);
-	lapic_write(LAPIC_LVT_TIMER, TIMER_VECTOR | 1u << 17);
-	lapic_write(LAPIC_TIMER_INITIAL, TIMER_PERIOD);
+	lapic_timer_start();
 	__asm__ volatile("sti" : : : "memory");
 }
 
 void arch_timer_stop(void)
 {
 	__asm__ volatile("cli" : : : "memory");
-	lapic_write(LAPIC_LVT_TIMER, 1u << 16);
-	lapic_write(LAPIC_TIMER_INITIAL, 0);
+	lapic_timer_stop();
 }
 
 /* The IDT: every exception fails the run; the timer and spurious vectors (vectors.s). */
@@ -175,17 +106,7 @@ unsigned arch_start_secondaries(unsigned wanted)
 		AP_STACK_TOP = (uintptr_t)&ap_stacks[cpu][sizeof(ap_stacks[cpu])];
 		AP_CPU = cpu;
 		__atomic_store_n(&ap_up, 0, __ATOMIC_SEQ_CST);
-		/* INIT, SIPI, and a second SIPI if the first went unanswered (the MP protocol). */
-		lapic_ipi(cpu, 0x4500);
-		lapic_ipi(cpu, 0x4600 | TRAMPOLINE >> 12);
-		unsigned spins = 0;
-		while (!__atomic_load_n(&ap_up, __ATOMIC_ACQUIRE) && spins < 50000000u)
-			spins++;
-		if (!__atomic_load_n(&ap_up, __ATOMIC_ACQUIRE)) {
-			lapic_ipi(cpu, 0x4600 | TRAMPOLINE >> 12);
-			while (!__atomic_load_n(&ap_up, __ATOMIC_ACQUIRE))
-				arch_relax();
-		}
+		lapic_start_ap(cpu, &ap_up);
 	}
 	return wanted;
 }
@@ -199,7 +120,7 @@ void x86_64_bsp_entry(void)
 	set_gate(TIMER_VECTOR, x86_timer_stub);
 	set_gate(SPURIOUS_VECTOR, x86_spurious_stub);
 	load_idt();
-	lapic_write(LAPIC_SVR, 0x100 | SPURIOUS_VECTOR);
+	lapic_enable();
 	kernel_bsp_main();
 }
 
@@ -207,6 +128,6 @@ void x86_64_ap_entry(uint64_t cpu)
 {
 	__atomic_store_n(&ap_up, 1, __ATOMIC_RELEASE);
 	load_idt();
-	lapic_write(LAPIC_SVR, 0x100 | SPURIOUS_VECTOR);
+	lapic_enable();
 	kernel_ap_main((unsigned)cpu);
 }

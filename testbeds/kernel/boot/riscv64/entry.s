@@ -1,8 +1,10 @@
 /* riscv64 test kernel entry, in S-mode with paging off. OpenSBI (`-bios default`) jumps to
  * `_start` on the boot hart (random: a0 = its hart id, a1 = the DTB); SBI HSM `hart_start`
  * starts each secondary at `riscv64_secondary_entry` with a0 = hart id, a1 = the opaque
- * value, here the CPU index. `sscratch` holds the CPU index (the kernel never enters
- * U-mode, so nothing else uses it); `tp` is the per-CPU register, 0 until the zone exists.
+ * value, here the CPU index; `riscv64_ap_entry` gets (CPU index, hart id). `sscratch` holds
+ * the CPU index (the kernel never enters U-mode, so nothing else uses it); `tp` is the
+ * per-CPU register, 0 until the zone exists (the C-only kernel, testbeds/ckernel/, shares this
+ * file and points `tp` at its per-CPU block first thing in C, as xv6-riscv's start() does).
  * `lla`, not `la`: this assembler is PIC by default and `la` would go through the GOT. */
 .section .text.boot, "ax"
 .global _start
@@ -36,7 +38,10 @@ riscv64_secondary_entry:
     add sp, sp, t0
     lla t0, riscv64_trap_entry
     csrw stvec, t0
+    /* riscv64_ap_entry(CPU index, hart id): the C-only kernel takes both. */
+    mv t0, a0
     mv a0, a1
+    mv a1, t0
     call riscv64_ap_entry
 4:  wfi
     j 4b

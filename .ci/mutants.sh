@@ -34,15 +34,17 @@ tests_for() {
         src/area.rs) echo --lib --test area --test zone --test config_fuzz ;;
         src/zone.rs) echo --lib --test zone --test area --test counting --test zero --test config_fuzz --test model ;;
         src/counter.rs) echo --lib --test counting --test zero --test zone ;;
-        src/array.rs) echo --lib --test array --test model ;;
+        src/array.rs) echo --lib --test array --test model --test group ;;
         src/early.rs) echo --lib --test early ;;
         src/ratecheck.rs) echo --lib --test ratecheck ;;
         src/approx.rs) echo --lib --test approx --test ratecheck ;;
-        src/registry.rs) echo --lib --test registry ;;
+        src/registry.rs) echo --lib --test registry --test group --test export ;;
+        src/group.rs) echo --lib --test group --test array --test registry --test capi ;;
+        src/export.rs) echo --lib --test export ;;
         src/freebsd.rs) echo --lib --test freebsd_api --test hosted --test array --test zero ;;
         src/memory.rs | src/protect.rs | src/platform.rs | src/error.rs) echo --lib --test zone --test counting --test platform_macro --test hosted ;;
         */arch/x86_64/*) echo --lib --test counting --test zone --test hosted --test disasm ;;
-        src/capi/*) echo --lib --test capi --test capi_early --test capi_null_slot --test config_fuzz ;;
+        src/capi/*) echo --lib --test capi --test capi_early --test capi_null_slot --test capi_approx --test config_fuzz --test export ;;
         src/rseq/*) echo --lib --test rseq ;;
         *) echo --lib --tests ;;
     esac

@@ -156,6 +156,11 @@
 #define PCPU_ENAME -22
 
 /*
+ The caller's buffer is too small (`pcpu_sysctl_export`); nothing was read or zeroed.
+ */
+#define PCPU_ENOSPC -23
+
+/*
  CPUs the nullary `counter_enter()` keeps nesting for, where the arch needs protection
  */
 #define PCPU_NEST_CPUS 256
@@ -179,6 +184,16 @@
  Most counters under one name (an array); the walk reads them into a stack buffer.
  */
 #define PCPU_SYSCTL_ARRAY_MAX 64
+
+/*
+ `pcpu_sysctl_export` flag: the counts since the last zero, each zeroed with its read.
+ */
+#define PCPU_EXPORT_DELTAS 1
+
+/*
+ `pcpu_sysctl_export` flag: OpenMetrics 1.0 text (ending in `# EOF`), not Prometheus 0.0.4.
+ */
+#define PCPU_EXPORT_OPENMETRICS 2
 
 /*
  Opaque, never dereferenced: a counter_u64_t's value is its slot's offset.
@@ -376,6 +391,16 @@ void counter_u64_array_copy(const counter_u64_t *a, uint64_t *dst, size_t n);
 const char *pcpu_strerror(int err);
 
 /*
+ Reads the `n` adjacent counters from `first` into `dst[0..n]`, in one pass over the CPUs.
+ */
+int pcpu_counter_group_fetch(counter_u64_t first, size_t n, uint64_t *dst);
+
+/*
+ As `pcpu_counter_group_fetch`, and zeroes each counter losslessly with its read.
+ */
+int pcpu_counter_group_fetch_and_zero(counter_u64_t first, size_t n, uint64_t *dst);
+
+/*
  FreeBSD's `counter_enter()`: enters local protection where the arch's add needs it.
  */
 void counter_enter(void);
@@ -434,6 +459,11 @@ int pcpu_sysctl_zero(const char *name);
  Calls `cb` for each registered name, in table order, with its values read just before.
  */
 int pcpu_sysctl_walk(pcpu_sysctl_walk_fn cb, void *arg);
+
+/*
+ Writes the registry into `buf` as Prometheus text; never loses a delta to a short buffer.
+ */
+int pcpu_sysctl_export(char *buf, size_t *len, int flags);
 
 #if defined(PCPU_COUNTER_SIM)
 /*

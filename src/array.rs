@@ -150,7 +150,10 @@ impl<'z, const N: usize> CounterArray<'z, N> {
         self.zone.fetch(self.slot(i))
     }
 
-    /// Every element's value, into `out` (FreeBSD's `COUNTER_ARRAY_COPY`).
+    /// Every element's value, into `out` (FreeBSD's `COUNTER_ARRAY_COPY`), read in one pass:
+    /// CPU by CPU, each CPU's run of `N` slots in order (see
+    /// [`Zone::fetch_range`](crate::Zone::fetch_range)). Each value is what
+    /// [`fetch`](CounterArray::fetch) would read.
     ///
     /// ```
     /// # let machine = pcpu_counter::sim::Machine::new(1);
@@ -161,9 +164,12 @@ impl<'z, const N: usize> CounterArray<'z, N> {
     /// assert_eq!(out, [9, 0]);
     /// ```
     pub fn fetch_all(&self, out: &mut [u64; N]) {
-        for (i, value) in out.iter_mut().enumerate() {
-            *value = self.fetch(i);
-        }
+        crate::group::fetch(&[self.part()], out);
+    }
+
+    /// The array as a run of slots for the group reads.
+    fn part(&self) -> crate::group::Part<'z> {
+        crate::group::Part::slots(self.zone, self.off, N)
     }
 
     /// Zeroes element `i`, losslessly (see [`Counter::zero`](crate::Counter::zero)).
@@ -203,10 +209,18 @@ impl<'z, const N: usize> CounterArray<'z, N> {
     /// assert_eq!((a.fetch(0), a.fetch(1)), (0, 0));
     /// ```
     pub fn zero_all(&self) {
-        (0..N).for_each(|i| self.zero(i));
+        let mut scratch = [0u64; crate::group::CHUNK];
+        for first in (0..N).step_by(crate::group::CHUNK) {
+            let len = (N - first).min(crate::group::CHUNK);
+            let run = crate::group::Part::slots(self.zone, self.off + 8 * first, len);
+            crate::group::fetch_and_zero(&[run], &mut scratch);
+        }
     }
 
-    /// Every element's count since its last zero, into `out`, zeroing each as one step.
+    /// Every element's count since its last zero, into `out`, zeroing each as one step (see
+    /// [`Zone::fetch_and_zero_range`](crate::Zone::fetch_and_zero_range)): the deltas add
+    /// up exactly, an add racing with the call is in this delta or the next, and the slots
+    /// are read 64 at a time in one pass over the CPUs.
     ///
     /// ```
     /// # let machine = pcpu_counter::sim::Machine::new(1);
@@ -217,9 +231,7 @@ impl<'z, const N: usize> CounterArray<'z, N> {
     /// assert_eq!((out, a.fetch(1)), ([0, 6], 0));
     /// ```
     pub fn fetch_and_zero_all(&self, out: &mut [u64; N]) {
-        for (i, value) in out.iter_mut().enumerate() {
-            *value = self.fetch_and_zero(i);
-        }
+        crate::group::fetch_and_zero(&[self.part()], out);
     }
 
     /// The raw value of element `i`'s slot on CPU `cpu` (not adjusted by zeroes).

@@ -94,6 +94,13 @@ pub enum Error {
         /// The bytes asked for.
         bytes: usize,
     },
+    /// A run of slots asked for (a group read) is not inside the zone.
+    NotInZone {
+        /// The offset of the run's first slot.
+        offset: usize,
+        /// The number of slots.
+        len: usize,
+    },
     /// An environment variable the crate reads has a value it does not accept.
     BadEnvVar {
         /// The variable's name.
@@ -176,6 +183,9 @@ impl fmt::Display for Error {
             ),
             Error::OutOfMemory { bytes } => {
                 write!(f, "out of memory: the zone's {bytes} bytes could not be had")
+            }
+            Error::NotInZone { offset, len } => {
+                write!(f, "{len} slots from offset {offset:#x} are not all slots of the zone")
             }
             Error::BadEnvVar {
                 var,

@@ -57,6 +57,8 @@ mod bitmap;
 #[cfg(any(feature = "sim", feature = "rseq", doc, not(any(unix, windows))))]
 mod counter;
 #[cfg(any(feature = "sim", feature = "rseq", doc, not(any(unix, windows))))]
+mod group;
+#[cfg(any(feature = "sim", feature = "rseq", doc, not(any(unix, windows))))]
 mod memory;
 #[cfg(any(feature = "sim", feature = "rseq", doc, not(any(unix, windows))))]
 pub mod platform;
@@ -85,6 +87,8 @@ pub mod ratecheck;
 #[cfg(any(feature = "sim", doc, not(any(unix, windows))))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "sim", not(any(unix, windows))))))]
 pub mod registry;
+
+pub mod export;
 
 kernel_api! {
     pub use approx::ApproxCounter;

@@ -9,7 +9,9 @@ use core::fmt;
 
 use crate::array::CounterArray;
 use crate::early::EarlyCounter;
-use crate::Counter;
+use crate::export::Format::{OpenMetrics, Prometheus};
+use crate::group::{self, Part, CHUNK};
+use crate::{Counter, Zone};
 
 /// Something a registry can name: one counter or an array of them.
 pub trait Statistic: Sync {
@@ -27,6 +29,24 @@ pub trait Statistic: Sync {
     fn is_array(&self) -> bool {
         false
     }
+    /// Where the values live when they are `len()` adjacent slots of one zone: the zone and
+    /// the first slot's offset. Group reads ([`Registry::read_into`], [`Registry::snapshot`])
+    /// then take them CPU by CPU together with the group's other slots. `None` (the
+    /// default): the values are read one by one with [`value`](Statistic::value).
+    ///
+    /// A run that is not inside the zone makes the group read panic.
+    fn slots(&self) -> Option<(&Zone<'_>, usize)> {
+        None
+    }
+    /// Value `i`'s count since its last zero, zeroing it as one step (no add lost or counted
+    /// twice). Only called for a statistic without [`slots`](Statistic::slots). The default
+    /// reads, then zeroes: an add between the two is lost; override it where the values
+    /// can be taken in one step.
+    fn fetch_and_zero_value(&self, i: usize) -> u64 {
+        let value = self.value(i);
+        self.zero_value(i);
+        value
+    }
 }
 
 impl Statistic for Counter<'_> {
@@ -38,6 +58,9 @@ impl Statistic for Counter<'_> {
     }
     fn zero_value(&self, _i: usize) {
         self.zero()
+    }
+    fn slots(&self) -> Option<(&Zone<'_>, usize)> {
+        Some((self.zone(), self.offset()))
     }
 }
 
@@ -55,6 +78,14 @@ impl Statistic for EarlyCounter {
             counter.zero()
         }
     }
+    /// The per-CPU counter's `fetch_and_zero`; before `init` gives it a slot, the early
+    /// count, left as it is (as `zero_value` leaves it), so it is reported again.
+    fn fetch_and_zero_value(&self, _i: usize) -> u64 {
+        match self.counter() {
+            Some(counter) => counter.fetch_and_zero(),
+            None => self.fetch(),
+        }
+    }
 }
 
 impl<const N: usize> Statistic for CounterArray<'_, N> {
@@ -70,6 +101,9 @@ impl<const N: usize> Statistic for CounterArray<'_, N> {
     fn is_array(&self) -> bool {
         true
     }
+    fn slots(&self) -> Option<(&Zone<'_>, usize)> {
+        Some((self.zone(), self.offset()))
+    }
 }
 
 /// Why a registry call failed.
@@ -84,6 +118,11 @@ pub enum RegistryError {
     Duplicate,
     /// No entry has this name.
     NotFound,
+    /// The buffer handed to a group read holds fewer values than the registry has.
+    BufferTooSmall {
+        /// The values the registry has now.
+        needed: usize,
+    },
 }
 
 impl fmt::Display for RegistryError {
@@ -94,6 +133,12 @@ impl fmt::Display for RegistryError {
             }
             RegistryError::Duplicate => write!(f, "a counter with this name is registered"),
             RegistryError::NotFound => write!(f, "no counter with this name is registered"),
+            RegistryError::BufferTooSmall { needed } => {
+                write!(
+                    f,
+                    "the buffer holds fewer than the registry's {needed} values"
+                )
+            }
         }
     }
 }
@@ -226,13 +271,6 @@ impl<'a, const N: usize> Registry<'a, N> {
             .copied()
     }
 
-    /// Entry `i` of the table (below `N`), copied under the lock: for the C ABI's walk,
-    /// which hands each entry's values to C at once.
-    #[cfg(feature = "capi")]
-    pub(crate) fn entry(&self, i: usize) -> Option<(&'a str, &'a str, &'a dyn Statistic)> {
-        self.entries.lock()[i].map(|e| (e.name, e.description, e.stat))
-    }
-
     /// Zeroes every value registered as `name` (a sysctl write): losslessly, like
     /// [`Counter::zero`].
     ///
@@ -254,8 +292,9 @@ impl<'a, const N: usize> Registry<'a, N> {
     }
 
     /// Every registered value, in registration order (slots freed by `unregister` are
-    /// reused), each read when the iterator reaches it. Allocates nothing and holds the
-    /// registry's lock only while it copies one entry.
+    /// reused), read as the iterator reaches them in batches of up to 64 values of up to 16
+    /// names, each batch one group read (see [`read_into`](Registry::read_into)). Allocates
+    /// nothing and holds the registry's lock only while it copies a batch's entries.
     ///
     /// ```
     /// # let machine = pcpu_counter::sim::Machine::new(1);
@@ -271,7 +310,249 @@ impl<'a, const N: usize> Registry<'a, N> {
             registry: self,
             entry: 0,
             index: 0,
+            batch: [None; BATCH_PIECES],
+            values: [0; CHUNK],
+            next: 0,
+            filled: 0,
         }
+    }
+
+    /// Number of values registered now (an array's count each of its elements): the size
+    /// of the buffer [`read_into`](Registry::read_into) needs.
+    ///
+    /// ```
+    /// # let machine = pcpu_counter::sim::Machine::new(1);
+    /// # let (c, a) = (machine.alloc().unwrap(), pcpu_counter::array::CounterArray::<'_, 3>::new(machine.zone()).unwrap());
+    /// let stats: pcpu_counter::registry::Registry<'_, 4> = Default::default();
+    /// stats.register("c", "one", &c).unwrap();
+    /// stats.register("a", "three", &a).unwrap();
+    /// assert_eq!(stats.values_len(), 4);
+    /// ```
+    pub fn values_len(&self) -> usize {
+        self.entries
+            .lock()
+            .iter()
+            .flatten()
+            .map(|e| e.stat.len())
+            .sum()
+    }
+
+    /// Every registered value, read as one group into `out`: the entries are copied under
+    /// the lock once, then every value held in a zone's slots is read CPU by CPU, each CPU's
+    /// slots in order (counters allocated one after another are neighbours: one cache line
+    /// per CPU for eight of them). Allocates nothing.
+    ///
+    /// Fails with [`RegistryError::BufferTooSmall`], reading nothing, if `out` holds fewer
+    /// than [`values_len`](Registry::values_len) values.
+    ///
+    /// ```
+    /// # use pcpu_counter::{array::CounterArray, registry::Registry, sim::Machine};
+    /// let machine = Machine::new(4);
+    /// let (rx, tx) = (machine.alloc().unwrap(), machine.alloc().unwrap());
+    /// let errs: CounterArray<'_, 2> = CounterArray::new(machine.zone()).unwrap();
+    /// let stats: Registry<'_, 8> = Registry::new();
+    /// stats.register("rx", "received", &rx).unwrap();
+    /// stats.register("tx", "sent", &tx).unwrap();
+    /// stats.register("errs", "errors", &errs).unwrap();
+    /// machine.run_on(3, || { rx.add(5); errs.add(1, 2) });
+    /// let mut buf = [0; 8];
+    /// let values = stats.read_into(&mut buf).unwrap();
+    /// assert_eq!(values.values(), [5, 0, 0, 2]);
+    /// let names: Vec<_> = values.iter().map(|s| s.to_string()).collect();
+    /// assert_eq!(names, ["rx = 5", "tx = 0", "errs[0] = 0", "errs[1] = 2"]);
+    /// ```
+    pub fn read_into<'o>(&self, out: &'o mut [u64]) -> Result<Values<'o, 'a, N>, RegistryError> {
+        self.group(out, false)
+    }
+
+    /// As [`read_into`](Registry::read_into), and zeroes every value as one step with its
+    /// read ([`Counter::fetch_and_zero`]): the deltas of successive calls add up exactly,
+    /// and an add racing with the call is in this delta or the next, never both; slots are
+    /// taken 64 at a time in one pass over the CPUs, with no IPI. An early counter not yet
+    /// given a slot cannot be zeroed and reports its whole count.
+    ///
+    /// Fails with [`RegistryError::BufferTooSmall`], taking nothing, if `out` is too small.
+    ///
+    /// ```
+    /// # use pcpu_counter::{registry::Registry, sim::Machine};
+    /// # let machine = Machine::new(2);
+    /// # let rx = machine.alloc().unwrap();
+    /// let stats: Registry<'_, 8> = Registry::new();
+    /// stats.register("rx", "received", &rx).unwrap();
+    /// machine.run_on(1, || rx.add(5));
+    /// let mut buf = [0; 1];
+    /// assert_eq!(stats.fetch_and_zero_into(&mut buf).unwrap().values(), [5]);
+    /// machine.run_on(0, || rx.add(2));
+    /// assert_eq!(stats.fetch_and_zero_into(&mut buf).unwrap().values(), [2]);
+    /// assert_eq!(rx.fetch(), 0);
+    /// ```
+    pub fn fetch_and_zero_into<'o>(
+        &self,
+        out: &'o mut [u64],
+    ) -> Result<Values<'o, 'a, N>, RegistryError> {
+        self.group(out, true)
+    }
+
+    fn group<'o>(
+        &self,
+        out: &'o mut [u64],
+        zero: bool,
+    ) -> Result<Values<'o, 'a, N>, RegistryError> {
+        let entries = *self.entries.lock();
+        let needed = entries.iter().flatten().map(|e| e.stat.len()).sum();
+        if out.len() < needed {
+            return Err(RegistryError::BufferTooSmall { needed });
+        }
+        let mut parts = [Part::other(0); N];
+        for (part, e) in parts.iter_mut().zip(entries.iter()) {
+            if let Some(e) = e {
+                *part = part_of(e.stat, 0, e.stat.len());
+            }
+        }
+        let out = &mut out[..needed];
+        read_parts(&parts, out, zero);
+        let mut at = 0;
+        let mut shown = [None; N];
+        for ((part, e), shown) in parts.iter().zip(entries.iter()).zip(shown.iter_mut()) {
+            let Some(e) = e else { continue };
+            if part.zone.is_none() {
+                fill_other(e.stat, 0, &mut out[at..at + part.len], zero);
+            }
+            *shown = Some((*e, part.len, e.stat.is_array()));
+            at += part.len;
+        }
+        Ok(Values {
+            entries: shown,
+            values: out,
+        })
+    }
+}
+
+/// A copy of a registry's table, for the C ABI's walk and export, which read the same
+/// names twice (a size check, then the export) or hand each name's values to C at once.
+#[cfg(feature = "capi")]
+pub(crate) struct Table<'a, const N: usize>([Option<Entry<'a>>; N]);
+
+#[cfg(feature = "capi")]
+impl<'a, const N: usize> Registry<'a, N> {
+    /// The table as it is now.
+    pub(crate) fn table(&self) -> Table<'a, N> {
+        Table(*self.entries.lock())
+    }
+}
+
+#[cfg(feature = "capi")]
+impl<'a, const N: usize> Table<'a, N> {
+    /// Calls `f(name, description, values, is_array)` for each entry (at most [`CHUNK`]
+    /// values of each), reading the values in batches of whole entries, each batch one group
+    /// read (zeroing each value with its read if `zero`). `Some` from `f` stops the walk and
+    /// is returned; with `zero`, `f` must not stop (the rest of its batch is taken).
+    pub(crate) fn for_each<R>(
+        &self,
+        zero: bool,
+        mut f: impl FnMut(&'a str, &'a str, &[u64], bool) -> Option<R>,
+    ) -> Option<R> {
+        let mut next = 0;
+        while next < N {
+            let mut batch = [None; BATCH_PIECES];
+            let mut parts = [Part::other(0); BATCH_PIECES];
+            let (mut pieces, mut total) = (0, 0);
+            while next < N && pieces < BATCH_PIECES {
+                if let Some(e) = self.0[next] {
+                    let len = e.stat.len().min(CHUNK);
+                    if total + len > CHUNK {
+                        break;
+                    }
+                    batch[pieces] = Some((e, len));
+                    parts[pieces] = part_of(e.stat, 0, len);
+                    pieces += 1;
+                    total += len;
+                }
+                next += 1;
+            }
+            let mut values = [0u64; CHUNK];
+            read_parts(&parts, &mut values[..total], zero);
+            let mut at = 0;
+            for (part, &(e, len)) in parts.iter().zip(batch.iter().flatten()) {
+                if part.zone.is_none() {
+                    fill_other(e.stat, 0, &mut values[at..at + len], zero);
+                }
+                at += len;
+            }
+            let mut at = 0;
+            for &(e, len) in batch.iter().flatten() {
+                let array = e.stat.is_array();
+                if let Some(r) = f(e.name, e.description, &values[at..at + len], array) {
+                    return Some(r);
+                }
+                at += len;
+            }
+        }
+        None
+    }
+
+    /// Bytes that the export of every entry in `format` takes at most: its text with every
+    /// value `u64::MAX` (20 digits, the longest), and OpenMetrics' `# EOF` line.
+    pub(crate) fn bound(&self, format: crate::export::Format) -> usize {
+        struct Count(usize);
+        impl fmt::Write for Count {
+            fn write_str(&mut self, s: &str) -> fmt::Result {
+                self.0 += s.len();
+                Ok(())
+            }
+        }
+        let mut count = Count(0);
+        let widest = [u64::MAX; CHUNK];
+        for e in self.0.iter().flatten() {
+            let len = e.stat.len().min(CHUNK);
+            let array = e.stat.is_array();
+            // Counting cannot fail.
+            let _ = crate::export::write_counter(
+                &mut count,
+                format,
+                e.name,
+                e.description,
+                &widest[..len],
+                array,
+            );
+        }
+        count.0
+            + if format == OpenMetrics {
+                "# EOF\n".len()
+            } else {
+                0
+            }
+    }
+}
+
+/// Pieces (runs of one entry's values) of one batch of [`Snapshot`].
+const BATCH_PIECES: usize = 16;
+
+/// Values `first..first + len` of `stat` as a part of a group read.
+fn part_of<'s>(stat: &'s dyn Statistic, first: usize, len: usize) -> Part<'s> {
+    match stat.slots() {
+        Some((zone, off)) => Part::slots(zone, off + 8 * first, len),
+        None => Part::other(len),
+    }
+}
+
+/// The group read of `parts` into `out`, zeroing each value with its read if `zero`.
+fn read_parts(parts: &[Part<'_>], out: &mut [u64], zero: bool) {
+    if zero {
+        group::fetch_and_zero(parts, out)
+    } else {
+        group::fetch(parts, out)
+    }
+}
+
+/// Values `first..` of a statistic without slots, one by one, into `out`.
+fn fill_other(stat: &dyn Statistic, first: usize, out: &mut [u64], zero: bool) {
+    for (i, v) in out.iter_mut().enumerate() {
+        *v = if zero {
+            stat.fetch_and_zero_value(first + i)
+        } else {
+            stat.value(first + i)
+        };
     }
 }
 
@@ -316,46 +597,210 @@ impl fmt::Display for Stat<'_> {
     }
 }
 
-/// The iterator of [`Registry::snapshot`].
+/// The iterator of [`Registry::snapshot`]: it reads the values in batches of up to 64
+/// values of up to 16 entries, each batch as one group read (CPU by CPU), and holds the
+/// registry's lock only while it copies a batch's entries.
 pub struct Snapshot<'r, 'a, const N: usize> {
     registry: &'r Registry<'a, N>,
+    /// The table index and element index of the first value not yet in a batch.
     entry: usize,
     index: usize,
+    /// The batch: table index, entry, first element, number of elements.
+    batch: [Option<(usize, Entry<'a>, usize, usize)>; BATCH_PIECES],
+    values: [u64; CHUNK],
+    /// The next value to hand out: its position in `values`, and its piece of `batch`.
+    next: usize,
+    filled: usize,
+}
+
+impl<'a, const N: usize> Snapshot<'_, 'a, N> {
+    /// Copies the next batch's entries under the lock and reads their values as one group.
+    fn refill(&mut self) {
+        self.batch = [None; BATCH_PIECES];
+        let (mut pieces, mut total) = (0, 0);
+        {
+            let entries = self.registry.entries.lock();
+            while self.entry < N && pieces < BATCH_PIECES && total < CHUNK {
+                match entries[self.entry] {
+                    Some(e) if self.index < e.stat.len() => {
+                        let len = (e.stat.len() - self.index).min(CHUNK - total);
+                        self.batch[pieces] = Some((self.entry, e, self.index, len));
+                        pieces += 1;
+                        total += len;
+                        self.index += len;
+                    }
+                    _ => {
+                        self.entry += 1;
+                        self.index = 0;
+                    }
+                }
+            }
+        }
+        let mut parts = [Part::other(0); BATCH_PIECES];
+        for (part, piece) in parts.iter_mut().zip(self.batch.iter().flatten()) {
+            *part = part_of(piece.1.stat, piece.2, piece.3);
+        }
+        read_parts(&parts, &mut self.values[..total], false);
+        let mut at = 0;
+        for (part, &(_, e, first, len)) in parts.iter().zip(self.batch.iter().flatten()) {
+            if part.zone.is_none() {
+                fill_other(e.stat, first, &mut self.values[at..at + len], false);
+            }
+            at += len;
+        }
+        (self.next, self.filled) = (0, total);
+    }
+
+    /// The piece of the batch that holds value `pos`, and the value's element index.
+    fn locate(&self, pos: usize) -> Option<(usize, Entry<'a>, usize)> {
+        let mut at = 0;
+        for &(table, e, first, len) in self.batch.iter().flatten() {
+            if pos < at + len {
+                return Some((table, e, first + pos - at));
+            }
+            at += len;
+        }
+        None
+    }
 }
 
 impl<'a, const N: usize> Iterator for Snapshot<'_, 'a, N> {
     type Item = Stat<'a>;
 
     fn next(&mut self) -> Option<Stat<'a>> {
-        while self.entry < N {
-            let entry = self.registry.entries.lock()[self.entry];
-            match entry {
-                Some(e) if self.index < e.stat.len() => {
-                    let index = self.index;
-                    self.index += 1;
-                    return Some(Stat {
-                        name: e.name,
-                        description: e.description,
-                        index: e.stat.is_array().then_some(index),
-                        value: e.stat.value(index),
-                    });
-                }
-                _ => {
-                    self.entry += 1;
-                    self.index = 0;
-                }
-            }
+        if self.next == self.filled {
+            self.refill();
         }
-        None
+        let (_, e, index) = self.locate(self.next)?;
+        let value = self.values[self.next];
+        self.next += 1;
+        Some(Stat {
+            name: e.name,
+            description: e.description,
+            index: e.stat.is_array().then_some(index),
+            value,
+        })
     }
 }
 
 impl<const N: usize> fmt::Debug for Snapshot<'_, '_, N> {
+    /// Shows where the next value comes from: its entry's table index and element index.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (entry, index) = self
+            .locate(self.next)
+            .map_or((self.entry, self.index), |(table, _, index)| (table, index));
         f.debug_struct("Snapshot")
-            .field("entry", &self.entry)
-            .field("index", &self.index)
+            .field("entry", &entry)
+            .field("index", &index)
             .finish()
+    }
+}
+
+/// The values of one group read of a [`Registry`] ([`Registry::read_into`],
+/// [`Registry::fetch_and_zero_into`]): the names as they were registered at the read, and the
+/// values read, in registration order. Displays in the Prometheus text format (see
+/// [`write_prometheus`](Values::write_prometheus)).
+pub struct Values<'o, 'a, const N: usize> {
+    /// Each entry with its number of values and whether it is an array.
+    entries: [Option<(Entry<'a>, usize, bool)>; N],
+    values: &'o [u64],
+}
+
+impl<'o, 'a, const N: usize> Values<'o, 'a, N> {
+    /// The values read, in registration order (an array's elements in order).
+    pub fn values(&self) -> &'o [u64] {
+        self.values
+    }
+
+    /// Every value with its name, as [`Registry::snapshot`] lists them.
+    pub fn iter(&self) -> impl Iterator<Item = Stat<'a>> + '_ {
+        self.entries().flat_map(|(e, values, array)| {
+            values.iter().enumerate().map(move |(i, &value)| Stat {
+                name: e.name,
+                description: e.description,
+                index: array.then_some(i),
+                value,
+            })
+        })
+    }
+
+    /// Each entry: name, description, values, whether it is an array.
+    fn entries(&self) -> impl Iterator<Item = (Entry<'a>, &'o [u64], bool)> + '_ {
+        let mut at = 0;
+        self.entries.iter().flatten().map(move |&(e, len, array)| {
+            let values = &self.values[at..at + len];
+            at += len;
+            (e, values, array)
+        })
+    }
+
+    /// Writes the values in the Prometheus text exposition format (version 0.0.4, what
+    /// `promtool check metrics` checks and every Prometheus scrapes): for each name a `# HELP`
+    /// line, a `# TYPE <name>_total counter` line, and `<name>_total <value>`, or for an
+    /// array one series per element labelled `index`: `<name>_total{index="3"} <value>`.
+    /// See [`crate::export`] for how names and help text are escaped.
+    ///
+    /// ```
+    /// # use pcpu_counter::{array::CounterArray, registry::Registry, sim::Machine};
+    /// let machine = Machine::new(2);
+    /// let rx = machine.alloc().unwrap();
+    /// let errs: CounterArray<'_, 2> = CounterArray::new(machine.zone()).unwrap();
+    /// let stats: Registry<'_, 8> = Registry::new();
+    /// stats.register("net.rx", "packets received", &rx).unwrap();
+    /// stats.register("errs", "errors by kind", &errs).unwrap();
+    /// machine.run_on(1, || { rx.add(5); errs.add(1, 2) });
+    /// let mut buf = [0; 3];
+    /// let mut text = String::new();
+    /// stats.read_into(&mut buf).unwrap().write_prometheus(&mut text).unwrap();
+    /// assert_eq!(text, "\
+    /// ## HELP net_rx_total packets received
+    /// ## TYPE net_rx_total counter
+    /// net_rx_total 5
+    /// ## HELP errs_total errors by kind
+    /// ## TYPE errs_total counter
+    /// errs_total{index=\"0\"} 0
+    /// errs_total{index=\"1\"} 2
+    /// ");
+    /// ```
+    pub fn write_prometheus(&self, w: &mut dyn fmt::Write) -> fmt::Result {
+        for (e, values, array) in self.entries() {
+            crate::export::write_counter(w, Prometheus, e.name, e.description, values, array)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the values in the OpenMetrics 1.0 text format: for each name `# TYPE <name>
+    /// counter`, `# HELP <name> ...`, then `<name>_total <value>` (arrays labelled `index`),
+    /// and `# EOF` at the end. See [`crate::export`] for the escaping.
+    ///
+    /// ```
+    /// # use pcpu_counter::{registry::Registry, sim::Machine};
+    /// # let machine = Machine::new(2);
+    /// # let rx = machine.alloc().unwrap();
+    /// let stats: Registry<'_, 8> = Registry::new();
+    /// stats.register("rx", "packets \"in\"", &rx).unwrap();
+    /// machine.run_on(1, || rx.add(5));
+    /// let mut text = String::new();
+    /// stats.read_into(&mut [0; 1]).unwrap().write_openmetrics(&mut text).unwrap();
+    /// assert_eq!(text, "# TYPE rx counter\n# HELP rx packets \\\"in\\\"\nrx_total 5\n# EOF\n");
+    /// ```
+    pub fn write_openmetrics(&self, w: &mut dyn fmt::Write) -> fmt::Result {
+        for (e, values, array) in self.entries() {
+            crate::export::write_counter(w, OpenMetrics, e.name, e.description, values, array)?;
+        }
+        w.write_str("# EOF\n")
+    }
+}
+
+impl<const N: usize> fmt::Display for Values<'_, '_, N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write_prometheus(f)
+    }
+}
+
+impl<const N: usize> fmt::Debug for Values<'_, '_, N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
     }
 }
 
@@ -405,9 +850,23 @@ mod tests {
              Stat { name: \"a\", description: \"an array\", index: Some(1), value: 4 }, \
              Stat { name: \"e\", description: \"an early counter\", index: None, value: 6 }]"
         );
-        let entry = |i| stats.entry(i).map(|(n, d, s)| (n, d, s.value(s.len() - 1)));
-        assert_eq!(entry(0), Some(("c", "a counter", 3)));
-        assert_eq!(entry(1), Some(("a", "an array", 4)));
+        #[cfg(feature = "capi")]
+        {
+            let mut seen = std::vec::Vec::new();
+            let stop = stats.table().for_each(false, |n, d, v, array| {
+                seen.push((n, d, v.to_vec(), array));
+                (n == "e").then_some(v[0])
+            });
+            assert_eq!(stop, Some(6));
+            assert_eq!(
+                seen,
+                [
+                    ("c", "a counter", std::vec![3], false),
+                    ("a", "an array", std::vec![0, 4], true),
+                    ("e", "an early counter", std::vec![6], false),
+                ]
+            );
+        }
         let mut snapshot = stats.snapshot();
         snapshot.next();
         snapshot.next();

@@ -305,7 +305,7 @@ impl<'m> Zone<'m> {
     }
 
     /// The baseline word of the slot at `off`.
-    fn baseline(&self, off: usize) -> *mut u64 {
+    pub(crate) fn baseline(&self, off: usize) -> *mut u64 {
         debug_assert!(self.holds_offset(off));
         // SAFETY: `off` is a slot of the zone, so its index is below the baseline count.
         unsafe { self.baselines.as_ptr().add(self.layout.slot_index(off)) }

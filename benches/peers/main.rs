@@ -27,11 +27,14 @@ fn main() {
     let mut out = None;
     let mut quick = false;
     let mut bench = false;
+    let mut reads_only = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--out" => out = Some(args.next().expect("--out needs a file name")),
             "--quick" => quick = true,
+            // Only the read rows (fetch, zero, group reads, alloc): for measuring them alone.
+            "--reads-only" => reads_only = true,
             // `cargo bench` passes `--bench`; `cargo test --benches` does not, and then the
             // run is a quick smoke test (still asserting every count).
             "--bench" => bench = true,
@@ -49,6 +52,10 @@ fn main() {
     sink.record("meta", "load before", "-", load_average(), "");
     sink.record("meta", "arch", "-", pcpu_counter::arch::NAME, "");
     sink.record("meta", "quick", "-", quick, "");
+    if reads_only {
+        reads::run(&mut sink, quick);
+        return;
+    }
     throughput::run(&mut sink, quick);
     handoff::run(&mut sink, quick);
     single::run(&mut sink, quick);

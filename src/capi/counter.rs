@@ -296,6 +296,8 @@ pub unsafe extern "C" fn counter_u64_array_zero(a: *const counter_u64_t, n: usiz
 
 /// Fetches `n` counters of `a` into `dst[0..n]` (FreeBSD's `COUNTER_ARRAY_COPY(a, dst, n)`).
 ///
+/// In one pass over the CPUs when they are one run (as `counter_u64_array_alloc` makes them).
+///
 /// # Safety
 /// `a` is valid for reading `n` live handles and `dst` for writing `n` values.
 ///
@@ -314,6 +316,10 @@ pub unsafe extern "C" fn counter_u64_array_zero(a: *const counter_u64_t, n: usiz
 /// ```
 #[no_mangle]
 pub unsafe extern "C" fn counter_u64_array_copy(a: *const counter_u64_t, dst: *mut u64, n: usize) {
+    // SAFETY: the caller's contract; a run of adjacent slots is read as one group.
+    if unsafe { super::group::array_copy(a, dst, n) } {
+        return;
+    }
     for i in 0..n {
         // SAFETY: the caller's contract.
         unsafe { *dst.add(i) = counter_u64_fetch(*a.add(i)) }

@@ -50,6 +50,8 @@ pub const PCPU_ENOENT: c_int = -20;
 pub const PCPU_EREGFULL: c_int = -21;
 /// A registry name or description that is empty (names only), too long or not UTF-8.
 pub const PCPU_ENAME: c_int = -22;
+/// The caller's buffer is too small (`pcpu_sysctl_export`); nothing was read or zeroed.
+pub const PCPU_ENOSPC: c_int = -23;
 
 /// The C code of `e`.
 pub(crate) fn code(e: Error) -> c_int {
@@ -70,6 +72,7 @@ pub(crate) fn code(e: Error) -> c_int {
         Error::AlreadyInstalled => PCPU_EINSTALLED,
         Error::NotInstalled => PCPU_ENOTINSTALLED,
         Error::AlreadyBound => PCPU_EBOUND,
+        Error::NotInZone { .. } => PCPU_EINVAL,
         Error::BadBatch { .. } => PCPU_EINVAL,
         #[allow(unreachable_patterns)] // Variants added later map here until given a code.
         _ => PCPU_EOTHER,
@@ -111,6 +114,7 @@ pub extern "C" fn pcpu_strerror(err: c_int) -> *const c_char {
         PCPU_ENOENT => c"no counter with this name is registered",
         PCPU_EREGFULL => c"the counter registry is full",
         PCPU_ENAME => c"name or description is empty, too long or not UTF-8",
+        PCPU_ENOSPC => c"the buffer is too small",
         _ => c"unknown error",
     };
     text.as_ptr()
@@ -159,6 +163,7 @@ mod tests {
             (Error::AlreadyInstalled, PCPU_EINSTALLED),
             (Error::NotInstalled, PCPU_ENOTINSTALLED),
             (Error::AlreadyBound, PCPU_EBOUND),
+            (Error::NotInZone { offset: 8, len: 2 }, PCPU_EINVAL),
             (Error::OutOfMemory { bytes: usize::MAX }, PCPU_EOTHER),
         ];
         for (e, want) in cases {

@@ -19,7 +19,8 @@ use crate::atomic::{AtomicBool, AtomicUsize, Ordering};
 use core::ffi::{c_char, c_int, c_void};
 
 use super::error::{
-    PCPU_EEXIST, PCPU_EINVAL, PCPU_ENAME, PCPU_ENOENT, PCPU_ENOTINSTALLED, PCPU_EREGFULL, PCPU_OK,
+    PCPU_EEXIST, PCPU_EINVAL, PCPU_ENAME, PCPU_ENOENT, PCPU_ENOSPC, PCPU_ENOTINSTALLED,
+    PCPU_EREGFULL, PCPU_OK,
 };
 use super::slot::{self, counter_u64_t};
 use super::zone::current_zone;
@@ -105,6 +106,9 @@ impl Statistic for Cell {
     fn is_array(&self) -> bool {
         self.array.load(Ordering::Relaxed)
     }
+    fn slots(&self) -> Option<(&crate::Zone<'_>, usize)> {
+        Some(self.slot(0))
+    }
 }
 
 /// The C code of a registry error.
@@ -113,6 +117,7 @@ fn code(e: RegistryError) -> c_int {
         RegistryError::Full { .. } => PCPU_EREGFULL,
         RegistryError::Duplicate => PCPU_EEXIST,
         RegistryError::NotFound => PCPU_ENOENT,
+        RegistryError::BufferTooSmall { .. } => PCPU_ENOSPC,
     }
 }
 
@@ -446,29 +451,145 @@ pub unsafe extern "C" fn pcpu_sysctl_walk(cb: pcpu_sysctl_walk_fn, arg: *mut c_v
         return PCPU_EINVAL;
     };
     let _shared = LIVE.read();
-    let mut values = [0u64; PCPU_SYSCTL_ARRAY_MAX];
-    for i in 0..PCPU_SYSCTL_MAX {
-        let Some((name, descr, stat)) = REGISTRY.entry(i) else {
-            continue;
-        };
-        let n = stat.len().min(PCPU_SYSCTL_ARRAY_MAX);
-        for (j, v) in values[..n].iter_mut().enumerate() {
-            *v = stat.value(j);
-        }
+    // Read in batches of whole entries, each batch as one group read (CPU by CPU).
+    let table = REGISTRY.table();
+    let rc = table.for_each(false, |name, descr, values, _array| {
         // SAFETY: `name` and `descr` start NUL-terminated C strings (the module's invariant),
-        // kept alive by `LIVE`; `values` holds `n` values; `cb` per the caller's contract.
+        // kept alive by `LIVE`; `values` holds `values.len()` values; `cb` per the caller's
+        // contract.
         let rc = unsafe {
             cb(
                 name.as_ptr().cast(),
                 descr.as_ptr().cast(),
                 values.as_ptr(),
-                n,
+                values.len(),
                 arg,
             )
         };
-        if rc != 0 {
-            return rc;
+        (rc != 0).then_some(rc)
+    });
+    rc.unwrap_or(PCPU_OK)
+}
+
+/// `pcpu_sysctl_export` flag: the counts since the last zero, each zeroed with its read.
+///
+/// Each counter is zeroed as one step with its read (lossless, no IPI), so successive delta
+/// exports add up to every add made; without the flag the counts are cumulative.
+pub const PCPU_EXPORT_DELTAS: c_int = 1;
+/// `pcpu_sysctl_export` flag: OpenMetrics 1.0 text (ending in `# EOF`), not Prometheus 0.0.4.
+pub const PCPU_EXPORT_OPENMETRICS: c_int = 2;
+
+/// A `fmt::Write` into a C buffer of `cap` bytes (the text, not the NUL).
+struct CBuf {
+    buf: *mut u8,
+    cap: usize,
+    at: usize,
+}
+
+impl core::fmt::Write for CBuf {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        let end = self.at.checked_add(s.len()).ok_or(core::fmt::Error)?;
+        if end > self.cap {
+            return Err(core::fmt::Error);
         }
+        // SAFETY: `buf` is valid for `cap` bytes (the caller of `pcpu_sysctl_export`) and
+        // `at + s.len() <= cap`.
+        unsafe { core::ptr::copy_nonoverlapping(s.as_ptr(), self.buf.add(self.at), s.len()) };
+        self.at = end;
+        Ok(())
+    }
+}
+
+/// Writes the registry into `buf` as Prometheus text; never loses a delta to a short buffer.
+///
+/// Prometheus text format 0.0.4 (or OpenMetrics with `PCPU_EXPORT_OPENMETRICS`),
+/// NUL-terminated: `# HELP`, `# TYPE name_total
+/// counter` and `name_total value` (arrays as `name_total{index="i"}` series), names
+/// escaped as described in the crate's `export` module. The values are read in batches of
+/// whole names, each batch as one group read; with `PCPU_EXPORT_DELTAS` each value is the
+/// count since the last zero, zeroed as one step with its read (lossless, no IPI).
+///
+/// `*len` holds the buffer's size on entry; on success, the text's length (without the NUL).
+/// If the buffer could be too small for the text (the check assumes every value has 20
+/// digits), nothing is read and nothing is zeroed: `PCPU_ENOSPC` is returned with `*len` set
+/// to the size that is always enough for the names registered now. So no delta is ever
+/// lost to a short buffer.
+///
+/// Returns 0, `PCPU_EINVAL` (NULL `len`, NULL `buf` with a nonzero `*len`, unknown
+/// flags) or `PCPU_ENOSPC`. Waits for `pcpu_sysctl_remove` in progress.
+///
+/// # Safety
+/// `len` is NULL or valid for reading and writing; `buf` is valid for writing `*len` bytes.
+///
+/// ```
+/// # use pcpu_counter::capi::*;
+/// # assert_eq!(pcpu_sim_machine_new(2, 64), 0);
+/// let c = counter_u64_alloc(M_WAITOK);
+/// assert_eq!(pcpu_sim_bind(1), 0);
+/// unsafe { pcpu_counter_add(c, 7) };
+/// pcpu_sim_unbind();
+/// unsafe { assert_eq!(pcpu_sysctl_add_counter(c"tcp.rcvd".as_ptr(), c"segments".as_ptr(), c), 0) };
+/// let mut len = 0;
+/// assert_eq!(unsafe { pcpu_sysctl_export(core::ptr::null_mut(), &mut len, 0) }, PCPU_ENOSPC);
+/// let mut buf = vec![0u8; len];
+/// assert_eq!(unsafe { pcpu_sysctl_export(buf.as_mut_ptr().cast(), &mut len, PCPU_EXPORT_DELTAS) }, 0);
+/// assert_eq!(
+///     std::str::from_utf8(&buf[..len]).unwrap(),
+///     "# HELP tcp_rcvd_total segments\n# TYPE tcp_rcvd_total counter\ntcp_rcvd_total 7\n"
+/// );
+/// assert_eq!(buf[len], 0);
+/// assert_eq!(unsafe { counter_u64_fetch(c) }, 0); // taken by the delta export
+/// # unsafe { pcpu_sysctl_remove(c"tcp.rcvd".as_ptr()); counter_u64_free(c) };
+/// ```
+#[no_mangle]
+pub unsafe extern "C" fn pcpu_sysctl_export(
+    buf: *mut c_char,
+    len: *mut usize,
+    flags: c_int,
+) -> c_int {
+    if len.is_null() || flags & !(PCPU_EXPORT_DELTAS | PCPU_EXPORT_OPENMETRICS) != 0 {
+        return PCPU_EINVAL;
+    }
+    // SAFETY: `len` is valid for reads (the caller's contract) and not NULL.
+    let cap = unsafe { *len };
+    if buf.is_null() && cap != 0 {
+        return PCPU_EINVAL;
+    }
+    let format = if flags & PCPU_EXPORT_OPENMETRICS != 0 {
+        crate::export::Format::OpenMetrics
+    } else {
+        crate::export::Format::Prometheus
+    };
+    let _shared = LIVE.read();
+    // One copy of the table for the size check and the export, so a name registered in
+    // between cannot make the text outgrow the checked size.
+    let table = REGISTRY.table();
+    let needed = table.bound(format) + 1;
+    if cap < needed {
+        // SAFETY: as above.
+        unsafe { *len = needed };
+        return PCPU_ENOSPC;
+    }
+    let mut w = CBuf {
+        buf: buf.cast(),
+        cap: cap - 1,
+        at: 0,
+    };
+    table.for_each(
+        flags & PCPU_EXPORT_DELTAS != 0,
+        |name, descr, values, array| {
+            crate::export::write_counter(&mut w, format, name, descr, values, array)
+                .expect("pcpu-counter: export text longer than its bound");
+            None::<()>
+        },
+    );
+    if format == crate::export::Format::OpenMetrics {
+        core::fmt::Write::write_str(&mut w, "# EOF\n").expect("the bound counts # EOF");
+    }
+    // SAFETY: `at <= cap - 1`, inside the buffer; `len` as above.
+    unsafe {
+        buf.add(w.at).write(0);
+        *len = w.at;
     }
     PCPU_OK
 }

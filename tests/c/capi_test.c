@@ -352,6 +352,30 @@ static void check_registry(void)
 	CHECK_EQ("stopped walk", pcpu_sysctl_walk(stop_at_first, &calls), 7);
 	CHECK_EQ("stopped walk calls", calls, 1);
 
+	/* The group calls: the array's run in one pass; deltas taken as one step. */
+	uint64_t group[3];
+	must(pcpu_counter_group_fetch(reg_err[0], 3, group), "group fetch");
+	for (unsigned i = 0; i < 3; i++)
+		CHECK_EQ("group fetch", group[i], want_err[i]);
+	CHECK_EQ("group fetch past the zone", pcpu_counter_group_fetch(reg_err[0], 1u << 20, group),
+		 (unsigned long long)(long long)PCPU_EINVAL);
+
+	/* The export: the size first (nothing taken), then the text. */
+	size_t len = 0;
+	CHECK_EQ("export size", pcpu_sysctl_export(NULL, &len, PCPU_EXPORT_DELTAS),
+		 (unsigned long long)(long long)PCPU_ENOSPC);
+	CHECK_EQ("size check took nothing", counter_u64_fetch(reg_rx), (uint64_t)ROUNDS * ADDS * NTHREADS);
+	char text[1024];
+	CHECK_EQ("export fits", len <= sizeof text, 1);
+	len = sizeof text;
+	must(pcpu_sysctl_export(text, &len, 0), "export");
+	char want_line[64];
+	snprintf(want_line, sizeof want_line, "\nc_rx_total %llu\n",
+		 (unsigned long long)ROUNDS * ADDS * NTHREADS);
+	CHECK_EQ("export has c_rx_total", strstr(text, want_line) != NULL, 1);
+	CHECK_EQ("export has the array", strstr(text, "c_err_total{index=\"2\"} ") != NULL, 1);
+	CHECK_EQ("export length", strlen(text), len);
+
 	/* Zero by name: the array's values, not the other name's. */
 	must(pcpu_sysctl_zero("c.err"), "zero by name");
 	memset(&s, 0, sizeof s);
@@ -380,7 +404,7 @@ static void check_registry(void)
 
 	COUNTER_ARRAY_FREE(reg_err, 3);
 	counter_u64_free(reg_rx);
-	printf("ok   registry: walk, duplicate, zero and remove by name\n");
+	printf("ok   registry: walk, duplicate, zero and remove by name, group fetch, export\n");
 }
 
 int main(void)

@@ -1,0 +1,129 @@
+//! Counters as Prometheus / OpenMetrics text, written through [`core::fmt::Write`] (no
+//! allocation, `no_std`).
+//!
+//! [`Registry`](crate::registry::Registry) values are exported with
+//! [`Values::write_prometheus`](crate::registry::Values::write_prometheus) or
+//! [`write_openmetrics`](crate::registry::Values::write_openmetrics), from a group read:
+//! cumulative ([`Registry::read_into`](crate::registry::Registry::read_into)) or as the
+//! deltas since the last export ([`Registry::fetch_and_zero_into`](crate::registry::Registry::fetch_and_zero_into)).
+//! A delta export's values stay in the caller's buffer, so a writer that fails (a full
+//! buffer, a closed socket) loses none of them: write them again from the same
+//! [`Values`](crate::registry::Values).
+//!
+//! Escaping, per the formats:
+//! - a metric name keeps ASCII letters, digits and `_`; every other character (`.` of a
+//!   sysctl-style name, `-`, a space, `:`, which Prometheus keeps for recording rules, any
+//!   non-ASCII character) becomes `_`, and a
+//!   name that starts with a digit gets a leading `_`. Two names that differ only there
+//!   (`a.b`, `a_b`) export as the same metric: register names that stay apart.
+//! - help text escapes `\` as `\\` and a line feed as `\n`; OpenMetrics also escapes `"`
+//!   as `\"`. An empty description is replaced by the registered name (Prometheus' checker
+//!   flags a metric without help).
+//! - an array's elements are one series each, labelled `index="<i>"`.
+
+use core::fmt::{self, Write};
+
+/// Which text format to write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// The Prometheus text exposition format 0.0.4 (`text/plain; version=0.0.4`):
+    /// `# HELP x_total ...`, `# TYPE x_total counter`, `x_total 5`.
+    Prometheus,
+    /// OpenMetrics 1.0 (`application/openmetrics-text; version=1.0.0`): `# TYPE x counter`,
+    /// `# HELP x ...`, `x_total 5`, and the exposition ends with `# EOF`.
+    OpenMetrics,
+}
+
+/// Writes `name` as a metric name: characters outside `[a-zA-Z0-9_]` become `_`, and a
+/// leading digit gets a `_` before it.
+///
+/// ```
+/// let mut s = String::new();
+/// pcpu_counter::export::write_name(&mut s, "net.inet.tcp-rcv 2").unwrap();
+/// s.push(' ');
+/// pcpu_counter::export::write_name(&mut s, "9lives").unwrap();
+/// assert_eq!(s, "net_inet_tcp_rcv_2 _9lives");
+/// ```
+pub fn write_name(w: &mut dyn Write, name: &str) -> fmt::Result {
+    if name.starts_with(|c: char| c.is_ascii_digit()) || name.is_empty() {
+        w.write_char('_')?;
+    }
+    for c in name.chars() {
+        let keep = c.is_ascii_alphanumeric() || c == '_';
+        w.write_char(if keep { c } else { '_' })?;
+    }
+    Ok(())
+}
+
+/// Writes help text escaped for `format` (`\` and line feeds; for OpenMetrics also `"`).
+///
+/// ```
+/// use pcpu_counter::export::{write_help, Format};
+/// let mut s = String::new();
+/// write_help(&mut s, Format::OpenMetrics, "a \"b\"\\\nc").unwrap();
+/// assert_eq!(s, r#"a \"b\"\\\nc"#);
+/// ```
+pub fn write_help(w: &mut dyn Write, format: Format, help: &str) -> fmt::Result {
+    for c in help.chars() {
+        match c {
+            '\\' => w.write_str("\\\\")?,
+            '\n' => w.write_str("\\n")?,
+            '"' if format == Format::OpenMetrics => w.write_str("\\\"")?,
+            c => w.write_char(c)?,
+        }
+    }
+    Ok(())
+}
+
+/// Writes one counter (`values` of one value, `array` false) or counter array as a
+/// metric family in `format`, without OpenMetrics' closing `# EOF`. An empty `help` is
+/// replaced by `name`.
+///
+/// ```
+/// use pcpu_counter::export::{write_counter, Format};
+/// let mut s = String::new();
+/// write_counter(&mut s, Format::Prometheus, "drops", "dropped", &[3, 4], true).unwrap();
+/// assert_eq!(s, "# HELP drops_total dropped\n# TYPE drops_total counter\n\
+///                drops_total{index=\"0\"} 3\ndrops_total{index=\"1\"} 4\n");
+/// ```
+pub fn write_counter(
+    w: &mut dyn Write,
+    format: Format,
+    name: &str,
+    help: &str,
+    values: &[u64],
+    array: bool,
+) -> fmt::Result {
+    let suffix = match format {
+        Format::Prometheus => "_total",
+        Format::OpenMetrics => "",
+    };
+    let family = |w: &mut dyn Write, what: &str| -> fmt::Result {
+        w.write_str(what)?;
+        write_name(w, name)?;
+        w.write_str(suffix)
+    };
+    let (first, second) = match format {
+        Format::Prometheus => ("# HELP ", "# TYPE "),
+        Format::OpenMetrics => ("# TYPE ", "# HELP "),
+    };
+    for line in [first, second] {
+        family(w, line)?;
+        if line == "# HELP " {
+            w.write_char(' ')?;
+            write_help(w, format, if help.is_empty() { name } else { help })?;
+        } else {
+            w.write_str(" counter")?;
+        }
+        w.write_char('\n')?;
+    }
+    for (i, v) in values.iter().enumerate() {
+        write_name(w, name)?;
+        w.write_str("_total")?;
+        if array {
+            write!(w, "{{index=\"{i}\"}}")?;
+        }
+        writeln!(w, " {v}")?;
+    }
+    Ok(())
+}

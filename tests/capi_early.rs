@@ -131,7 +131,8 @@ fn early_counts_move_into_slots_when_the_zone_is_made() {
     // A kernel whose per-CPU register holds something else before the zone (a hart id, a
     // per-CPU pointer from reset) says so: every name becomes word - base, so that the inline
     // add (base + name) and the out-of-line one both reach the word.
-    let base: usize = 0x5555_1234_5000;
+    // (0x1234_5000 on a 32-bit target.)
+    let base = 0x5555_1234_5000_u64 as usize;
     // SAFETY: no zone, and nothing else adds to these early counters.
     assert_eq!(unsafe { pcpu_early_base(base) }, PCPU_OK);
     for (i, &c) in handles().iter().enumerate() {

@@ -28,7 +28,11 @@ static GLOBAL: spin::Once<Zone<'static>> = spin::Once::new();
 /// returns [`Error::AlreadyInstalled`] and drops the zone it was given.
 pub fn install(zone: Zone<'static>) -> Result<&'static Zone<'static>, Error> {
     let mut offered = Some(zone);
-    let installed = GLOBAL.call_once(|| offered.take().expect("offered once"));
+    // A literal panic, not `expect`: `expect` would link `core::fmt` into C kernels' library.
+    let installed = GLOBAL.call_once(|| match offered.take() {
+        Some(zone) => zone,
+        None => panic!("pcpu-counter: install's zone offered twice"),
+    });
     match offered {
         None => Ok(installed),
         Some(_) => Err(Error::AlreadyInstalled),

@@ -121,9 +121,52 @@ pub fn write_counter(
         write_name(w, name)?;
         w.write_str("_total")?;
         if array {
-            write!(w, "{{index=\"{i}\"}}")?;
+            w.write_str("{index=\"")?;
+            write_decimal(w, i as u64)?;
+            w.write_str("\"}")?;
         }
-        writeln!(w, " {v}")?;
+        w.write_char(' ')?;
+        write_decimal(w, *v)?;
+        w.write_char('\n')?;
     }
     Ok(())
+}
+
+/// Writes `v` in decimal through `write_str` alone: no `core::fmt` formatting machinery, so
+/// that a C kernel's library stays small (`tests/c/footprint.sh`).
+fn write_decimal(w: &mut dyn Write, mut v: u64) -> fmt::Result {
+    let mut digits = [0u8; 20]; // u64::MAX has 20
+    let mut start = digits.len();
+    for d in digits.iter_mut().rev() {
+        *d = b'0' + (v % 10) as u8;
+        start -= 1;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    let text = digits.get(start..).unwrap_or_default();
+    w.write_str(core::str::from_utf8(text).unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn decimal_digits_at_every_width() {
+        for v in [
+            0,
+            7,
+            10,
+            99,
+            100,
+            12_345,
+            u64::MAX / 10,
+            u64::MAX - 1,
+            u64::MAX,
+        ] {
+            let mut s = alloc::string::String::new();
+            super::write_decimal(&mut s, v).unwrap();
+            assert_eq!(s, alloc::format!("{v}"));
+        }
+    }
 }

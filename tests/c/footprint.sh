@@ -49,7 +49,7 @@ add_path() {
         on && /^ +[0-9a-f]+:/ { n++; if ($0 ~ /\t(fence|dmb|dsb|mfence|lfence|sfence)|\tlock/) f++; if ($0 ~ /\tret/) exit }
         END { printf "%d %d\n", n, f }'
 }
-printf '%-30s %10s %10s %6s %10s\n' target gc-sections no-gc fp add-insns
+printf '%-30s %10s %10s %6s %10s %14s\n' target gc-sections no-gc fp add-insns "+reading (gc)"
 fail=0
 for t in "${targets[@]}"; do
     lib="target/capi-lib/$t/libpcpu_counter.a"
@@ -81,9 +81,16 @@ for t in "${targets[@]}"; do
             echo "FAIL: $t: C built for gp fails to link, but not on pcpu_counter_riscv_gp:"; cat "$out/err"; fail=1
         fi
     fi
+    # The same kernel with the reading calls too (group reads, export, approximate counters):
+    # printed, not limited.
+    "${cc[@]}" "${common[@]}" -DFOOTPRINT_READING -c tests/c/footprint_kernel.c -o "$out/$t-read.o"
+    "${ld[@]}" -nostdlib -static --no-warn-rwx-segments --gc-sections -T "$out/link.ld" "$out/$t-read.o" "$lib" -o "$out/$t-read.elf"
+    reading=$(($(text "$out/$t-read.elf") - $(text "$out/$t-read.o")))
     fp="$(fp_insns "$out/$t.elf" "$od" "$t")"
+    fp_read="$(fp_insns "$out/$t-read.elf" "$od" "$t")"
+    [ "$fp_read" = 0 ] || fp="$fp+$fp_read"
     read -r insns fences < <(add_path "$out/$t-gc.elf" "$od")
-    printf '%-30s %10s %10s %6s %10s\n' "$t" "${row[0]}" "${row[1]}" "$fp" "$insns"
+    printf '%-30s %10s %10s %6s %10s %14s\n' "$t" "${row[0]}" "${row[1]}" "$fp" "$insns" "$reading"
     if [ "$fences" != 0 ]; then
         echo "FAIL: $t: $fences fence(s) on pcpu_counter_add's add path"; fail=1
     fi

@@ -1,13 +1,20 @@
 /*
  * A minimal C kernel object that uses the whole C API (every function of pcpu_counter.h but
  * the host simulation's), for tests/c/footprint.sh: linked with libpcpu_counter.a, the
- * kernel's text grows by what the library brings. Never run; only linked.
+ * kernel's text grows by what the library brings. Never run; only linked. The reading calls
+ * (group reads, the Prometheus export, approximate counters) are built only with
+ * -DFOOTPRINT_READING, which footprint.sh measures as a second figure.
  */
 #include "pcpu_counter.h"
 
 static uint64_t blocks[2][64] __attribute__((aligned(64)));
 static uint64_t meta[PCPU_META_WORDS(32)];
 static volatile uint32_t now_ticks;
+#ifdef FOOTPRINT_READING
+static char text[1024];
+static size_t text_len = sizeof text;
+static struct pcpu_approx approx;
+#endif
 static COUNTER_U64_DEFINE_EARLY(early);
 
 uintptr_t pcpu_platform_protect(void) { return 0; }
@@ -73,6 +80,19 @@ uint64_t kmain(void)
 	sum += (uint64_t)pcpu_sysctl_zero("c") + (uint64_t)pcpu_sysctl_remove("a");
 	sum += pcpu_zone_capacity() + pcpu_zone_in_use() + pcpu_zone_ncpus();
 	sum += (uint64_t)(uintptr_t)pcpu_strerror(PCPU_EFULL);
+#ifdef FOOTPRINT_READING /* the reading calls of issue 21, measured apart */
+	sum += (uint64_t)pcpu_counter_group_fetch(a[0], 4, copy);
+	sum += (uint64_t)pcpu_counter_group_fetch_and_zero(a[0], 4, copy);
+	sum += (uint64_t)pcpu_sysctl_export(text, &text_len, PCPU_EXPORT_DELTAS);
+	if (pcpu_approx_init(&approx, 64) == 0) {
+		uint64_t under, over;
+		pcpu_approx_add(&approx, 1);
+		pcpu_approx_accuracy(&approx, &under, &over);
+		sum += pcpu_approx_read(&approx) + pcpu_approx_precise(&approx) + under + over;
+		sum += (uint64_t)pcpu_approx_compare(&approx, 10) + pcpu_approx_fetch_and_zero(&approx);
+		pcpu_approx_free(&approx);
+	}
+#endif
 	COUNTER_ARRAY_FREE(a, 4);
 	counter_u64_free(c);
 	return sum;

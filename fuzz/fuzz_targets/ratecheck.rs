@@ -122,7 +122,8 @@ fuzz_target!(
         pcpu_set_ticks(Some(c_now), hz.max(1));
 
         let machine = Machine::new(NCPUS);
-        let rate = CounterRate::new(machine.alloc().unwrap(), Clock { now, hz });
+        let rate = CounterRate::new(machine.alloc().unwrap(), Clock { now, hz })
+            .expect("a zone with room for the rate's two slots");
         let mut cr = counter_rate {
             cr_rate: counter_u64_alloc(M_WAITOK),
             cr_lock: 0,

@@ -1160,6 +1160,84 @@ fn static_counter_zone_full_child() {
     assert!(format!("{LATE:?}").contains("ZoneFull"), "{LATE:?}");
 }
 
+/// The handles are as small as they need: a counter is its zone and its add's word, a static
+/// counter its word and the atomic it counts on when the process-wide zone is full.
+#[test]
+fn handles_are_two_words() {
+    let word = std::mem::size_of::<usize>();
+    assert_eq!(std::mem::size_of::<rseq::Counter<'_>>(), 2 * word);
+    assert_eq!(std::mem::size_of::<rseq::StaticCounter>(), 2 * word);
+}
+
+/// Static counters first used by several threads at once, each thread adding right at its
+/// first use: every race for a slot ends with one slot per counter (the losers free theirs)
+/// and every add counted (in a child: it counts the process-wide zone's slots).
+#[test]
+fn static_counters_first_used_at_once() {
+    run_child("static_first_use_child", &[]);
+}
+
+/// The first uses raced: per counter, the adds, and the process-wide zone's slots taken.
+fn race_first_uses() -> (Vec<u64>, usize) {
+    const N: usize = 512;
+    static RACED: [rseq::StaticCounter; N] = [const { rseq::StaticCounter::new() }; N];
+    let zone = rseq::global_zone().unwrap();
+    let before = zone.in_use();
+    // Two threads on two CPUs (where there are two), meeting at every counter's first use
+    // (a spinning barrier: both leave it at once).
+    let threads = 2;
+    let arrived = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let arrived = &arrived;
+            s.spawn(move || {
+                pin(Some(t));
+                for (round, c) in RACED.iter().enumerate() {
+                    arrived.fetch_add(1, Ordering::SeqCst);
+                    while arrived.load(Ordering::SeqCst) < (round + 1) * threads {
+                        std::hint::spin_loop();
+                    }
+                    c.add(1 + t as i64);
+                }
+            });
+        }
+    });
+    let counts = RACED.iter().map(|c| c.fetch()).collect();
+    (counts, zone.in_use() - before)
+}
+
+#[test]
+fn static_first_use_child() {
+    if !in_child("static_first_use_child") {
+        return;
+    }
+    let (counts, taken) = race_first_uses();
+    assert!(counts.iter().all(|&c| c == 1 + 2), "{counts:?}");
+    assert_eq!(taken, 512, "one slot per static counter");
+}
+
+/// Runs only in the broken build (`cargo xtask verify --only broken`): the same race finds a
+/// first use whose loser adds to the slot it then frees, instead of the winner's.
+#[cfg(pcpu_counter_broken = "static_first_use_keeps_own_slot")]
+#[test]
+fn the_same_race_catches_a_loser_that_keeps_its_slot() {
+    assert!(
+        run_child("broken_static_first_use_child", &[]),
+        "the race needs rseq (a child process)"
+    );
+}
+
+#[cfg(pcpu_counter_broken = "static_first_use_keeps_own_slot")]
+#[test]
+fn broken_static_first_use_child() {
+    if !in_child("broken_static_first_use_child") {
+        return;
+    }
+    let (counts, _) = race_first_uses();
+    let lost = counts.iter().filter(|&&c| c != 1 + 2).count();
+    assert!(lost > 0, "no first use lost an add in 512 races");
+}
+
 /// Counters that keep their own zone alive: moved to threads, in a `static`, outliving every
 /// other handle of the zone; the zone is unmapped when the last goes.
 #[test]

@@ -24,12 +24,15 @@
 ///
 /// Without `CHECK_REGISTERED` an unregistered thread reads `mm_cid` 0 and would add outside
 /// any critical section: leave it off only where every thread is registered before it runs
-/// any code (glibc's registration, whose failure on a new thread is fatal).
+/// any code (glibc's registration, whose failure on a new thread is fatal), or where the
+/// index is `cpu_id`, which reads -1 or -2 on an unregistered thread and so fails the range
+/// check.
 ///
 /// # Safety
 /// `rseq_offset` is glibc's `__rseq_offset`; `index_offset` is 4 (`cpu_id`) or 24
 /// (`mm_cid`); `slot0 + (i << shift)` is a live, aligned slot for every `i < nslots`,
-/// written only by rseq adds; without `CHECK_REGISTERED`, the calling thread is registered.
+/// written only by rseq adds; without `CHECK_REGISTERED`, the calling thread is registered
+/// or `index_offset` is 4 and `nslots` below 2^32 - 2.
 #[inline(always)]
 pub(crate) unsafe fn try_add<const CHECK_REGISTERED: bool>(
     rseq_offset: isize,

@@ -28,6 +28,7 @@ fn main() {
     let mut quick = false;
     let mut bench = false;
     let mut reads_only = false;
+    let mut rseq_only = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -35,6 +36,8 @@ fn main() {
             "--quick" => quick = true,
             // Only the read rows (fetch, zero, group reads, alloc): for measuring them alone.
             "--reads-only" => reads_only = true,
+            // Only the Linux programs' section (the rseq counter and its peers).
+            "--rseq-only" => rseq_only = true,
             // `cargo bench` passes `--bench`; `cargo test --benches` does not, and then the
             // run is a quick smoke test (still asserting every count).
             "--bench" => bench = true,
@@ -56,18 +59,25 @@ fn main() {
         reads::run(&mut sink, quick);
         return;
     }
-    throughput::run(&mut sink, quick);
-    handoff::run(&mut sink, quick);
-    single::run(&mut sink, quick);
-    reads::run(&mut sink, quick);
-    approx::run(&mut sink, quick);
-    memory::run(&mut sink);
+    if !rseq_only {
+        run_core(&mut sink, quick);
+    }
     #[cfg(all(
         target_os = "linux",
         any(target_arch = "x86_64", target_arch = "aarch64")
     ))]
     free_running::run(&mut sink, quick);
     sink.record("meta", "load after", "-", load_average(), "");
+}
+
+/// The sections of the per-CPU core (simulated CPUs).
+fn run_core(sink: &mut Sink, quick: bool) {
+    throughput::run(sink, quick);
+    handoff::run(sink, quick);
+    single::run(sink, quick);
+    reads::run(sink, quick);
+    approx::run(sink, quick);
+    memory::run(sink);
 }
 
 /// The 1, 5 and 15 minute load averages (Linux), to show what else was running.

@@ -1,65 +1,44 @@
 //! The user-space counter handle and its add.
 
-use super::registration::{self, Config, Path};
+use core::mem::ManuallyDrop;
+
+use super::fast::{self, imp};
+use super::registration::{self, Path};
 use super::Zone;
-
-// Plain `#[cfg]`s, not `cfg_if!`: tools that do not expand macros (rustfmt, cargo-mutants)
-// find the files.
-#[cfg(target_arch = "x86_64")]
-#[path = "../../arch/x86_64/rseq.rs"]
-mod imp;
-#[cfg(target_arch = "aarch64")]
-#[path = "../../arch/aarch64/rseq.rs"]
-mod imp;
-
-/// How this counter's add goes, cached from the process's [`Path`].
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    /// rseq, areas registered by glibc.
-    Rseq,
-    /// rseq, each thread's area registered by this crate on its first add.
-    RseqOwn,
-    /// `sched_getcpu()` and a locked add.
-    Fallback,
-}
 
 /// A per-CPU counter of a [`Zone`] (see the [module docs](super)); dropping it frees the
 /// slot.
 ///
-/// [`add`](Counter::add) may be called from any thread, and from signal handlers, with no
-/// binding or setup.
+/// Two words: the zone (for the reads, the slow path and the free) and the packed word the
+/// add reads (the slot's address and the block stride). [`add`](Counter::add) may be called
+/// from any thread, and from signal handlers, with no binding or setup.
 pub struct Counter<'z> {
-    inner: crate::counter::Counter<'z>,
-    /// Address of the slot in block 0.
-    slot0: usize,
-    /// Block `i`'s slot is at `slot0 + (i << shift)` (the stride is a power of two).
-    shift: u32,
-    nslots: usize,
-    rseq_offset: isize,
-    index_offset: usize,
-    mode: Mode,
+    zone: &'z Zone,
+    /// The add's word: the slot in block 0 and the stride's shift (`fast::counter_word`).
+    word: usize,
 }
 
 impl<'z> Counter<'z> {
-    pub(crate) fn new_in(zone: &'z Zone, cfg: &Config, inner: crate::counter::Counter<'z>) -> Self {
-        let mode = match cfg.path {
-            Path::Rseq {
-                glibc_registered: true,
-                ..
-            } => Mode::Rseq,
-            Path::Rseq { .. } => Mode::RseqOwn,
-            // (A zone never has an unusable path: making it failed.)
-            Path::Fallback { .. } | Path::Unusable { .. } => Mode::Fallback,
-        };
+    /// The handle of the slot at `off`, just allocated and cleared in `zone`, which it owns.
+    pub(crate) fn new_in(zone: &'z Zone, off: usize) -> Self {
         Counter {
-            slot0: zone.slot0(inner.offset()),
-            inner,
-            shift: zone.stride().trailing_zeros(),
-            nslots: zone.nslots(),
-            rseq_offset: cfg.rseq_offset,
-            index_offset: cfg.index_offset,
-            mode,
+            zone,
+            word: zone.counter_word(off),
         }
+    }
+
+    /// The counter whose add word is `word` in `zone`, as a view that frees nothing.
+    ///
+    /// # Safety
+    /// `word` is the word of a counter of `zone` that stays allocated while the view lives.
+    pub(super) unsafe fn view(zone: &'z Zone, word: usize) -> ManuallyDrop<Self> {
+        ManuallyDrop::new(Counter { zone, word })
+    }
+
+    /// The add's word, kept by a [`StaticCounter`](super::StaticCounter) (which then forgets
+    /// the counter: its slot is never freed).
+    pub(super) fn word(&self) -> usize {
+        self.word
     }
 
     /// Adds `v` (which may be negative) to the slot of the current CPU (or concurrency ID).
@@ -69,41 +48,7 @@ impl<'z> Counter<'z> {
     /// or signal inside it restarts it. See [`path`](super::path) for the others.
     #[inline(always)]
     pub fn add(&self, v: i64) {
-        let done = match self.mode {
-            // SAFETY: on this path glibc registered every thread before it ran any code (a
-            // failed registration of a new thread is fatal in glibc), so the index needs no
-            // registration check.
-            Mode::Rseq => unsafe { self.try_rseq_add::<false>(v) },
-            // SAFETY: the registration is checked in the section.
-            Mode::RseqOwn => unsafe { self.try_rseq_add::<true>(v) },
-            Mode::Fallback => false,
-        };
-        if !done {
-            self.add_slow(v);
-        }
-    }
-
-    /// One add through this thread's rseq area; `false` (nothing added) when the index is
-    /// out of range or, with `CHECK_REGISTERED`, the thread is not registered.
-    ///
-    /// # Safety
-    /// Without `CHECK_REGISTERED` the calling thread's area is registered.
-    #[inline(always)]
-    unsafe fn try_rseq_add<const CHECK_REGISTERED: bool>(&self, v: i64) -> bool {
-        // SAFETY: the slots `slot0 + (i << shift)` for `i < nslots` are this counter's live
-        // slots in the per-CPU blocks, which on the rseq path only rseq adds write;
-        // `rseq_offset` and `index_offset` are the process's (`registration`); the registration
-        // per the caller.
-        unsafe {
-            imp::try_add::<CHECK_REGISTERED>(
-                self.rseq_offset,
-                self.index_offset,
-                self.nslots,
-                self.shift,
-                self.slot0,
-                v,
-            )
-        }
+        add(self.zone, self.word, v)
     }
 
     /// Adds 1.
@@ -112,52 +57,10 @@ impl<'z> Counter<'z> {
         self.add(1)
     }
 
-    /// Everything but the rseq fast path: a thread to register, a thread whose registration
-    /// failed (locked add on the shared block), or the fallback (locked add on
-    /// `sched_getcpu()`'s block).
-    #[cold]
-    #[inline(never)]
-    fn add_slow(&self, v: i64) {
-        match self.mode {
-            Mode::Rseq => self.add_shared(v),
-            Mode::RseqOwn => {
-                if registration::register_current_thread(self.rseq_offset)
-                    // SAFETY: the registration is checked in the section.
-                    && unsafe { self.try_rseq_add::<true>(v) }
-                {
-                    return;
-                }
-                self.add_shared(v)
-            }
-            Mode::Fallback => {
-                // SAFETY: sched_getcpu has no preconditions (and is async-signal-safe).
-                let cpu = unsafe { libc::sched_getcpu() };
-                let block = if cpu >= 0 && (cpu as usize) < self.nslots {
-                    cpu as usize
-                } else {
-                    self.nslots
-                };
-                // SAFETY: `block <= nslots` is a block of the zone; on the fallback path every
-                // add to every block is locked.
-                unsafe { imp::locked_add(self.slot(block), v) }
-            }
-        }
-    }
-
-    /// A locked add on the shared block.
-    fn add_shared(&self, v: i64) {
-        // SAFETY: the shared block (`nslots`) is written only by locked adds.
-        unsafe { imp::locked_add(self.slot(self.nslots), v) }
-    }
-
-    fn slot(&self, block: usize) -> *mut u64 {
-        (self.slot0 + (block << self.shift)) as *mut u64
-    }
-
     /// The sum over all blocks since the last zero (the core's
     /// [`fetch`](crate::Counter::fetch)).
     pub fn fetch(&self) -> u64 {
-        self.inner.fetch()
+        self.zone.core().fetch(self.offset())
     }
 
     /// The signed count since the last zero: [`fetch`](Counter::fetch) read as two's
@@ -170,30 +73,106 @@ impl<'z> Counter<'z> {
 
     /// Resets the counter to 0, losslessly (the core's [`zero`](crate::Counter::zero)).
     pub fn zero(&self) {
-        self.inner.zero()
+        self.fetch_and_zero();
     }
 
     /// Returns the count since the last zero and zeroes it, as one step.
     pub fn fetch_and_zero(&self) -> u64 {
-        self.inner.fetch_and_zero()
+        self.zone.core().fetch_and_zero(self.offset())
     }
 
     /// The raw value of block `block`'s slot (`nslots` is the shared block).
     pub fn block_slot(&self, block: usize) -> Result<u64, crate::Error> {
-        self.inner.cpu_slot(block)
+        self.zone.core().slot_value(block, self.offset())
     }
 
     /// The slot's offset in every block: block `i`'s slot is at
     /// `zone.layout().base + i * zone.stride() + offset`.
     pub fn offset(&self) -> usize {
-        self.inner.offset()
+        fast::slot0(self.word) - self.zone.slot0(0)
+    }
+}
+
+impl Drop for Counter<'_> {
+    fn drop(&mut self) {
+        self.zone.core().free_run(self.offset(), 1);
+    }
+}
+
+/// The add of the counter whose word is `word` in `zone`: the fast path, else [`add_slow`].
+#[inline(always)]
+pub(super) fn add(zone: &Zone, word: usize, v: i64) {
+    // SAFETY: `word` is a live counter's word of `zone`, whose shift is not 0 only when the
+    // zone has the blocks the process word says (`Zone::counter_word`); on the rseq paths
+    // only rseq adds write those blocks.
+    if !unsafe { fast::try_add(word, v) } {
+        add_slow(zone, word, v)
+    }
+}
+
+/// Everything but the fast path: a zone with fewer blocks than the possible CPUs, an index
+/// past the process word's blocks, a thread to register, a thread whose registration failed
+/// (locked add on the shared block), an own registration with `mm_cid`, or the fallback
+/// (locked add on `sched_getcpu()`'s block).
+#[cold]
+#[inline(never)]
+fn add_slow(zone: &Zone, word: usize, v: i64) {
+    let cfg = zone.config();
+    let (nslots, shift, slot0) = (
+        zone.nslots(),
+        zone.stride().trailing_zeros(),
+        fast::slot0(word),
+    );
+    let slot = |block: usize| (slot0 + (block << shift)) as *mut u64;
+    // SAFETY: the shared block (`nslots`) is written only by locked adds.
+    let add_shared = || unsafe { imp::locked_add(slot(nslots), v) };
+    match cfg.path {
+        Path::Rseq {
+            glibc_registered: true,
+            ..
+        } => {
+            // SAFETY: glibc registered every thread before it ran any code (a failed
+            // registration of a new thread is fatal in glibc); the slots `slot0 + (i <<
+            // shift)`, `i < nslots`, are this counter's, which on this path only rseq adds
+            // write.
+            let done = unsafe {
+                imp::try_add::<false>(cfg.rseq_offset, cfg.index_offset, nslots, shift, slot0, v)
+            };
+            if !done {
+                add_shared()
+            }
+        }
+        Path::Rseq { .. } => {
+            // SAFETY: the registration is checked in the section; the slots as above.
+            let try_own = || unsafe {
+                imp::try_add::<true>(cfg.rseq_offset, cfg.index_offset, nslots, shift, slot0, v)
+            };
+            // Registered already (an own registration with `mm_cid` always comes here), else
+            // registered now, else (or with the index out of range) the shared block.
+            let registered_now = || registration::register_current_thread(cfg.rseq_offset);
+            if !(try_own() || registered_now() && try_own()) {
+                add_shared()
+            }
+        }
+        Path::Fallback { .. } | Path::Unusable { .. } => {
+            // SAFETY: sched_getcpu has no preconditions (and is async-signal-safe).
+            let cpu = unsafe { libc::sched_getcpu() };
+            let block = if cpu >= 0 && (cpu as usize) < nslots {
+                cpu as usize
+            } else {
+                nslots
+            };
+            // SAFETY: `block <= nslots` is a block of the zone; on the fallback path every
+            // add to every block is locked.
+            unsafe { imp::locked_add(slot(block), v) }
+        }
     }
 }
 
 impl core::fmt::Debug for Counter<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Counter")
-            .field("offset", &self.inner.offset())
+            .field("offset", &self.offset())
             .field("value", &self.fetch())
             .finish()
     }

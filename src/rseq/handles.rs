@@ -2,10 +2,10 @@
 //! the process-wide zone) and [`OwnedCounter`] (a counter that keeps its zone alive).
 
 use core::mem::ManuallyDrop;
-use core::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 
-use super::{Counter, Zone};
+use super::{fast, Counter, Zone};
 use crate::Error;
 
 /// A per-CPU counter declared as a `static`, in one line:
@@ -41,30 +41,90 @@ use crate::Error;
 /// before a signal handler can be the first to touch it. After that every method is
 /// async-signal-safe, as [`Counter`]'s are.
 pub struct StaticCounter {
-    slot: OnceLock<Result<Counter<'static>, Error>>,
-    /// The count when no slot could be had (`slot` holds the error).
+    /// [`UNSET`] before the first use, [`SPILLED`] when counting on `spill`, else the add
+    /// word of its counter in the process-wide zone (which is never freed).
+    word: AtomicUsize,
+    /// The count when no slot could be had.
     spill: AtomicU64,
 }
+
+/// A [`StaticCounter`] with no slot yet (a counter word is an address in a zone's mapping,
+/// never 0 or 1).
+const UNSET: usize = 0;
+/// A [`StaticCounter`] counting on its own atomic.
+const SPILLED: usize = 1;
 
 impl StaticCounter {
     /// A counter reading 0, with no slot yet (it is allocated on first use).
     pub const fn new() -> StaticCounter {
         StaticCounter {
-            slot: OnceLock::new(),
+            word: AtomicUsize::new(UNSET),
             spill: AtomicU64::new(0),
         }
     }
 
-    /// The per-CPU counter, allocated now if this is the first use; `None` when the
-    /// counter spills to its atomic (see [`error`](StaticCounter::error)).
+    /// The add word, allocating the slot now if this is the first use ([`SPILLED`] when the
+    /// counter counts on its atomic).
     #[inline(always)]
-    fn counter(&self) -> Option<&Counter<'static>> {
-        self.slot.get_or_init(Counter::new).as_ref().ok()
+    fn word(&self) -> usize {
+        // Acquire: the slot's clearing by `alloc` happens before this thread's adds to it.
+        match self.word.load(Ordering::Acquire) {
+            UNSET => self.first_use(),
+            word => word,
+        }
     }
 
-    /// Adds `v` (which may be negative), as [`Counter::add`].
+    /// Allocates the slot (or settles on the atomic), once: a thread that loses the race
+    /// frees its slot and takes the winner's.
+    #[cold]
+    #[inline(never)]
+    fn first_use(&self) -> usize {
+        let counter = Counter::new();
+        let word = counter.as_ref().map_or(SPILLED, Counter::word);
+        match self
+            .word
+            .compare_exchange(UNSET, word, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => {
+                // The slot is the static's for the life of the process.
+                core::mem::forget(counter);
+                word
+            }
+            // Broken on purpose (test only): the loser's first add goes to its own slot,
+            // which it frees right after (the counter drops here), so that add is lost.
+            #[cfg(pcpu_counter_broken = "static_first_use_keeps_own_slot")]
+            Err(_) => word,
+            #[cfg(not(pcpu_counter_broken = "static_first_use_keeps_own_slot"))]
+            Err(theirs) => theirs,
+        }
+    }
+
+    /// The per-CPU counter as a view, `None` when the counter spills to its atomic.
+    fn counter(&self) -> Option<ManuallyDrop<Counter<'static>>> {
+        let word = self.word();
+        let zone = super::global_zone().ok().filter(|_| word != SPILLED)?;
+        // SAFETY: a word other than SPILLED is the word of a counter of the process-wide
+        // zone that was forgotten, so it stays allocated for the life of the process.
+        Some(unsafe { Counter::view(zone, word) })
+    }
+
+    /// Adds `v` (which may be negative), as [`Counter::add`]: two loads (the counter's word
+    /// and the process's) and the critical section.
     #[inline(always)]
     pub fn add(&self, v: i64) {
+        let word = self.word.load(Ordering::Acquire);
+        // SAFETY: a word above SPILLED is the word of a counter of the process-wide zone,
+        // allocated for the life of the process; it was made with that zone's block count.
+        if word > SPILLED && unsafe { fast::try_add(word, v) } {
+            return;
+        }
+        self.add_cold(v)
+    }
+
+    /// The add off the fast path: the first use, the atomic, or the rseq slow path.
+    #[cold]
+    #[inline(never)]
+    fn add_cold(&self, v: i64) {
         match self.counter() {
             Some(c) => c.add(v),
             None => {
@@ -110,7 +170,15 @@ impl StaticCounter {
     /// in use at its first use, or the error that making that zone gave. `None` when it is
     /// per-CPU (this call allocates its slot if it had none yet).
     pub fn error(&self) -> Option<Error> {
-        self.slot.get_or_init(Counter::new).as_ref().err().copied()
+        if self.word() != SPILLED {
+            return None;
+        }
+        Some(match super::global_zone() {
+            Err(e) => e,
+            Ok(zone) => Error::ZoneFull {
+                capacity: zone.capacity(),
+            },
+        })
     }
 }
 

@@ -89,6 +89,7 @@
 //! may have held at the fork, and allocate).
 
 mod counter;
+mod fast;
 mod handles;
 mod registration;
 mod zone;

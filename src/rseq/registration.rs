@@ -108,6 +108,8 @@ pub(crate) struct Config {
     pub(crate) rseq_offset: isize,
     /// Offset of the index field in the area (`cpu_id` or `mm_cid`).
     pub(crate) index_offset: usize,
+    /// The possible CPUs: the blocks of a zone made with [`Zone::new`](super::Zone::new).
+    pub(crate) nslots: usize,
 }
 
 static CONFIG: OnceLock<Result<Config, Error>> = OnceLock::new();
@@ -272,6 +274,7 @@ fn fallback(reason: &'static str) -> Config {
         path: Path::Fallback { reason },
         rseq_offset: 0,
         index_offset: CPU_ID_OFFSET,
+        nslots: possible_cpus(),
     }
 }
 
@@ -328,6 +331,7 @@ fn choose(req: Request) -> Config {
             Index::Cpu => CPU_ID_OFFSET,
             Index::ConcurrencyId => MM_CID_OFFSET,
         },
+        nslots: possible_cpus(),
     }
 }
 

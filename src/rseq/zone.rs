@@ -5,8 +5,8 @@ use core::mem::ManuallyDrop;
 use core::ptr::NonNull;
 use std::alloc::Layout;
 
-use super::registration::{config, possible_cpus, Config};
-use super::{Counter, Path};
+use super::registration::{config, Config};
+use super::{fast, Counter, Path};
 use crate::{Error, ZoneLayout};
 
 /// The page size the blocks are aligned to.
@@ -55,14 +55,16 @@ impl Zone {
     /// - [`Error::OutOfMemory`] when the mapping cannot be made writable or the metadata
     ///   (8 bytes and a bit per counter) cannot be allocated.
     pub fn new(counters: usize) -> Result<Zone, Error> {
-        Self::with_slots(possible_cpus(), counters)
+        Self::with_slots(config()?.nslots, counters)
     }
 
     /// As [`new`](Zone::new) with `nslots` per-CPU blocks instead of the possible CPUs
     /// ([`Error::NoCpus`] for 0).
     ///
     /// A thread whose index (CPU or concurrency ID) is not below `nslots` adds to the shared
-    /// block with a locked add, so any `nslots >= 1` counts exactly.
+    /// block with a locked add, so any `nslots >= 1` counts exactly. With fewer blocks than
+    /// the possible CPUs every add of the zone goes through the add's out-of-line path (a
+    /// call, and the zone's values loaded there): meant for tests and odd sizes, not speed.
     pub fn with_slots(nslots: usize, counters: usize) -> Result<Zone, Error> {
         let cfg = config()?;
         if nslots == 0 {
@@ -87,6 +89,10 @@ impl Zone {
         let blocks = nslots.checked_add(1).ok_or(Error::AddressOverflow)?;
         let map_len = stride.checked_mul(blocks).ok_or(Error::AddressOverflow)?;
         let map = Mapping::new(map_len)?;
+        if map.base.as_ptr() as usize + map_len > fast::ADDR_LIMIT {
+            // Not on Linux today (user space ends below 2^56): the add's word could not hold it.
+            return Err(Error::AddressOverflow);
+        }
         let layout = ZoneLayout::dense(map.base.as_ptr() as usize, stride, blocks);
         let meta = Meta::zeroed(layout.meta_words())?;
         // SAFETY: the words are this zone's alone, zeroed, and freed only after the core
@@ -97,6 +103,7 @@ impl Zone {
         // Its own area: the process has no per-CPU register for a global one to describe, and
         // any number of rseq zones live side by side.
         let core = unsafe { crate::zone::Zone::from_raw_parts_own_area(layout, words) }?;
+        fast::publish(cfg);
         Ok(Zone {
             core: ManuallyDrop::new(core),
             map,
@@ -110,8 +117,8 @@ impl Zone {
     /// Allocates a counter that reads 0. Fails with [`Error::ZoneFull`] when every slot is
     /// in use.
     pub fn alloc(&self) -> Result<Counter<'_>, Error> {
-        let inner = self.core.alloc()?;
-        Ok(Counter::new_in(self, self.cfg, inner))
+        let off = self.core.alloc_run(1)?;
+        Ok(Counter::new_in(self, off))
     }
 
     /// Where the blocks lie: `nslots + 1` blocks (the last the shared one) of
@@ -189,6 +196,28 @@ impl Zone {
     /// The address of counter offset `off`'s slot in block 0.
     pub(crate) fn slot0(&self, off: usize) -> usize {
         self.map.base.as_ptr() as usize + off
+    }
+
+    /// The add's word for the counter at offset `off`: with the stride's shift when the zone
+    /// has every block the fast path may pick (the process word's, the possible CPUs), else
+    /// with 0 (the slow path, which checks the zone's own block count).
+    pub(crate) fn counter_word(&self, off: usize) -> usize {
+        let shift = if self.nslots >= self.cfg.nslots {
+            self.stride.trailing_zeros()
+        } else {
+            0
+        };
+        fast::counter_word(self.slot0(off), shift)
+    }
+
+    /// The core zone: reads, zeroes, frees.
+    pub(crate) fn core(&self) -> &crate::zone::Zone<'static> {
+        &self.core
+    }
+
+    /// The process's configuration, as this zone was made with.
+    pub(crate) fn config(&self) -> &'static Config {
+        self.cfg
     }
 }
 

@@ -10,8 +10,10 @@
 //!   `pcpu_counter_broken="early_init_without_waiting"` (an `init` that does not wait for
 //!   early adds in flight), whose test must catch the lost adds, and `tests/approx.rs` with
 //!   `pcpu_counter_broken="approx_racy_carry"` (the approximate counter's carry as a load and
-//!   a store), whose carry race must catch a lost carry; one build with both (own target dir
-//!   `target/broken`).
+//!   a store), whose carry race must catch a lost carry, and `tests/rseq.rs` with
+//!   `pcpu_counter_broken="static_first_use_keeps_own_slot"` (a static counter's first use
+//!   whose loser adds to its own, freed slot), whose first-use race must catch a lost add;
+//!   one build with all three (own target dir `target/broken`).
 //! - `property`: `cargo test --test model --test config_fuzz --test approx` (256 cases per
 //!   property).
 //! - `fuzz`: the same property tests with `PROPTEST_CASES` cases (default 2000,
@@ -253,18 +255,23 @@ fn broken(root: &Path) -> (bool, String) {
     let mut cmd = cargo(root);
     // Both broken variants in one build (a cfg may hold several values), each suite running
     // only its test that must catch its variant.
-    cmd.args(["test", "--test", "early", "--test", "approx", "--"])
-        .args(["init_that_does_not_wait", "carry_that_is_not_atomic"])
+    cmd.args(["test", "--test", "early", "--test", "approx"])
+        .args(["--test", "rseq", "--"])
+        .args([
+            "init_that_does_not_wait",
+            "carry_that_is_not_atomic",
+            "loser_that_keeps_its_slot",
+        ])
         .env(
             "RUSTFLAGS",
-            r#"--cfg pcpu_counter_broken="early_init_without_waiting" --cfg pcpu_counter_broken="approx_racy_carry""#,
+            r#"--cfg pcpu_counter_broken="early_init_without_waiting" --cfg pcpu_counter_broken="approx_racy_carry" --cfg pcpu_counter_broken="static_first_use_keeps_own_slot""#,
         )
         .env("CARGO_TARGET_DIR", root.join("target/broken"));
     let (ok, text) = capture(cmd, false);
     let (passed, failed) = test_counts(&text);
     (
-        ok && passed == 2,
-        format!("tests/early.rs against the init that does not wait, tests/approx.rs against the carry that is not atomic: {passed} passed (each test caught its variant), {failed} failed"),
+        ok && passed == 3,
+        format!("tests/early.rs against the init that does not wait, tests/approx.rs against the carry that is not atomic, tests/rseq.rs against a static counter's first use that keeps the loser's slot: {passed} passed (each test caught its variant), {failed} failed"),
     )
 }
 

@@ -1160,13 +1160,57 @@ fn static_counter_zone_full_child() {
     assert!(format!("{LATE:?}").contains("ZoneFull"), "{LATE:?}");
 }
 
+/// Counters add inline (two loads and the critical section) on the paths that need no check
+/// per add, in zones with a block for every possible CPU; elsewhere through the out-of-line
+/// path, counting exactly all the same. Run in every profile (`.ci/rseq.sh`, the children).
+#[test]
+fn adds_inline_where_the_path_allows() {
+    let path = rseq::path();
+    let inline = matches!(
+        path,
+        Path::Rseq {
+            glibc_registered: true,
+            ..
+        } | Path::Rseq {
+            index: Index::Cpu,
+            ..
+        }
+    );
+    let z = zone();
+    assert_eq!(z.adds_inline(), inline, "{path}");
+    assert_eq!(rseq::global_zone().unwrap().adds_inline(), inline, "{path}");
+    let more = rseq::Zone::with_slots(z.nslots() + 1, 8).unwrap();
+    assert_eq!(more.adds_inline(), inline, "{path}: more blocks than CPUs");
+    let one = rseq::Zone::with_slots(1, 8).unwrap();
+    assert_eq!(
+        one.adds_inline(),
+        inline && z.nslots() == 1,
+        "{path}: one block"
+    );
+    for zone in [&more, &one] {
+        let c = zone.alloc().unwrap();
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                let c = &c;
+                s.spawn(move || {
+                    pin(Some(t));
+                    (0..1000).for_each(|_| c.add(3));
+                });
+            }
+        });
+        assert_eq!(c.fetch(), 12_000, "{path}");
+    }
+}
+
 /// The handles are as small as they need: a counter is its zone and its add's word, a static
-/// counter its word and the atomic it counts on when the process-wide zone is full.
+/// counter its word and the atomic it counts on when the process-wide zone is full, an owned
+/// counter a counter and its zone's `Arc`.
 #[test]
 fn handles_are_two_words() {
     let word = std::mem::size_of::<usize>();
     assert_eq!(std::mem::size_of::<rseq::Counter<'_>>(), 2 * word);
     assert_eq!(std::mem::size_of::<rseq::StaticCounter>(), 2 * word);
+    assert_eq!(std::mem::size_of::<rseq::OwnedCounter>(), 3 * word);
 }
 
 /// Static counters first used by several threads at once, each thread adding right at its

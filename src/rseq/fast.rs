@@ -56,8 +56,10 @@ pub(super) fn publish(cfg: &Config) {
         return;
     };
     if fast && cfg.nslots < 1 << 24 {
-        let word =
-            u64::from(roff as u32) | (cfg.index_offset as u64) << 32 | (cfg.nslots as u64) << 40;
+        // (Three fields of disjoint bits.)
+        let word = u64::from(roff as u32)
+            + ((cfg.index_offset as u64) << 32)
+            + ((cfg.nslots as u64) << 40);
         PROCESS.store(word, Relaxed);
     }
 }
@@ -71,6 +73,16 @@ pub(super) fn counter_word(slot0: usize, shift: u32) -> usize {
         return slot0;
     }
     slot0 | (shift as usize) << 56
+}
+
+/// Whether the process word lets an index below `nslots` (the possible CPUs) add inline.
+pub(super) fn covers(nslots: usize) -> bool {
+    (PROCESS.load(Relaxed) >> 40) as usize == nslots
+}
+
+/// Whether a counter with this word adds on the fast path.
+pub(super) fn is_inline(word: usize) -> bool {
+    word >= ADDR_LIMIT
 }
 
 /// The address of the slot in block 0 that `word` holds.
@@ -88,8 +100,7 @@ pub(super) fn slot0(word: usize) -> usize {
 /// has the blocks the process word says, which only rseq adds write.
 #[inline(always)]
 pub(super) unsafe fn try_add(word: usize, v: i64) -> bool {
-    if word < ADDR_LIMIT {
-        // Shift 0: the slow path.
+    if !is_inline(word) {
         return false;
     }
     // Published before the counter was made, and never changed after: the load sees it.

@@ -23,6 +23,13 @@
 //! [`Counter::fetch`] sums the blocks; `zero` and `fetch_and_zero` are the core's lossless
 //! baselines. For counters of your own lifetime and capacity, make a [`Zone`].
 //!
+//! A [`Counter`] is two words (its zone, and the add's word: the slot's address and the
+//! block stride, packed), a [`StaticCounter`] two (that word, and the atomic it counts on
+//! when the process-wide zone is full). The add loads that word and one word of the process
+//! (the rseq area's offset, the index field, the block count) and runs the section; where it
+//! cannot ([`Zone::adds_inline`]: the paths that check every add, a zone with fewer blocks
+//! than CPUs) it calls the out-of-line path, exact all the same.
+//!
 //! # The path
 //! Chosen once per process, at the first zone, and reported by [`path`]:
 //! - [`Path::Rseq`] with glibc's registration (glibc 2.35+ registers every thread; it finds

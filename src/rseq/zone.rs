@@ -152,6 +152,15 @@ impl Zone {
         self.cfg.path
     }
 
+    /// Whether this zone's counters add inline: two loads (the counter's word and the
+    /// process's) and the critical section. `false`, their adds going through an out-of-line
+    /// call that loads the zone's values (exact all the same), on the paths that check every
+    /// add (the fallback, this crate's own registration with `mm_cid`) and for a zone with
+    /// fewer blocks than the possible CPUs ([`with_slots`](Zone::with_slots)).
+    pub fn adds_inline(&self) -> bool {
+        fast::is_inline(self.counter_word(0)) && fast::covers(self.cfg.nslots)
+    }
+
     /// Virtual size of the zone's mapping: `(nslots + 1) * stride`.
     pub fn mapped_bytes(&self) -> usize {
         self.map.len

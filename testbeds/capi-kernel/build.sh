@@ -44,6 +44,10 @@ for spec in "${targets[@]}"; do
     if [ "${RISCV_GP:-0}" = 1 ] && [[ "$t" == riscv64* ]]; then
         feature_flags=(--features pcpu-counter/riscv-gp) reg=gp
     fi
+    # The library's panic locations name its source files relative to the checkout
+    # (`src/zone.rs`), not by the checkout's path: the library, and its footprint, are the
+    # same in any checkout.
+    RUSTFLAGS="${RUSTFLAGS:-} --remap-path-prefix=$PWD/=" \
     PATH="$(dirname "$cargo_bin"):$PATH" RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$PWD/target/capi-kernel" \
         "$cargo_bin" build --quiet --release --manifest-path testbeds/capi-kernel/Cargo.toml --target "$spec" \
         "${std_flags[@]}" "${feature_flags[@]}" "${json[@]}"

@@ -3,11 +3,11 @@
 //!
 //! ```text
 //! 6: adrp x, 3f ; add x, x, :lo12:3f   descriptor
-//!    mrs  a, tpidr_el0 ; add a, a, rseq_offset
-//!    str  x, [a, #8]                    arm: rseq_cs = &descriptor
-//! 2: ldrsw x, [a, #4] ; tbnz x, #63, fail   start_ip; only when CHECK_REGISTERED:
+//!    mrs  a, tpidr_el0 ; add a, a, at   the index field (`at` = __rseq_offset + I)
+//!    stur x, [a, #8 - I]                arm: rseq_cs = &descriptor
+//! 2: ldursw x, [a, #4 - I] ; tbnz x, #63, fail   start_ip; only when CHECK_REGISTERED:
 //!                                       cpu_id is -1/-2 while the thread is unregistered
-//!    ldr  w, [a, index] ; cmp ; b.hs fail   cpu_id or mm_cid, below nslots
+//!    ldr  w, [a] ; cmp ; b.hs fail      cpu_id (I = 4) or mm_cid (I = 24), below nslots
 //!    madd x, x, stride, slot0
 //!    ldr  t, [x] ; add t, t, v
 //!    str  t, [x]                        the commit
@@ -22,9 +22,8 @@
 /// # Safety
 /// As the x86_64 `try_add`.
 #[inline(always)]
-pub(crate) unsafe fn try_add<const CHECK_REGISTERED: bool>(
-    rseq_offset: isize,
-    index_offset: usize,
+pub(crate) unsafe fn try_add<const CHECK_REGISTERED: bool, const INDEX_OFFSET: usize>(
+    index_at: isize,
     nslots: usize,
     shift: u32,
     slot0: usize,
@@ -37,14 +36,14 @@ pub(crate) unsafe fn try_add<const CHECK_REGISTERED: bool>(
             "adrp {d}, 3f",
             "add {d}, {d}, :lo12:3f",
             "mrs {a}, tpidr_el0",
-            "add {a}, {a}, {roff}",
-            "str {d}, [{a}, #8]",
+            "add {a}, {a}, {at}",
+            "stur {d}, [{a}, #{cs}]",
             "2:",
             ".if {check}",
-            "ldrsw {d}, [{a}, #4]",
+            "ldursw {d}, [{a}, #{cpu}]",
             "tbnz {d}, #63, {fail}",
             ".endif",
-            "ldr {d:w}, [{a}, {ioff}]",
+            "ldr {d:w}, [{a}]",
             "cmp {d}, {n}",
             "b.hs {fail}",
             "madd {d}, {d}, {stride}, {slot0}",
@@ -64,8 +63,9 @@ pub(crate) unsafe fn try_add<const CHECK_REGISTERED: bool>(
             "b 6b",
             ".popsection",
             check = const CHECK_REGISTERED as u8,
-            roff = in(reg) rseq_offset,
-            ioff = in(reg) index_offset,
+            cs = const 8 - INDEX_OFFSET as isize,
+            cpu = const 4 - INDEX_OFFSET as isize,
+            at = in(reg) index_at,
             n = in(reg) nslots,
             stride = in(reg) 1usize << shift,
             slot0 = in(reg) slot0,

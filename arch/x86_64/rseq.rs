@@ -3,16 +3,20 @@
 //!
 //! ```text
 //! 6: lea  rdx, [rip + 3f]                   descriptor
-//!    mov  fs:[rseq_offset + 8], rdx         arm: rseq_cs = &descriptor (fs: is the thread
-//!                                           pointer, so fs:[rseq_offset] is the area)
-//! 2: cmp  dword fs:[rseq_offset + 4], 0 ; jl fail   start_ip; only when CHECK_REGISTERED:
+//!    mov  fs:[at + 8 - I], rdx              arm: rseq_cs = &descriptor (fs: is the thread
+//!                                           pointer; `at` = __rseq_offset + I, the index
+//!                                           field's offset from it)
+//! 2: cmp  dword fs:[at + 4 - I], 0 ; jl fail   start_ip; only when CHECK_REGISTERED:
 //!                                           cpu_id is -1/-2 while the thread is unregistered
-//!    mov  edx, fs:[rseq_offset + index]     cpu_id or mm_cid
+//!    mov  edx, fs:[at]                      cpu_id (I = 4) or mm_cid (I = 24)
 //!    cmp  rdx, nslots ; jae fail            an index the zone does not cover
 //!    shl  rdx, cl                           times the block stride (1 << shift)
 //!    add  qword ptr [rdx + slot0], v        the commit: one non-locked add
 //! 4:                                        post-commit
 //! ```
+//!
+//! The index field's offset `I` is a constant of the code, not a value the add loads: the
+//! caller picks the copy of the section for the process's index.
 //!
 //! The abort handler (section `__rseq_failure`, behind `ud1` + the signature 0x53053053)
 //! jumps back to `6:`, re-arming (the kernel cleared `rseq_cs`) and retrying. `fail` is an
@@ -29,14 +33,13 @@
 /// check.
 ///
 /// # Safety
-/// `rseq_offset` is glibc's `__rseq_offset`; `index_offset` is 4 (`cpu_id`) or 24
+/// `index_at` is glibc's `__rseq_offset` plus `INDEX_OFFSET`, which is 4 (`cpu_id`) or 24
 /// (`mm_cid`); `slot0 + (i << shift)` is a live, aligned slot for every `i < nslots`,
 /// written only by rseq adds; without `CHECK_REGISTERED`, the calling thread is registered
-/// or `index_offset` is 4 and `nslots` below 2^32 - 2.
+/// or `INDEX_OFFSET` is 4 and `nslots` below 2^32 - 2.
 #[inline(always)]
-pub(crate) unsafe fn try_add<const CHECK_REGISTERED: bool>(
-    rseq_offset: isize,
-    index_offset: usize,
+pub(crate) unsafe fn try_add<const CHECK_REGISTERED: bool, const INDEX_OFFSET: usize>(
+    index_at: isize,
     nslots: usize,
     shift: u32,
     slot0: usize,
@@ -48,13 +51,13 @@ pub(crate) unsafe fn try_add<const CHECK_REGISTERED: bool>(
         core::arch::asm!(
             "6:",
             "lea rdx, [rip + 3f]",
-            "mov qword ptr fs:[{roff} + 8], rdx",
+            "mov qword ptr fs:[{at} + {cs}], rdx",
             "2:",
             ".if {check}",
-            "cmp dword ptr fs:[{roff} + 4], 0",
+            "cmp dword ptr fs:[{at} + {cpu}], 0",
             "jl {fail}",
             ".endif",
-            "mov edx, dword ptr fs:[{roff} + {ioff}]",
+            "mov edx, dword ptr fs:[{at}]",
             "cmp rdx, {n}",
             "jae {fail}",
             "shl rdx, cl",
@@ -73,8 +76,9 @@ pub(crate) unsafe fn try_add<const CHECK_REGISTERED: bool>(
             "jmp 6b",
             ".popsection",
             check = const CHECK_REGISTERED as u8,
-            roff = in(reg) rseq_offset,
-            ioff = in(reg) index_offset,
+            cs = const 8 - INDEX_OFFSET as isize,
+            cpu = const 4 - INDEX_OFFSET as isize,
+            at = in(reg) index_at,
             n = in(reg) nslots,
             in("rcx") shift as usize,
             slot0 = in(reg) slot0,

@@ -3,7 +3,7 @@
 use core::mem::ManuallyDrop;
 
 use super::fast::{self, imp};
-use super::registration::{self, Path};
+use super::registration::{self, Config, Path, CPU_ID_OFFSET, MM_CID_OFFSET};
 use super::Zone;
 
 /// A per-CPU counter of a [`Zone`] (see the [module docs](super)); dropping it frees the
@@ -135,18 +135,14 @@ fn add_slow(zone: &Zone, word: usize, v: i64) {
             // registration of a new thread is fatal in glibc); the slots `slot0 + (i <<
             // shift)`, `i < nslots`, are this counter's, which on this path only rseq adds
             // write.
-            let done = unsafe {
-                imp::try_add::<false>(cfg.rseq_offset, cfg.index_offset, nslots, shift, slot0, v)
-            };
+            let done = unsafe { try_add::<false>(cfg, nslots, shift, slot0, v) };
             if !done {
                 add_shared()
             }
         }
         Path::Rseq { .. } => {
             // SAFETY: the registration is checked in the section; the slots as above.
-            let try_own = || unsafe {
-                imp::try_add::<true>(cfg.rseq_offset, cfg.index_offset, nslots, shift, slot0, v)
-            };
+            let try_own = || unsafe { try_add::<true>(cfg, nslots, shift, slot0, v) };
             // Registered already (an own registration with `mm_cid` always comes here), else
             // registered now, else (or with the index out of range) the shared block.
             let registered_now = || registration::register_current_thread(cfg.rseq_offset);
@@ -175,5 +171,27 @@ impl core::fmt::Debug for Counter<'_> {
             .field("offset", &self.offset())
             .field("value", &self.fetch())
             .finish()
+    }
+}
+
+/// The arch's section for the process's index field (`cfg`'s).
+///
+/// # Safety
+/// As the arch's `try_add`, with the thread pointer offset and index field of `cfg`.
+unsafe fn try_add<const CHECK_REGISTERED: bool>(
+    cfg: &Config,
+    nslots: usize,
+    shift: u32,
+    slot0: usize,
+    v: i64,
+) -> bool {
+    let at = cfg.rseq_offset + cfg.index_offset as isize;
+    // SAFETY: per the caller; `at` is the offset of the field `index_offset` names.
+    unsafe {
+        if cfg.index_offset == MM_CID_OFFSET {
+            imp::try_add::<CHECK_REGISTERED, MM_CID_OFFSET>(at, nslots, shift, slot0, v)
+        } else {
+            imp::try_add::<CHECK_REGISTERED, CPU_ID_OFFSET>(at, nslots, shift, slot0, v)
+        }
     }
 }

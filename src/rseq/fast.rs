@@ -7,10 +7,12 @@
 //! keep them in registers across the section's `asm!` (it may write memory), so every field
 //! is reloaded at every add, and fields were the add's cost.
 //!
-//! - The process word ([`publish`]): bits 0..32 the `__rseq_offset` (as `i32`), bits 32..40
-//!   the index field's offset in `struct rseq` (4: `cpu_id`, 24: `mm_cid`), bits 40..64 the
-//!   blocks every fast zone has (the possible CPUs). 0, its value until the first zone and on
-//!   the paths that need a check per add, sends every add to the slow path.
+//! - The process word ([`publish`]): bits 0..32 the index field's offset from the thread
+//!   pointer (`__rseq_offset` plus 4 for `cpu_id` or 24 for `mm_cid`, as an `i32`), bit 32
+//!   set for `mm_cid` (the add runs the copy of the section made for that field), bits
+//!   33..64 the blocks every fast zone has (the possible CPUs). It is 0 until the first
+//!   zone, and stays 0 on the paths that need a check per add: counters made then take the
+//!   slow path.
 //! - The counter word ([`counter_word`]): bits 0..56 the slot's address in block 0 (Linux
 //!   user addresses lie below 2^56 on x86_64 and aarch64), bits 56..64 the stride's shift;
 //!   0 there sends the counter's adds to the slow path (a zone with fewer blocks than the
@@ -18,7 +20,7 @@
 
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use super::registration::{Config, Index, Path};
+use super::registration::{Config, Index, Path, CPU_ID_OFFSET, MM_CID_OFFSET};
 
 #[cfg(target_arch = "x86_64")]
 #[path = "../../arch/x86_64/rseq.rs"]
@@ -36,6 +38,9 @@ const ADDR_MASK: usize = (1 << 56) - 1;
 /// Addresses a counter word can hold: below 2^56.
 pub(super) const ADDR_LIMIT: usize = 1 << 56;
 
+/// The process word's bit for the `mm_cid` index.
+const CID: u64 = 1 << 32;
+
 /// Makes the process word from the process's configuration, once a zone exists (idempotent):
 /// the fast path for glibc's registration, and for a registration of this crate's own with the
 /// `cpu_id` index, whose -1/-2 on an unregistered thread fails the fast path's range check.
@@ -52,14 +57,18 @@ pub(super) fn publish(cfg: &Config) {
         } => true,
         Path::Rseq { .. } | Path::Fallback { .. } | Path::Unusable { .. } => false,
     };
-    let Ok(roff) = i32::try_from(cfg.rseq_offset) else {
+    let at = cfg.rseq_offset.checked_add(cfg.index_offset as isize);
+    let Some(Ok(at)) = at.map(i32::try_from) else {
         return;
     };
-    if fast && cfg.nslots < 1 << 24 {
+    if fast && cfg.nslots < 1 << 31 {
+        let cid = if cfg.index_offset == MM_CID_OFFSET {
+            CID
+        } else {
+            0
+        };
         // (Three fields of disjoint bits.)
-        let word = u64::from(roff as u32)
-            + ((cfg.index_offset as u64) << 32)
-            + ((cfg.nslots as u64) << 40);
+        let word = u64::from(at as u32) + cid + ((cfg.nslots as u64) << 33);
         PROCESS.store(word, Relaxed);
     }
 }
@@ -77,7 +86,7 @@ pub(super) fn counter_word(slot0: usize, shift: u32) -> usize {
 
 /// Whether the process word lets an index below `nslots` (the possible CPUs) add inline.
 pub(super) fn covers(nslots: usize) -> bool {
-    (PROCESS.load(Relaxed) >> 40) as usize == nslots
+    (PROCESS.load(Relaxed) >> 33) as usize == nslots
 }
 
 /// Whether a counter with this word adds on the fast path.
@@ -105,17 +114,17 @@ pub(super) unsafe fn try_add(word: usize, v: i64) -> bool {
     }
     // Published before the counter was made, and never changed after: the load sees it.
     let process = PROCESS.load(Relaxed);
+    let (at, nslots) = (process as u32 as i32 as isize, (process >> 33) as usize);
+    let (shift, slot0) = ((word >> 56) as u32, word & ADDR_MASK);
     // SAFETY: the process word describes the process's configuration: on its paths every
     // thread's area is registered (glibc's) or reads a negative `cpu_id`, which the range
-    // check refuses; the slots per the caller.
+    // check refuses; `at` is the index field's offset, of the field the bit names; the slots
+    // per the caller.
     unsafe {
-        imp::try_add::<false>(
-            process as u32 as i32 as isize,
-            (process >> 32) as u8 as usize,
-            (process >> 40) as usize,
-            (word >> 56) as u32,
-            word & ADDR_MASK,
-            v,
-        )
+        if process & CID != 0 {
+            imp::try_add::<false, MM_CID_OFFSET>(at, nslots, shift, slot0, v)
+        } else {
+            imp::try_add::<false, CPU_ID_OFFSET>(at, nslots, shift, slot0, v)
+        }
     }
 }

@@ -69,8 +69,9 @@ pub fn section(o: &mut String, r: &Results, cores: usize) -> Result<(), String> 
             "**8 counters in turn.** The adds no longer wait for each other, so each add's own \
              work is what counts: the arming store, the index load and check, the shift and \
              the add, plus the two words it loads and unpacks (the counter's: slot and stride; \
-             the process's: rseq offset, index field, block count; 14 instructions in all on \
-             x86_64). The plain add to 8 fixed globals is a load and a store each.",
+             the process's: the index field's offset, which field, the block count; about 13 \
+             instructions in all on x86_64). The plain add to 8 fixed globals is a load and a \
+             store each.",
         ),
         (
             "vs `sched_getcpu` + locked add on per-CPU slots",
@@ -107,7 +108,7 @@ pub fn section(o: &mut String, r: &Results, cores: usize) -> Result<(), String> 
              to a computed address) plus the index load: a loop of bare rseq adds with every \
              value in registers runs at 2 cycles per add (0.54 ns here), the store rate. Past \
              that floor the rest is the process's word, which the compiler must reload after \
-             every section (it may write memory) and unpack (5 instructions), and the \
+             every section (it may write memory) and unpack (4 instructions), and the \
              counter's word. The `Cell` pays elsewhere: no other thread can read it.",
         ),
         (

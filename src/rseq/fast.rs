@@ -81,12 +81,12 @@ pub(super) fn counter_word(slot0: usize, shift: u32) -> usize {
     if PROCESS.load(Relaxed) == 0 {
         return slot0;
     }
-    slot0 | (shift as usize) << 56
+    slot0 + ((shift as usize) << 56)
 }
 
-/// Whether the process word lets an index below `nslots` (the possible CPUs) add inline.
-pub(super) fn covers(nslots: usize) -> bool {
-    (PROCESS.load(Relaxed) >> 33) as usize == nslots
+/// The blocks the process word lets an index pick inline (0 before it is published).
+pub(super) fn block_count() -> usize {
+    (PROCESS.load(Relaxed) >> 33) as usize
 }
 
 /// Whether a counter with this word adds on the fast path.
@@ -103,7 +103,8 @@ pub(super) fn slot0(word: usize) -> usize {
 /// path or the thread's index is not below the process word's block count.
 ///
 /// # Safety
-/// `word` is a live counter's word ([`counter_word`]); a shift other than 0 in it says that
+/// `word` is below [`ADDR_LIMIT`] (then nothing is added), or a live counter's word
+/// ([`counter_word`]); a shift other than 0 in it says that
 /// the process word was published, as a fast one, before the counter was made (which
 /// happens before this add: the counter reached this thread), and that the counter's zone
 /// has the blocks the process word says, which only rseq adds write.

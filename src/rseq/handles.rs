@@ -53,6 +53,8 @@ pub struct StaticCounter {
 const UNSET: usize = 0;
 /// A [`StaticCounter`] counting on its own atomic.
 const SPILLED: usize = 1;
+// The fast path refuses both: they are below any counter word.
+const _: () = assert!(UNSET < fast::ADDR_LIMIT && SPILLED < fast::ADDR_LIMIT);
 
 impl StaticCounter {
     /// A counter reading 0, with no slot yet (it is allocated on first use).
@@ -113,9 +115,10 @@ impl StaticCounter {
     #[inline(always)]
     pub fn add(&self, v: i64) {
         let word = self.word.load(Ordering::Acquire);
-        // SAFETY: a word above SPILLED is the word of a counter of the process-wide zone,
-        // allocated for the life of the process; it was made with that zone's block count.
-        if word > SPILLED && unsafe { fast::try_add(word, v) } {
+        // SAFETY: UNSET and SPILLED lie below the address limit (the fast path refuses
+        // them); any other word is the word of a counter of the process-wide zone, allocated
+        // for the life of the process.
+        if unsafe { fast::try_add(word, v) } {
             return;
         }
         self.add_cold(v)

@@ -158,7 +158,7 @@ impl Zone {
     /// add (the fallback, this crate's own registration with `mm_cid`) and for a zone with
     /// fewer blocks than the possible CPUs ([`with_slots`](Zone::with_slots)).
     pub fn adds_inline(&self) -> bool {
-        fast::is_inline(self.counter_word(0)) && fast::covers(self.cfg.nslots)
+        fast::is_inline(self.counter_word(0)) && fast::block_count() == self.cfg.nslots
     }
 
     /// Virtual size of the zone's mapping: `(nslots + 1) * stride`.

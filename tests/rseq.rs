@@ -850,6 +850,26 @@ fn storm_profile() {
     assert_eq!(got, expected);
 }
 
+/// The signature glibc registers its areas with (and that unregistering one must give).
+#[cfg(target_arch = "x86_64")]
+const GLIBC_SIG: u32 = 0x5305_3053;
+#[cfg(target_arch = "aarch64")]
+const GLIBC_SIG: u32 = 0xd428_bc00;
+
+/// The calling thread's glibc rseq area: the thread pointer plus `__rseq_offset`.
+fn glibc_area() -> *mut u8 {
+    // SAFETY: dlsym of glibc's constant; the thread pointer read has no side effects.
+    unsafe {
+        let off = *(libc::dlsym(libc::RTLD_DEFAULT, c"__rseq_offset".as_ptr()) as *const isize);
+        let tp: *mut u8;
+        #[cfg(target_arch = "x86_64")]
+        core::arch::asm!("mov {}, qword ptr fs:[0]", out(reg) tp);
+        #[cfg(target_arch = "aarch64")]
+        core::arch::asm!("mrs {}, tpidr_el0", out(reg) tp);
+        tp.wrapping_offset(off)
+    }
+}
+
 /// A thread whose own registration fails adds to the shared block, with locked adds, exactly
 /// (only on the own-registration path: `GLIBC_TUNABLES=glibc.pthread.rseq=0`).
 #[test]
@@ -862,24 +882,8 @@ fn failed_registration_takes_the_shared_block() {
         eprintln!("glibc registers the areas here: skipped");
         return;
     };
-    #[cfg(target_arch = "x86_64")]
-    const SIG: u32 = 0x5305_3053;
-    #[cfg(target_arch = "aarch64")]
-    const SIG: u32 = 0xd428_bc00;
     #[repr(C, align(32))]
     struct Area([u8; 32]);
-    fn glibc_area() -> *mut u8 {
-        // SAFETY: dlsym of glibc's constant; the thread pointer read has no side effects.
-        unsafe {
-            let off = *(libc::dlsym(libc::RTLD_DEFAULT, c"__rseq_offset".as_ptr()) as *const isize);
-            let tp: *mut u8;
-            #[cfg(target_arch = "x86_64")]
-            core::arch::asm!("mov {}, qword ptr fs:[0]", out(reg) tp);
-            #[cfg(target_arch = "aarch64")]
-            core::arch::asm!("mrs {}, tpidr_el0", out(reg) tp);
-            tp.wrapping_offset(off)
-        }
-    }
     let c = zone().alloc().unwrap();
     std::thread::scope(|s| {
         s.spawn(|| {
@@ -887,7 +891,7 @@ fn failed_registration_takes_the_shared_block() {
             // its tunable off (it copies the creator's state): unregister glibc's first.
             let tp_area = glibc_area();
             // SAFETY: unregistering this thread's glibc area (flag 1), with its signature.
-            unsafe { libc::syscall(libc::SYS_rseq, tp_area, 32u32, 1, SIG) };
+            unsafe { libc::syscall(libc::SYS_rseq, tp_area, 32u32, 1, GLIBC_SIG) };
             // Another area registered then: the crate's registration of glibc's area fails
             // (EINVAL). Leaked: the kernel writes it until the thread exits.
             // cpu_id reads RSEQ_CPU_ID_UNINITIALIZED (-1), as librseq initialises its area.
@@ -895,7 +899,8 @@ fn failed_registration_takes_the_shared_block() {
             bytes[4..8].copy_from_slice(&(-1i32).to_ne_bytes());
             let other: &'static mut Area = Box::leak(Box::new(Area(bytes)));
             // SAFETY: a 32-byte, 32-aligned area that lives forever, for this thread.
-            let r = unsafe { libc::syscall(libc::SYS_rseq, other as *mut Area, 32u32, 0, SIG) };
+            let r =
+                unsafe { libc::syscall(libc::SYS_rseq, other as *mut Area, 32u32, 0, GLIBC_SIG) };
             let errno = std::io::Error::last_os_error();
             assert_eq!(r, 0, "registering another area: {errno}");
             (0..10_000).for_each(|_| c.inc());
@@ -1883,24 +1888,9 @@ fn unregistered_thread_registers_on_its_first_add() {
         eprintln!("not the own-registration path: skipped");
         return;
     };
-    #[cfg(target_arch = "x86_64")]
-    const SIG: u32 = 0x5305_3053;
-    #[cfg(target_arch = "aarch64")]
-    const SIG: u32 = 0xd428_bc00;
-    fn cpu_id() -> i32 {
-        // SAFETY: dlsym of glibc's constant; the thread pointer read has no side effects; the
-        // area is this thread's, 32 bytes, and cpu_id (offset 4) is read volatile as the
-        // kernel writes it.
-        unsafe {
-            let off = *(libc::dlsym(libc::RTLD_DEFAULT, c"__rseq_offset".as_ptr()) as *const isize);
-            let tp: *mut u8;
-            #[cfg(target_arch = "x86_64")]
-            core::arch::asm!("mov {}, qword ptr fs:[0]", out(reg) tp);
-            #[cfg(target_arch = "aarch64")]
-            core::arch::asm!("mrs {}, tpidr_el0", out(reg) tp);
-            (tp.wrapping_offset(off + 4) as *const i32).read_volatile()
-        }
-    }
+    // cpu_id (offset 4), read volatile as the kernel writes it.
+    // SAFETY: the area is this thread's, 32 bytes.
+    let cpu_id = || unsafe { (glibc_area().wrapping_add(4) as *const i32).read_volatile() };
     let _g = serial();
     let c = zone().alloc().unwrap();
     std::thread::scope(|s| {
@@ -1909,21 +1899,8 @@ fn unregistered_thread_registers_on_its_first_add() {
             // state): unregister this one's area, so that it starts as a thread made by an
             // unregistered one.
             if cpu_id() >= 0 {
-                let tp_area = {
-                    // SAFETY: as in cpu_id.
-                    unsafe {
-                        let off = *(libc::dlsym(libc::RTLD_DEFAULT, c"__rseq_offset".as_ptr())
-                            as *const isize);
-                        let tp: *mut u8;
-                        #[cfg(target_arch = "x86_64")]
-                        core::arch::asm!("mov {}, qword ptr fs:[0]", out(reg) tp);
-                        #[cfg(target_arch = "aarch64")]
-                        core::arch::asm!("mrs {}, tpidr_el0", out(reg) tp);
-                        tp.wrapping_offset(off)
-                    }
-                };
                 // SAFETY: unregistering this thread's glibc area (flag 1), with its signature.
-                let r = unsafe { libc::syscall(libc::SYS_rseq, tp_area, 32u32, 1, SIG) };
+                let r = unsafe { libc::syscall(libc::SYS_rseq, glibc_area(), 32u32, 1, GLIBC_SIG) };
                 assert_eq!(r, 0, "unregister: {}", std::io::Error::last_os_error());
             }
             assert!(cpu_id() < 0, "unregistered: cpu_id {}", cpu_id());

@@ -155,38 +155,15 @@ pub(crate) unsafe fn add_protected(_zone: &Zone<'_>, off: usize, v: i64) {
     }
 }
 
-/// The CX8 add: the non-locked `cmpxchg8b` loop on `fs:[off]`.
+/// The CX8 add: the non-locked `cmpxchg8b` loop on `fs:[off]` ([`fetch_add_cx8`], its old
+/// value unused: the same instructions).
 ///
 /// # Safety
 /// As [`add`], on a CPU with CX8.
 #[inline(always)]
 unsafe fn add_cx8(off: usize, v: i64) {
-    // SAFETY: `fs:[off]` is this CPU's own slot (caller's contract). `v` is pushed so the
-    // loop can read it while eax, ebx, ecx, edx belong to cmpxchg8b; ebx (reserved by LLVM)
-    // is saved and restored; the pushes and pops balance. A failed compare (the slot changed
-    // under an interrupt or a migration) leaves the current value in edx:eax for the retry.
-    unsafe {
-        asm!(
-            "push ebx",
-            "push edx",
-            "push eax",
-            "mov eax, fs:[edi]",
-            "mov edx, fs:[edi + 4]",
-            "2:",
-            "mov ebx, eax",
-            "mov ecx, edx",
-            "add ebx, [esp]",
-            "adc ecx, [esp + 4]",
-            "cmpxchg8b fs:[edi]",
-            "jnz 2b",
-            "add esp, 8",
-            "pop ebx",
-            in("edi") off,
-            inout("eax") v as u32 => _,
-            inout("edx") ((v as u64) >> 32) as u32 => _,
-            out("ecx") _,
-        )
-    }
+    // SAFETY: same contract.
+    unsafe { fetch_add_cx8(off, v) };
 }
 
 /// Adds `v` to the current CPU's slot at FS-relative offset `off` and returns the slot's
@@ -221,15 +198,20 @@ pub(crate) unsafe fn fetch_add(_zone: &Zone<'_>, off: usize, v: i64) -> u64 {
     }
 }
 
-/// [`add_cx8`], returning the value the successful `cmpxchg8b` replaced.
+/// The non-locked `cmpxchg8b` loop on `fs:[off]`, returning the value the successful
+/// `cmpxchg8b` replaced.
 ///
 /// # Safety
 /// As [`add`], on a CPU with CX8.
 #[inline(always)]
 unsafe fn fetch_add_cx8(off: usize, v: i64) -> u64 {
     let (lo, hi): (u32, u32);
-    // SAFETY: as in `add_cx8`. When `cmpxchg8b` succeeds (ZF set, the loop ends), edx:eax
-    // still holds the value it compared equal to the slot: the value before this add.
+    // SAFETY: `fs:[off]` is this CPU's own slot (caller's contract). `v` is pushed so the
+    // loop can read it while eax, ebx, ecx, edx belong to cmpxchg8b; ebx (reserved by LLVM)
+    // is saved and restored; the pushes and pops balance. A failed compare (the slot changed
+    // under an interrupt or a migration) leaves the current value in edx:eax for the retry.
+    // When `cmpxchg8b` succeeds (ZF set, the loop ends), edx:eax still holds the value it
+    // compared equal to the slot: the value before this add.
     unsafe {
         asm!(
             "push ebx",
@@ -631,7 +613,7 @@ mod host {
     /// CPU has CX8.
     pub unsafe fn add_counting_retries(off: usize, v: i64) -> u32 {
         let retries: u32;
-        // SAFETY: as `add_cx8`, with one more stack word for the retry count.
+        // SAFETY: as `fetch_add_cx8`, with one more stack word for the retry count.
         unsafe {
             asm!(
                 "push ebx",

@@ -182,23 +182,23 @@ fn the_same_check_catches_a_reset_without_the_lock() {
     );
 }
 
-#[test]
-fn concurrent_events_within_a_second_are_all_counted() {
-    // The limit, and events per CPU: more than the limit in all (fewer under Miri, which is
-    // slow).
-    const LIMIT: i64 = if cfg!(miri) { 100 } else { 1_000 };
-    const N: u64 = if cfg!(miri) { 40 } else { 500 };
-    let machine = Machine::new(6);
-    let rate = CounterRate::new(machine.alloc().unwrap(), Clock { now: || 0, hz: 100 }).unwrap();
-    machine.run_on(0, || assert_eq!(rate.check_at(1000, LIMIT), 0)); // opens second 10
+/// CPUs `0..cpus` each check `n` events at tick 1050 (second 10, which a check at 1000 opened)
+/// against `limit`, all at once; returns how many of those checks reported 0 (under the limit).
+fn race_in_one_second(
+    machine: &Machine,
+    rate: &CounterRate<'_>,
+    cpus: usize,
+    n: u64,
+    limit: i64,
+) -> usize {
     let zeros = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|s| {
-        for cpu in 0..6 {
-            let (machine, rate, zeros) = (&machine, &rate, &zeros);
+        for cpu in 0..cpus {
+            let zeros = &zeros;
             s.spawn(move || {
                 machine.run_on(cpu, || {
-                    for _ in 0..N {
-                        match rate.check_at(1050, LIMIT) {
+                    for _ in 0..n {
+                        match rate.check_at(1050, limit) {
                             0 => drop(zeros.fetch_add(1, Ordering::Relaxed)),
                             -1 => {}
                             r => panic!("unexpected {r}"),
@@ -208,12 +208,24 @@ fn concurrent_events_within_a_second_are_all_counted() {
             });
         }
     });
+    zeros.into_inner()
+}
+
+#[test]
+fn concurrent_events_within_a_second_are_all_counted() {
+    // The limit, and events per CPU: more than the limit in all (fewer under Miri, which is
+    // slow).
+    const LIMIT: i64 = if cfg!(miri) { 100 } else { 1_000 };
+    const N: u64 = if cfg!(miri) { 40 } else { 500 };
+    let machine = Machine::new(6);
+    let rate = CounterRate::new(machine.alloc().unwrap(), Clock { now: || 0, hz: 100 }).unwrap();
+    machine.run_on(0, || assert_eq!(rate.check_at(1000, LIMIT), 0)); // opens second 10
+    let zeros = race_in_one_second(&machine, &rate, 6, N, LIMIT);
     assert_eq!(
         rate.counter().fetch(),
         6 * N + 1,
         "no reset in the second: every event counted"
     );
-    let zeros = zeros.into_inner();
     assert!(
         (zeros as i64) < LIMIT,
         "{zeros} events reported under a limit of {LIMIT} (1 already used)"
@@ -256,25 +268,8 @@ fn the_limit_holds_at_every_batch() {
         let clock = Clock { now: || 0, hz: 100 };
         let rate = CounterRate::with_batch(machine.alloc().unwrap(), clock, batch).unwrap();
         machine.run_on(0, || assert_eq!(rate.check_at(1000, LIMIT), 0));
-        let zeros = std::sync::atomic::AtomicUsize::new(0);
-        std::thread::scope(|s| {
-            for cpu in 0..CPUS {
-                let (machine, rate, zeros) = (&machine, &rate, &zeros);
-                s.spawn(move || {
-                    machine.run_on(cpu, || {
-                        for _ in 0..N {
-                            match rate.check_at(1050, LIMIT) {
-                                0 => drop(zeros.fetch_add(1, Ordering::Relaxed)),
-                                -1 => {}
-                                r => panic!("unexpected {r}"),
-                            }
-                        }
-                    })
-                });
-            }
-        });
+        let zeros = race_in_one_second(&machine, &rate, CPUS, N, LIMIT) as i64;
         assert_eq!(rate.counter().fetch(), CPUS as u64 * N + 1, "batch {batch}");
-        let zeros = zeros.into_inner() as i64;
         assert!(zeros < LIMIT, "batch {batch}: {zeros} events reported 0");
     }
 }

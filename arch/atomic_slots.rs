@@ -1,6 +1,6 @@
 //! Slot reads and writes for arches whose aligned 64-bit load and store never tear (x86_64,
 //! aarch64, riscv64): a relaxed `AtomicU64` access, which is the plain `mov`/`ldr`/`ld`.
-//! Included with `#[path]` by those arches' `mod.rs`.
+//! Used by those arches. `mod.rs`.
 
 use core::sync::atomic::{AtomicU64, Ordering};
 

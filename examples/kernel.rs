@@ -52,7 +52,7 @@ mod kernel {
             .expect("the first zone installed");
         let base = zone.cpu_base(0).expect("CPU 0 exists");
         // SAFETY: the boot CPU at CPL 0, before it adds; nothing else in this kernel uses GS.
-        assert!(unsafe { arch::set_cpu_base(base) }, "canonical address");
+        unsafe { arch::set_cpu_base(base) }.expect("a canonical address");
         let stats = NetStats::new(zone).expect("room for two counters");
         stats.on_receive(1500);
         assert_eq!(stats.totals(), (1, 1500));

@@ -47,6 +47,7 @@
 //! concurrent with it is counted before or after it), so with adds in flight the approximate
 //! value can also differ by their own carries. The deltas of successive `fetch_and_zero`
 //! calls are exact (precise sums), never approximate.
+#![cfg(pcpu_kernel_api)]
 
 use crate::counter::Counter;
 use crate::zone::Zone;
@@ -298,7 +299,7 @@ pub(crate) unsafe fn init_parts(zone: &Zone<'_>, off: usize, sixteens: usize, ba
     zone.fetch(off).wrapping_sub(below)
 }
 
-/// The add on raw parts, after the simulation's area check (as `Zone::add`).
+/// The add on raw parts, after the platform's check (as `Zone::add`).
 ///
 /// # Safety
 /// `off` and `sixteens` are live slots of `zone`, `total` its counter's live shared word;
@@ -314,10 +315,8 @@ pub(crate) unsafe fn add_parts(
     total: *mut u64,
     v: i64,
 ) {
-    #[cfg(feature = "sim")]
-    crate::sim::check_area(zone.area());
     // SAFETY: per the caller.
-    let c = unsafe { arch::add_crossings16(zone, off, v) };
+    let c = unsafe { zone.add_crossings16(off, v) };
     if c != 0 {
         // SAFETY: per the caller.
         unsafe { carry_parts(zone, sixteens, high, total, c) };
@@ -339,7 +338,7 @@ pub(crate) unsafe fn carry_parts(
     c: u64,
 ) {
     // SAFETY: per the caller.
-    let old = unsafe { arch::fetch_add(zone, sixteens, c as i64) };
+    let old = unsafe { zone.fetch_add(sixteens, c as i64) };
     let new = old.wrapping_add(c);
     if (old ^ new) & high != 0 {
         // SAFETY: per the caller.

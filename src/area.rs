@@ -12,30 +12,13 @@
 //!
 //! The shape of the area is fixed by its first live zone and forgotten when the last one is
 //! dropped. The host simulation has one area per simulated machine (`sim::Machine`).
+#![cfg(pcpu_core)]
+// A Linux program's build (`rseq` alone) uses part of the core only.
+#![cfg_attr(not(pcpu_kernel_api), allow(dead_code))]
 
-use crate::{Error, ZoneLayout};
+use core::sync::atomic::{AtomicUsize, Ordering};
 
-/// The register values of an area: CPU `i`'s per-CPU register holds `base + i * stride`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AreaShape {
-    /// CPU 0's register value.
-    pub base: usize,
-    /// Bytes from one CPU's block to the next.
-    pub stride: usize,
-    /// Number of CPUs.
-    pub ncpus: usize,
-}
-
-impl AreaShape {
-    /// The register values a zone of `layout` needs.
-    pub const fn of(layout: &ZoneLayout) -> Self {
-        AreaShape {
-            base: layout.base,
-            stride: layout.stride,
-            ncpus: layout.ncpus,
-        }
-    }
-}
+use crate::{AreaShape, Error, ZoneLayout};
 
 /// What an area knows: its shape while any zone lives, and the byte ranges the zones use.
 struct Carved {
@@ -68,6 +51,9 @@ struct Carved {
 /// ```
 pub struct Area {
     carved: spin::Mutex<Carved>,
+    /// The shape's `base`, `stride` and `ncpus` (0 while no zone lives), for lock-free
+    /// readers ([`Area::register`]): written under the lock, `ncpus` last (release).
+    registers: [AtomicUsize; 3],
 }
 
 impl Area {
@@ -83,6 +69,7 @@ impl Area {
                 shape: None,
                 ranges: [None; Area::MAX_ZONES],
             }),
+            registers: [const { AtomicUsize::new(0) }; 3],
         }
     }
 
@@ -97,6 +84,38 @@ impl Area {
     /// The register values in force, while a zone lives.
     pub fn shape(&self) -> Option<AreaShape> {
         self.lock().shape
+    }
+
+    /// The value CPU `cpu`'s per-CPU register holds in this area (`base + cpu * stride`),
+    /// while a zone lives. Lock-free: the portable arch, which has no register, asks it on
+    /// every add.
+    pub fn register(&self, cpu: usize) -> Result<usize, Error> {
+        let ncpus = self.registers[2].load(Ordering::Acquire);
+        if ncpus == 0 {
+            return Err(Error::NotInstalled);
+        }
+        if cpu >= ncpus {
+            return Err(Error::CpuOutOfRange { cpu, ncpus });
+        }
+        let base = self.registers[0].load(Ordering::Relaxed);
+        Ok(base + cpu * self.registers[1].load(Ordering::Relaxed))
+    }
+
+    /// Publishes the shape to [`register`](Area::register)'s readers (`None`: no zone lives).
+    fn publish(&self, shape: Option<AreaShape>) {
+        let AreaShape {
+            base,
+            stride,
+            ncpus,
+        } = shape.unwrap_or(AreaShape {
+            base: 0,
+            stride: 0,
+            ncpus: 0,
+        });
+        self.registers[2].store(0, Ordering::Release);
+        self.registers[0].store(base, Ordering::Relaxed);
+        self.registers[1].store(stride, Ordering::Relaxed);
+        self.registers[2].store(ncpus, Ordering::Release);
     }
 
     /// Number of zones carved now.
@@ -133,7 +152,10 @@ impl Area {
                 max: Area::MAX_ZONES,
             })?;
         *free = Some(range);
-        carved.shape = Some(needed);
+        if carved.shape.is_none() {
+            carved.shape = Some(needed);
+            self.publish(carved.shape);
+        }
         Ok(())
     }
 
@@ -146,6 +168,7 @@ impl Area {
         }
         if carved.ranges.iter().all(Option::is_none) {
             carved.shape = None;
+            self.publish(None);
         }
     }
 }

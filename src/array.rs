@@ -1,4 +1,5 @@
 //! Counter arrays: `N` counters in one contiguous run of slots (FreeBSD's `COUNTER_ARRAY_*`).
+#![cfg(pcpu_kernel_api)]
 
 use crate::{Error, Protected, Zone};
 

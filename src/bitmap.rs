@@ -1,4 +1,5 @@
 //! The zone's slot allocator: one bit per slot, first fit.
+#![cfg(pcpu_core)]
 
 use core::ptr::NonNull;
 

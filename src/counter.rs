@@ -1,8 +1,9 @@
 //! The counter handle: add, fetch, zero.
+#![cfg(pcpu_kernel_api)]
 
 use crate::protect::Protected;
 use crate::zone::Zone;
-use crate::{arch, Error};
+use crate::Error;
 
 /// A per-CPU 64-bit counter: one private 8-byte slot on every CPU of its zone.
 ///
@@ -28,10 +29,20 @@ use crate::{arch, Error};
 pub struct Counter<'z> {
     zone: &'z Zone<'z>,
     off: usize,
-    /// The zone's area (its address), kept here so the simulation's check on the add path
-    /// costs one load from the handle, not two.
-    #[cfg(feature = "sim")]
-    area: usize,
+}
+
+// Two words in every build, with or without the host simulation.
+const _: () = assert!(core::mem::size_of::<Counter<'_>>() == 2 * core::mem::size_of::<usize>());
+
+impl Zone<'_> {
+    /// Allocates a counter that reads 0.
+    ///
+    /// Fails with [`Error::ZoneFull`] when every slot is in use; nothing changes then.
+    pub fn alloc(&self) -> Result<Counter<'_>, Error> {
+        let off = self.alloc_run(1)?;
+        // SAFETY: the slot at `off` was just allocated and cleared, and is owned by the counter.
+        Ok(unsafe { Counter::from_slot(self, off) })
+    }
 }
 
 impl<'z> Counter<'z> {
@@ -40,12 +51,7 @@ impl<'z> Counter<'z> {
     /// # Safety
     /// `off` is a slot of `zone` that was just allocated and cleared, owned by nothing else.
     pub(crate) unsafe fn from_slot(zone: &'z Zone<'z>, off: usize) -> Self {
-        Counter {
-            zone,
-            off,
-            #[cfg(feature = "sim")]
-            area: zone.area() as *const crate::area::Area as usize,
-        }
+        Counter { zone, off }
     }
 
     /// Adds `v` (which may be negative) to this CPU's slot.
@@ -56,21 +62,17 @@ impl<'z> Counter<'z> {
     /// feature `sim`).
     #[inline(always)]
     pub fn add(&self, v: i64) {
-        #[cfg(feature = "sim")]
-        crate::sim::check_area_tag(self.area);
         // SAFETY: `off` is this counter's live slot; per-CPU registers are the platform's
         // setup contract (see the type's docs).
-        unsafe { arch::add(self.zone, self.off, v) }
+        unsafe { self.zone.add(self.off, v) }
     }
 
     /// Adds `v` to this CPU's slot and returns how many multiples of 16 the slot crossed (see
-    /// [`arch::add_crossings16`]): the approximate counter's add.
+    /// `arch::add_crossings16`): the approximate counter's add.
     #[inline(always)]
     pub(crate) fn add_crossings16(&self, v: i64) -> u64 {
-        #[cfg(feature = "sim")]
-        crate::sim::check_area_tag(self.area);
         // SAFETY: as in `add`.
-        unsafe { arch::add_crossings16(self.zone, self.off, v) }
+        unsafe { self.zone.add_crossings16(self.off, v) }
     }
 
     /// Adds 1.
@@ -82,10 +84,8 @@ impl<'z> Counter<'z> {
     /// Adds `v` inside a protected section (FreeBSD's `counter_u64_add_protected`).
     #[inline(always)]
     pub fn add_protected(&self, _guard: &Protected, v: i64) {
-        #[cfg(feature = "sim")]
-        crate::sim::check_area_tag(self.area);
         // SAFETY: as in `add`; `_guard` proves the section is protected where needed.
-        unsafe { arch::add_protected(self.zone, self.off, v) }
+        unsafe { self.zone.add_protected(self.off, v) }
     }
 
     /// The sum over all CPUs since the last zero (see the type's consistency notes).

@@ -24,6 +24,7 @@
 //! interrupted an early add on the same CPU, which it would wait for forever; likewise `fetch`
 //! waits while `init` moves the early word (a few instructions), so an interrupt handler must
 //! not `fetch` an early counter whose `init` it may have interrupted.
+#![cfg(pcpu_kernel_api)]
 
 use crate::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -158,8 +159,9 @@ impl EarlyCounter {
     }
 
     fn init_inner(&self, zone: &'static Zone<'static>, wait: bool) -> Result<(), Error> {
-        #[cfg(feature = "sim")]
-        crate::sim::check_area(zone.area());
+        // The add's check, before anything changes (the simulation refuses a thread that holds
+        // no CPU of the zone's machine; a kernel checks nothing).
+        crate::platform::check_add(zone.area());
         if self.counter.get().is_some() {
             return Err(Error::AlreadyInstalled);
         }

@@ -131,6 +131,17 @@ pub enum Error {
         /// The batch given.
         batch: u64,
     },
+    /// [`arch::set_cpu_base`](crate::arch::set_cpu_base): the per-CPU register cannot hold
+    /// this base (x86_64: not a canonical address; i386: above 4 GiB).
+    BadCpuBase {
+        /// The base given.
+        base: usize,
+    },
+    /// i386's `arch::set_cpu_base`: the selector is null or names the LDT.
+    BadSelector {
+        /// The selector given.
+        selector: u16,
+    },
 }
 
 impl fmt::Display for Error {
@@ -206,6 +217,15 @@ impl fmt::Display for Error {
             Error::BadBatch { batch } => write!(
                 f,
                 "approximate counter batch {batch} is not a power of two from 16 to 2^32"
+            ),
+            Error::BadCpuBase { base } => write!(
+                f,
+                "the per-CPU register cannot hold base {base:#x} (not an address this CPU can \
+                 use as its per-CPU base)"
+            ),
+            Error::BadSelector { selector } => write!(
+                f,
+                "segment selector {selector:#x} is null or names the LDT, not a GDT entry"
             ),
         }
     }

@@ -16,6 +16,7 @@
 //! | `COUNTER_ARRAY_ALLOC(a, n, wait)` | [`counter_array_alloc`]`::<N>(wait)` |
 //! | `counter_ratecheck(cr, limit)` | [`counter_ratecheck`] |
 //! | `COUNTER_U64_DEFINE_EARLY(name)` | [`counter_u64_define_early!`]`(static NAME)` |
+#![cfg(pcpu_kernel_api)]
 
 use crate::array::CounterArray;
 pub use crate::counter_u64_define_early;

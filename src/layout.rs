@@ -1,6 +1,6 @@
 //! Where a zone's per-CPU memory lies, and the checks that keep every access inside it.
 
-use crate::Error;
+use crate::{AreaShape, Error};
 
 /// The shape of a zone's memory: `ncpus` per-CPU blocks, `stride` bytes apart, each holding a
 /// counter area of `len` bytes (8 per counter) at `offset` inside the block.
@@ -24,6 +24,17 @@ pub struct ZoneLayout {
     pub len: usize,
     /// Number of possible CPUs (blocks).
     pub ncpus: usize,
+}
+
+impl AreaShape {
+    /// The register values a zone of `layout` needs.
+    pub const fn of(layout: &ZoneLayout) -> Self {
+        AreaShape {
+            base: layout.base,
+            stride: layout.stride,
+            ncpus: layout.ncpus,
+        }
+    }
 }
 
 impl ZoneLayout {
@@ -102,7 +113,11 @@ impl ZoneLayout {
         }
         Ok(self.base + cpu * self.stride)
     }
+}
 
+/// Slot arithmetic, for the zone.
+#[cfg(pcpu_core)]
+impl ZoneLayout {
     /// The register-relative offset of slot `index` (what the add instruction uses).
     pub(crate) const fn slot_offset(&self, index: usize) -> usize {
         self.offset + index * 8

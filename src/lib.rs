@@ -1,115 +1,70 @@
 #![doc = include_str!("../README.md")]
 #![no_std]
 #![cfg_attr(docsrs, feature(doc_cfg))]
-// A hosted build without the simulation compiles only the plain data and, with `rseq`, the
-// core's internals that `rseq` uses: the rest of them is unused there, not dead.
-#![cfg_attr(
-    all(any(unix, windows), not(feature = "sim"), not(doc)),
-    allow(dead_code, unused_imports)
-)]
 #![warn(
     missing_docs,
     unsafe_op_in_unsafe_fn,
     clippy::undocumented_unsafe_blocks
 )]
 
+// The crate's table of contents. Which parts a build compiles is decided once, in build.rs, as
+// named cfgs; each module's file says which it needs in its first line (`#![cfg(..)]`), so
+// that this list is the whole map and tools that walk the module tree find every file:
+//
+// - `pcpu_core`: the arch primitives and the zone (where the kernel API is offered, and for
+//   `rseq`'s zones);
+// - `pcpu_kernel_api`: the kernel API (bare-metal targets, and anywhere under `sim`: an
+//   ordinary thread of a hosted program has no per-CPU register, so there a Linux program
+//   uses `rseq`).
+
 #[cfg(feature = "alloc")]
 extern crate alloc;
 #[cfg(feature = "std")]
 extern crate std;
 
-/// Items of the kernel-style API ([`Zone`], [`Counter`], [`freebsd`], ...): offered on targets
-/// that are not hosted (bare metal: `target_os = "none"`, UEFI, a kernel's own target spec)
-/// and anywhere under the simulation (feature `sim`). On Linux, macOS or Windows without
-/// `sim` an ordinary thread has no per-CPU register for the add to use, so they are configured
-/// out (a Linux program uses [`rseq`]) and rustc says so where one is named.
-macro_rules! kernel_api {
-    ($($item:item)*) => {
-        $(
-            #[cfg(any(feature = "sim", doc, not(any(unix, windows))))]
-            #[cfg_attr(docsrs, doc(cfg(any(feature = "sim", not(any(unix, windows))))))]
-            $item
-        )*
-    };
-}
-
-// Plain data everywhere: `Error` names an `AreaShape`, and `rseq::Zone` a `ZoneLayout`.
-mod area;
+// Plain data, everywhere.
 mod error;
+pub mod export;
 mod layout;
-pub use area::AreaShape;
+mod shape;
 pub use error::Error;
 pub use layout::ZoneLayout;
+pub use shape::AreaShape;
 
-// The core's internals, also used by `rseq` for its zones: compiled where the kernel API is
-// offered or with `rseq` (where `rseq` alone uses part of them, the crate-level `allow`
-// above keeps the rest quiet). Modules are declared with plain `#[cfg]`s, never inside a
-// macro, so that tools that walk the module tree without expanding macros (rustfmt,
-// cargo-mutants) find their files.
-#[cfg(any(feature = "sim", feature = "rseq", doc, not(any(unix, windows))))]
+// The core, from the bottom up: the arch primitives (the top-level `arch/` folder, one
+// `#[path]`: each arch's code stands beside `src/`, not inside it), the area, the platform's
+// hooks, the atomics and baseline words, the slot allocator, the zone and its group reads.
+#[path = "../arch/mod.rs"]
 pub mod arch;
-#[cfg(any(feature = "sim", feature = "rseq", doc, not(any(unix, windows))))]
+mod area;
 mod atomic;
-#[cfg(any(feature = "sim", feature = "rseq", doc, not(any(unix, windows))))]
 mod baseline;
-#[cfg(any(feature = "sim", feature = "rseq", doc, not(any(unix, windows))))]
 mod bitmap;
-#[cfg(any(feature = "sim", feature = "rseq", doc, not(any(unix, windows))))]
-mod counter;
-#[cfg(any(feature = "sim", feature = "rseq", doc, not(any(unix, windows))))]
 mod group;
-#[cfg(any(feature = "sim", feature = "rseq", doc, not(any(unix, windows))))]
 mod memory;
-#[cfg(any(feature = "sim", feature = "rseq", doc, not(any(unix, windows))))]
 pub mod platform;
-#[cfg(any(feature = "sim", feature = "rseq", doc, not(any(unix, windows))))]
-mod protect;
-#[cfg(any(feature = "sim", feature = "rseq", doc, not(any(unix, windows))))]
 mod zone;
 
-#[cfg(any(feature = "sim", doc, not(any(unix, windows))))]
+// The kernel API: counters, counter(9)'s names, and what is built on them.
 mod approx;
-
-// Declared outside the macros: it defines a `macro_export` macro, which `freebsd` re-exports.
-#[cfg(any(feature = "sim", doc, not(any(unix, windows))))]
-#[cfg_attr(docsrs, doc(cfg(any(feature = "sim", not(any(unix, windows))))))]
-pub mod early;
-
-#[cfg(any(feature = "sim", doc, not(any(unix, windows))))]
-#[cfg_attr(docsrs, doc(cfg(any(feature = "sim", not(any(unix, windows))))))]
 pub mod array;
-#[cfg(any(feature = "sim", doc, not(any(unix, windows))))]
-#[cfg_attr(docsrs, doc(cfg(any(feature = "sim", not(any(unix, windows))))))]
+mod counter;
+pub mod early;
 pub mod freebsd;
-#[cfg(any(feature = "sim", doc, not(any(unix, windows))))]
-#[cfg_attr(docsrs, doc(cfg(any(feature = "sim", not(any(unix, windows))))))]
+mod protect;
 pub mod ratecheck;
-#[cfg(any(feature = "sim", doc, not(any(unix, windows))))]
-#[cfg_attr(docsrs, doc(cfg(any(feature = "sim", not(any(unix, windows))))))]
 pub mod registry;
+#[cfg(pcpu_kernel_api)]
+pub use {
+    approx::ApproxCounter, area::Area, counter::Counter, memory::ZoneMemory, platform::Platform,
+    protect::Protected, zone::Zone,
+};
 
-pub mod export;
-
-kernel_api! {
-    pub use approx::ApproxCounter;
-    pub use area::Area;
-    pub use counter::Counter;
-    pub use memory::ZoneMemory;
-    pub use platform::Platform;
-    pub use protect::Protected;
-    pub use zone::Zone;
-}
-
-// Also gated like the kernel API, by an inner attribute in capi/mod.rs (where cbindgen, which
-// writes include/pcpu_counter.h from it, does not read it as a condition on the C API).
+// The other faces: C kernels, Linux programs, and the host simulation the tests run on.
 #[cfg(feature = "capi")]
 #[cfg_attr(docsrs, doc(cfg(feature = "capi")))]
 pub mod capi;
-#[cfg(all(
-    feature = "rseq",
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-))]
+#[cfg(pcpu_rseq)]
 #[cfg_attr(docsrs, doc(cfg(all(feature = "rseq", target_os = "linux"))))]
 pub mod rseq;
 #[cfg(feature = "sim")]

@@ -16,9 +16,17 @@
 //! `custom-protection` feature and names it with [`set_platform!`](crate::set_platform). The x86_64 and aarch64
 //! add paths call no hook at all.
 //!
-//! With the `sim` feature the host simulation (the `sim` module) answers both hooks: the
-//! current CPU is the simulated CPU the thread holds, and protection blocks simulated
-//! interrupts.
+//! The hook symbols carry the crate's ABI version (`_pcpu_counter_0_1_*`, as
+//! `critical-section` names its `_critical_section_1_0_*`), so that two incompatible versions
+//! of the crate can live in one binary.
+//!
+//! With the `sim` feature the host simulation (the `sim` module) answers instead, through this
+//! module alone (the crate's one seam for it): the current CPU is the simulated CPU the thread
+//! holds, protection blocks simulated interrupts, and each add first checks that the thread
+//! holds a CPU of the counter's machine.
+#![cfg(pcpu_core)]
+// A Linux program's build (`rseq` alone) uses part of the core only.
+#![cfg_attr(not(pcpu_kernel_api), allow(dead_code))]
 
 /// A kernel's answers to the crate's questions, installed with [`set_platform!`](crate::set_platform).
 ///
@@ -55,79 +63,107 @@ pub unsafe trait Platform {
 macro_rules! set_platform {
     ($t:ty) => {
         #[unsafe(no_mangle)]
-        fn _pcpu_counter_current_cpu() -> usize {
+        fn _pcpu_counter_0_1_current_cpu() -> usize {
             <$t as $crate::Platform>::current_cpu()
         }
         #[unsafe(no_mangle)]
-        fn _pcpu_counter_protect() -> usize {
+        fn _pcpu_counter_0_1_protect() -> usize {
             <$t as $crate::Platform>::protect()
         }
         #[unsafe(no_mangle)]
-        unsafe fn _pcpu_counter_unprotect(state: usize) {
+        unsafe fn _pcpu_counter_0_1_unprotect(state: usize) {
             // SAFETY: the crate pairs every call with its `protect`, in LIFO order.
             unsafe { <$t as $crate::Platform>::unprotect(state) }
         }
     };
 }
 
-#[cfg(not(feature = "sim"))]
-extern "Rust" {
-    fn _pcpu_counter_current_cpu() -> usize;
-    #[cfg(feature = "custom-protection")]
-    fn _pcpu_counter_protect() -> usize;
-    #[cfg(feature = "custom-protection")]
-    fn _pcpu_counter_unprotect(state: usize);
-}
-
-/// The index of the CPU running the caller, from the platform.
-#[allow(dead_code)] // Only the portable fallback asks.
-#[inline]
-pub(crate) fn current_cpu() -> usize {
-    cfg_if::cfg_if! {
-        if #[cfg(feature = "sim")] {
-            crate::sim::current_cpu()
-        } else {
-            // SAFETY: `set_platform!` defines it with the contract of `Platform::current_cpu`.
-            unsafe { _pcpu_counter_current_cpu() }
-        }
-    }
-}
-
 cfg_if::cfg_if! {
-    if #[cfg(feature = "sim")] {
-        type State = crate::sim::ProtectState;
-
-        fn acquire() -> State {
-            crate::sim::protect()
-        }
-
-        unsafe fn release(state: State) {
-            // SAFETY: `state` comes from the matching `acquire`, as `unprotect` requires.
-            unsafe { crate::sim::unprotect(state) }
-        }
-    } else if #[cfg(feature = "custom-protection")] {
-        type State = usize;
-
-        fn acquire() -> State {
-            // SAFETY: `set_platform!` defines it with the contract of `Platform::protect`.
-            unsafe { _pcpu_counter_protect() }
-        }
-
-        unsafe fn release(state: State) {
-            // SAFETY: `state` comes from the matching `acquire`, as `unprotect` requires.
-            unsafe { _pcpu_counter_unprotect(state) }
-        }
+    if #[cfg(pcpu_hosted_cpus)] {
+        // The one seam of the host simulation (feature `sim`): its CPUs are threads, and it
+        // answers every question of this module from `src/sim/host.rs`, inline. Nothing
+        // else in the product names the simulation.
+        pub(crate) use crate::sim::host::{check_add, current_cpu, own_areas};
+        // Asked only where the arch takes the base from the platform.
+        #[allow(unused_imports)]
+        pub(crate) use crate::sim::host::cpu_base;
+        use crate::sim::host::{protect as acquire, unprotect as release, ProtectState as State};
     } else {
-        type State = critical_section::RestoreState;
-
-        fn acquire() -> State {
-            // SAFETY: released by `release` in LIFO order, which is all `acquire` asks.
-            unsafe { critical_section::acquire() }
+        extern "Rust" {
+            fn _pcpu_counter_0_1_current_cpu() -> usize;
+            #[cfg(feature = "custom-protection")]
+            fn _pcpu_counter_0_1_protect() -> usize;
+            #[cfg(feature = "custom-protection")]
+            fn _pcpu_counter_0_1_unprotect(state: usize);
         }
 
-        unsafe fn release(state: State) {
-            // SAFETY: `state` comes from the matching `acquire`.
-            unsafe { critical_section::release(state) }
+        /// The index of the CPU running the caller, from the kernel's `set_platform!`.
+        #[inline]
+        pub(crate) fn current_cpu() -> usize {
+            // SAFETY: `set_platform!` defines it with the contract of `Platform::current_cpu`.
+            unsafe { _pcpu_counter_0_1_current_cpu() }
+        }
+
+        /// The current CPU's per-CPU base where the arch reads no register (the portable
+        /// fallback): the register value of the platform's current CPU in the kernel's one
+        /// area. Panics, naming the CPU, if no zone lives or the CPU is out of range.
+        #[cfg_attr(
+            any(
+                target_arch = "x86_64",
+                target_arch = "x86",
+                target_arch = "aarch64",
+                target_arch = "riscv64"
+            ),
+            allow(dead_code)
+        )]
+        #[inline]
+        pub(crate) fn cpu_base() -> usize {
+            let cpu = current_cpu();
+            crate::area::Area::global()
+                .register(cpu)
+                .unwrap_or_else(|e| panic!("pcpu-counter: an add on CPU {cpu}: {e}"))
+        }
+
+        /// Before every add: nothing to check in a kernel (its one area is the register's).
+        #[inline(always)]
+        pub(crate) fn check_add(_area: &crate::area::Area) {}
+
+        /// Whether every zone gets an area of its own instead of the kernel's one area: no,
+        /// a kernel's CPUs have one per-CPU register each.
+        #[inline(always)]
+        pub(crate) const fn own_areas() -> bool {
+            false
+        }
+
+        cfg_if::cfg_if! {
+            if #[cfg(feature = "custom-protection")] {
+                type State = usize;
+
+                fn acquire() -> State {
+                    // SAFETY: `set_platform!` defines it with the contract of
+                    // `Platform::protect`.
+                    unsafe { _pcpu_counter_0_1_protect() }
+                }
+
+                unsafe fn release(state: State) {
+                    // SAFETY: `state` comes from the matching `acquire`, as `unprotect`
+                    // requires.
+                    unsafe { _pcpu_counter_0_1_unprotect(state) }
+                }
+            } else {
+                type State = critical_section::RestoreState;
+
+                fn acquire() -> State {
+                    // SAFETY: released by `release` in LIFO order, which is all `acquire`
+                    // asks.
+                    unsafe { critical_section::acquire() }
+                }
+
+                unsafe fn release(state: State) {
+                    // SAFETY: `state` comes from the matching `acquire`.
+                    unsafe { critical_section::release(state) }
+                }
+            }
         }
     }
 }

@@ -1,4 +1,5 @@
 //! `counter_enter` / `counter_exit`: paying for local protection once for several adds.
+#![cfg(pcpu_kernel_api)]
 
 use crate::arch;
 use crate::platform::Protection;

@@ -4,6 +4,7 @@
 //! A [`Registry`] is fixed-size (`N` entries, no allocation), can be a `static`, and is read
 //! with [`Registry::snapshot`], an iterator of [`Stat`] items that allocates nothing: a
 //! kernel's stats dump or a `/proc`-like file formats them as it goes.
+#![cfg(pcpu_kernel_api)]
 
 use core::fmt;
 

@@ -1,13 +1,15 @@
 //! The per-CPU zone: `ncpus` blocks of dense 8-byte slots and the bitmap that hands them out.
+#![cfg(pcpu_core)]
+// A Linux program's build (`rseq` alone) uses part of the core only.
+#![cfg_attr(not(pcpu_kernel_api), allow(dead_code))]
 
 use core::marker::PhantomData;
 use core::ptr::NonNull;
 
 use crate::area::Area;
 use crate::bitmap::Bitmap;
-use crate::counter::Counter;
 use crate::memory::ZoneMemory;
-use crate::{arch, baseline, Error, ZoneLayout};
+use crate::{arch, baseline, platform, Error, ZoneLayout};
 
 /// Who owns a zone's memory, so that dropping the zone gives it back.
 enum Backing {
@@ -32,12 +34,9 @@ enum AreaRef<'m> {
     /// An area that outlives the zone: the kernel's, a machine's, or the caller's.
     Shared(&'m Area),
     /// An area of the zone's own: a zone of a Linux program's `rseq` module (whose blocks are
-    /// its own mapping, reached through no per-CPU register), and with `sim` a zone made
-    /// outside any simulated machine (no simulated CPU's register points at it, so adds to its
-    /// counters on a bound thread are refused; see the `sim` module).
-    // Unused in a build with neither (a kernel's heap zones share the kernel's area).
+    /// its own mapping, reached through no per-CPU register), and every zone where the
+    /// platform gives each zone its own area (the host simulation's machines).
     #[cfg(feature = "alloc")]
-    #[cfg_attr(not(any(feature = "sim", feature = "rseq")), allow(dead_code))]
     Own(alloc::boxed::Box<Area>),
 }
 
@@ -78,8 +77,9 @@ unsafe impl Send for Zone<'_> {}
 
 impl<'m> Zone<'m> {
     /// A zone on memory the caller provides: per-CPU blocks described by `layout`, carved from
-    /// the kernel's area ([`Area::global`]; with `sim`, an area of its own), and `meta` for
-    /// its metadata: at least [`ZoneLayout::meta_words`] words.
+    /// the kernel's area ([`Area::global`]), and `meta` for its metadata: at least
+    /// [`ZoneLayout::meta_words`] words. (Where the platform gives every zone an area of its
+    /// own, as the host simulation does for each machine, the zone gets one.)
     ///
     /// The counter areas are not cleared here: every slot is cleared on every CPU when it is
     /// allocated. Every rule of [`ZoneLayout::validate`] is checked first, then the area's:
@@ -91,12 +91,13 @@ impl<'m> Zone<'m> {
     /// `+ layout.len` must be valid for reads and writes for `'m`, and nothing but this zone
     /// and the counters from it may access them while the zone lives.
     pub unsafe fn from_raw_parts(layout: ZoneLayout, meta: &'m mut [u64]) -> Result<Self, Error> {
-        #[cfg(feature = "sim")]
-        let area = AreaRef::Own(alloc::boxed::Box::default());
-        #[cfg(not(feature = "sim"))]
-        let area = AreaRef::Shared(Area::global());
+        #[cfg(feature = "alloc")]
+        if platform::own_areas() {
+            // SAFETY: the caller's contract.
+            return unsafe { Self::from_raw_parts_own_area(layout, meta) };
+        }
         // SAFETY: the caller's contract.
-        unsafe { Self::carve(area, layout, meta) }
+        unsafe { Self::carve(AreaRef::Shared(Area::global()), layout, meta) }
     }
 
     /// As [`from_raw_parts`](Zone::from_raw_parts), in an area of the zone's own (see
@@ -105,15 +106,6 @@ impl<'m> Zone<'m> {
     /// # Safety
     /// As [`from_raw_parts`](Zone::from_raw_parts).
     #[cfg(feature = "alloc")]
-    // Only `rseq` calls it (x86_64 and aarch64 Linux).
-    #[cfg_attr(
-        not(all(
-            feature = "rseq",
-            target_os = "linux",
-            any(target_arch = "x86_64", target_arch = "aarch64")
-        )),
-        allow(dead_code)
-    )]
     pub(crate) unsafe fn from_raw_parts_own_area(
         layout: ZoneLayout,
         meta: &'m mut [u64],
@@ -238,15 +230,6 @@ impl<'m> Zone<'m> {
         self.layout.cpu_base(cpu)
     }
 
-    /// Allocates a counter that reads 0.
-    ///
-    /// Fails with [`Error::ZoneFull`] when every slot is in use; nothing changes then.
-    pub fn alloc(&self) -> Result<Counter<'_>, Error> {
-        let off = self.alloc_run(1)?;
-        // SAFETY: the slot at `off` was just allocated and cleared, and is owned by the counter.
-        Ok(unsafe { Counter::from_slot(self, off) })
-    }
-
     /// Whether `off` is the offset of a slot of this zone (allocated or not).
     pub fn holds_offset(&self, off: usize) -> bool {
         off.is_multiple_of(8)
@@ -351,36 +334,57 @@ impl<'m> Zone<'m> {
         }
     }
 
-    /// Adds `v` to this CPU's slot at `off`, after the simulation's area check.
+    /// Adds `v` to this CPU's slot at `off`, after the platform's check (none in a kernel).
     ///
     /// # Safety
     /// `off` is a live slot of this zone; the per-CPU register is set (the platform's contract).
     #[inline(always)]
     pub(crate) unsafe fn add(&self, off: usize, v: i64) {
-        #[cfg(feature = "sim")]
-        crate::sim::check_area(self.area());
+        platform::check_add(self.area());
         // SAFETY: per the caller.
-        unsafe { arch::add(self, off, v) }
+        unsafe { arch::add(off, v) }
     }
 
-    /// Adds `v` to this CPU's slot at `off` inside `counter_enter`, after the simulation's
-    /// area check.
+    /// Adds `v` to this CPU's slot at `off` inside `counter_enter`, after the platform's check.
     ///
     /// # Safety
     /// As [`add`](Zone::add), and the caller holds a [`Protected`](crate::Protected) section.
     #[inline(always)]
     pub(crate) unsafe fn add_protected(&self, off: usize, v: i64) {
-        #[cfg(feature = "sim")]
-        crate::sim::check_area(self.area());
+        platform::check_add(self.area());
         // SAFETY: per the caller.
-        unsafe { arch::add_protected(self, off, v) }
+        unsafe { arch::add_protected(off, v) }
+    }
+
+    /// Adds `v` to this CPU's slot at `off` and returns how many multiples of 16 it crossed
+    /// (see [`arch::add_crossings16`]), after the platform's check.
+    ///
+    /// # Safety
+    /// As [`add`](Zone::add).
+    #[inline(always)]
+    pub(crate) unsafe fn add_crossings16(&self, off: usize, v: i64) -> u64 {
+        platform::check_add(self.area());
+        // SAFETY: per the caller.
+        unsafe { arch::add_crossings16(off, v) }
+    }
+
+    /// Adds `v` to this CPU's slot at `off` and returns the slot's value before the add, after
+    /// the platform's check.
+    ///
+    /// # Safety
+    /// As [`add`](Zone::add).
+    #[inline(always)]
+    pub(crate) unsafe fn fetch_add(&self, off: usize, v: i64) -> u64 {
+        platform::check_add(self.area());
+        // SAFETY: per the caller.
+        unsafe { arch::fetch_add(off, v) }
     }
 }
 
 #[cfg(feature = "alloc")]
 impl Zone<'static> {
     /// A zone on heap memory for `ncpus` CPUs and at least `counters` counters, carved from
-    /// the kernel's area (with `sim`, an area of its own, as a simulated machine's zone).
+    /// the kernel's area (as [`from_raw_parts`](Zone::from_raw_parts)).
     ///
     /// Each CPU's block is rounded up to a multiple of 128 bytes, so that no two CPUs share a
     /// cache line; [`capacity`](Zone::capacity) reports the rounded count. A size that

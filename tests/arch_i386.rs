@@ -199,9 +199,13 @@ fn set_cpu_base_rejects_bad_selectors_without_writing() {
     let mut entry = 0u64;
     // SAFETY: every call here is rejected before it writes or loads anything.
     unsafe {
-        assert!(!arch::set_cpu_base(&mut entry, 0, 0x1000)); // null selector
-        assert!(!arch::set_cpu_base(&mut entry, 3, 0x1000)); // null with RPL 3
-        assert!(!arch::set_cpu_base(&mut entry, 0x0F, 0x1000)); // names the LDT
+        for selector in [0, 3, 0x0F] {
+            // null, null with RPL 3, one that names the LDT
+            assert_eq!(
+                arch::set_cpu_base(&mut entry, selector, 0x1000),
+                Err(pcpu_counter::Error::BadSelector { selector })
+            );
+        }
     }
     assert_eq!(entry, 0);
 }

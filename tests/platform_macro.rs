@@ -1,4 +1,5 @@
-//! `set_platform!` expands to the link-time hooks, each forwarding to the kernel's impl.
+//! `set_platform!` expands to the link-time hooks (named with the ABI version, `_pcpu_counter_0_1_*`),
+//! each forwarding to the kernel's impl.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -28,14 +29,14 @@ pcpu_counter::set_platform!(Fake);
 
 #[test]
 fn the_macro_defines_forwarding_hooks() {
-    assert_eq!(_pcpu_counter_current_cpu(), 3);
-    let outer = _pcpu_counter_protect();
-    let inner = _pcpu_counter_protect();
+    assert_eq!(_pcpu_counter_0_1_current_cpu(), 3);
+    let outer = _pcpu_counter_0_1_protect();
+    let inner = _pcpu_counter_0_1_protect();
     assert_eq!((outer, inner), (0, 1));
     // SAFETY: LIFO release of the two `protect`s above.
     unsafe {
-        _pcpu_counter_unprotect(inner);
-        _pcpu_counter_unprotect(outer);
+        _pcpu_counter_0_1_unprotect(inner);
+        _pcpu_counter_0_1_unprotect(outer);
     }
     assert_eq!(DEPTH.load(Ordering::Relaxed), 0);
 }

@@ -13,12 +13,15 @@
 //! interrupt inside the LL/SC loop clears the exclusive monitor (or its handler's own
 //! `stxr` does), so the `stxr` fails and the loop retries.
 //!
-//! At EL0 (host tests, feature `sim`) `TPIDR_EL1` cannot be read: the base is a thread-local
-//! that binding a simulated CPU sets, and the same LL/SC (or LSE) code runs on it.
+//! Where the platform supplies the base (`cfg(pcpu_base_from_platform)`: at EL0, as in the host
+//! simulation, `TPIDR_EL1` cannot be read) the base comes from `platform::cpu_base`, and the
+//! same LL/SC (or LSE) code runs on it.
+// A Linux program's build (`rseq` alone) uses part of the core only.
+#![cfg_attr(not(pcpu_kernel_api), allow(dead_code))]
 
 use core::arch::asm;
 
-use crate::zone::Zone;
+use crate::Error;
 
 /// The arch this build's primitives are for.
 #[cfg(not(target_feature = "lse"))]
@@ -27,21 +30,18 @@ pub const NAME: &str = "aarch64 (ldxr/stxr loop)";
 #[cfg(target_feature = "lse")]
 pub const NAME: &str = "aarch64 (LSE ldadd)";
 
-/// The current CPU's per-CPU base: `TPIDR_EL1`.
-#[cfg(not(feature = "sim"))]
+/// The current CPU's per-CPU base: `TPIDR_EL1`, or the platform's answer where it supplies
+/// the base.
 #[inline(always)]
 fn cpu_base() -> usize {
+    if cfg!(pcpu_base_from_platform) {
+        return crate::platform::cpu_base();
+    }
     let base: usize;
-    // SAFETY: reading TPIDR_EL1 has no side effects (the crate runs at EL1 without `sim`).
+    // SAFETY: reading TPIDR_EL1 has no side effects (the crate runs at EL1 unless the platform
+    // supplies the base, which returned above).
     unsafe { asm!("mrs {}, tpidr_el1", out(reg) base, options(nomem, nostack, preserves_flags)) };
     base
-}
-
-/// The current CPU's per-CPU base under simulation: the bound CPU's block.
-#[cfg(feature = "sim")]
-#[inline(always)]
-fn cpu_base() -> usize {
-    host_base::base()
 }
 
 /// Adds `v` to the current CPU's slot at offset `off` from its per-CPU base.
@@ -50,7 +50,7 @@ fn cpu_base() -> usize {
 /// This CPU's per-CPU base must be its block of the zone that owns `off`, and `off` a live
 /// slot.
 #[inline(always)]
-pub(crate) unsafe fn add(_zone: &Zone<'_>, off: usize, v: i64) {
+pub(crate) unsafe fn add(off: usize, v: i64) {
     let slot = cpu_base().wrapping_add(off) as *mut u64;
     // SAFETY: `slot` is a live, aligned slot of the zone (caller's contract); the add is an
     // atomic read-modify-write on it.
@@ -104,7 +104,7 @@ unsafe fn atomic_add(slot: *mut u64, v: u64) {
 /// # Safety
 /// As [`add`].
 #[inline(always)]
-pub(crate) unsafe fn fetch_add(_zone: &Zone<'_>, off: usize, v: i64) -> u64 {
+pub(crate) unsafe fn fetch_add(off: usize, v: i64) -> u64 {
     let slot = cpu_base().wrapping_add(off) as *mut u64;
     // SAFETY: `slot` is a live, aligned slot of the zone (caller's contract).
     unsafe { atomic_fetch_add(slot, v as u64) }
@@ -159,9 +159,9 @@ unsafe fn atomic_fetch_add(slot: *mut u64, v: u64) -> u64 {
 /// # Safety
 /// As [`add`].
 #[inline(always)]
-pub(crate) unsafe fn add_protected(zone: &Zone<'_>, off: usize, v: i64) {
+pub(crate) unsafe fn add_protected(off: usize, v: i64) {
     // SAFETY: same contract as `add`.
-    unsafe { add(zone, off, v) }
+    unsafe { add(off, v) }
 }
 
 /// `counter_enter` is free on aarch64, as on FreeBSD's arm64.
@@ -170,67 +170,23 @@ pub(crate) const fn needs_protection() -> bool {
     false
 }
 
-#[path = "../atomic_slots.rs"]
-mod atomic_slots;
-pub(crate) use atomic_slots::{load_slot, store_slot};
+pub(crate) use super::atomic_slots::{load_slot, store_slot};
 
-/// Points this CPU's `TPIDR_EL1` at `base` (its [`Zone::cpu_base`]). Call it once on each
-/// CPU, at EL1, before that CPU adds to a counter. A kernel that already keeps its own per-CPU
-/// block in `TPIDR_EL1` hosts the zone inside that block instead (see
-/// [`ZoneLayout`](crate::ZoneLayout)) and need not call this. Always returns `true`.
+/// Points this CPU's `TPIDR_EL1` at `base` (its [`Zone::cpu_base`](crate::Zone::cpu_base)).
+/// Call it once on each CPU, at EL1, before that CPU adds to a counter. A kernel that already
+/// keeps its own per-CPU block in `TPIDR_EL1` hosts the zone inside that block instead (see
+/// [`ZoneLayout`](crate::ZoneLayout)) and need not call this. Every base fits the register:
+/// never an error. Where the platform supplies the base (`cfg(pcpu_base_from_platform)`) there
+/// is no register to write, and it writes nothing.
 ///
 /// # Safety
 /// Must run at EL1 on the CPU whose block `base` is; nothing else on that CPU may rely on the
 /// previous `TPIDR_EL1`.
-pub unsafe fn set_cpu_base(base: usize) -> bool {
+pub unsafe fn set_cpu_base(base: usize) -> Result<(), Error> {
+    if cfg!(pcpu_base_from_platform) {
+        return Ok(());
+    }
     // SAFETY: per the caller's contract (EL1, this CPU's block, nobody else's register).
     unsafe { asm!("msr tpidr_el1, {}", in(reg) base, options(nostack, preserves_flags)) };
-    true
-}
-
-#[cfg(feature = "sim")]
-#[path = "../host_base.rs"]
-mod host_base;
-#[cfg(feature = "sim")]
-pub use host::add_counting_retries;
-#[cfg(feature = "sim")]
-pub(crate) use host_base::{host_bind, host_unbind};
-
-#[cfg(feature = "sim")]
-mod host {
-    //! Host tests only: the LL/SC loop with its retries counted.
-
-    use core::arch::asm;
-
-    /// Host tests only: the LL/SC loop (as [`Counter::add`](crate::Counter::add) runs it
-    /// without `lse`) with a count of failed `stxr`s, i.e. of interrupts (or other writers)
-    /// that fell between the `ldxr` and the `stxr`. Returns the retries.
-    ///
-    /// # Safety
-    /// The thread is bound to a simulated CPU of the zone owning slot offset `off`.
-    pub unsafe fn add_counting_retries(off: usize, v: i64) -> u32 {
-        let slot = super::host_base::base().wrapping_add(off) as *mut u64;
-        let retries: u32;
-        // SAFETY: as the LL/SC `atomic_add`, with a retry count in a register.
-        unsafe {
-            asm!(
-                "mov {r:w}, #0",
-                "b 3f",
-                "2:",
-                "add {r:w}, {r:w}, #1",
-                "3:",
-                "ldxr {t}, [{slot}]",
-                "add {t}, {t}, {v}",
-                "stxr {s:w}, {t}, [{slot}]",
-                "cbnz {s:w}, 2b",
-                slot = in(reg) slot,
-                v = in(reg) v,
-                t = out(reg) _,
-                s = out(reg) _,
-                r = out(reg) retries,
-                options(nostack),
-            )
-        };
-        retries
-    }
+    Ok(())
 }

@@ -1,13 +1,15 @@
 //! The portable fallback: a plain add on the current CPU's slot inside local protection.
 //!
-//! Used on archs without a primitive of their own. The slot is found from the platform's
-//! current CPU ([`Platform::current_cpu`](crate::Platform::current_cpu)), which must be below
-//! the zone's CPU count: a CPU out of range panics with its index instead of writing outside
-//! the zone. Where 64-bit atomics are missing a remote read may tear unless the machine is a
-//! uniprocessor (as FreeBSD assumes of i386 without CX8).
+//! Used on archs without a primitive of their own. There is no per-CPU register: the
+//! platform supplies the current CPU's base (`platform::cpu_base`: in a kernel the register
+//! value of the platform's current CPU ([`Platform::current_cpu`](crate::Platform::current_cpu))
+//! in [`Area::global`](crate::Area::global), which panics with the CPU's index when it is out
+//! of range instead of writing outside the area). Where 64-bit atomics are missing a remote
+//! read may tear unless the machine is a uniprocessor (as FreeBSD assumes of i386 without
+//! CX8).
 
 use crate::platform::{self, Protection};
-use crate::zone::Zone;
+use crate::Error;
 
 /// The arch this build's primitives are for.
 #[cfg(not(pcpu_counter_broken = "portable_unprotected_add"))]
@@ -20,31 +22,25 @@ pub const NAME: &str =
 /// Adds `v` to the current CPU's slot at offset `off`, inside local protection.
 ///
 /// # Safety
-/// `off` is a live slot of `zone`.
+/// `off` is a live slot of the area the platform's base is in.
 #[inline]
-pub(crate) unsafe fn add(zone: &Zone<'_>, off: usize, v: i64) {
+pub(crate) unsafe fn add(off: usize, v: i64) {
     // The test-only feature drops this protection: an interrupt between the load and the
     // store of `add_protected` then loses an add, which the firmware's timer check must see.
     #[cfg(not(pcpu_counter_broken = "portable_unprotected_add"))]
     let _protection = Protection::acquire();
     // SAFETY: same contract, and protection is held (except in the test-only broken build,
     // where the add may lose updates but never touches memory outside this CPU's slot).
-    unsafe { add_protected(zone, off, v) }
+    unsafe { add_protected(off, v) }
 }
 
 /// Adds `v` to the current CPU's slot; the caller holds local protection.
 ///
 /// # Safety
-/// `off` is a live slot of `zone`, and the caller holds local protection.
+/// As [`add`], and the caller holds local protection.
 #[inline]
-pub(crate) unsafe fn add_protected(zone: &Zone<'_>, off: usize, v: i64) {
-    let cpu = platform::current_cpu();
-    assert!(
-        cpu < zone.ncpus(),
-        "current CPU {cpu} is out of range (zone has {} CPUs)",
-        zone.ncpus()
-    );
-    let slot = zone.slot_addr(cpu, off);
+pub(crate) unsafe fn add_protected(off: usize, v: i64) {
+    let slot = platform::cpu_base().wrapping_add(off) as *mut u64;
     cfg_if::cfg_if! {
         if #[cfg(target_has_atomic = "64")] {
             // SAFETY: the slot is this CPU's own, inside the zone; protection keeps every
@@ -60,6 +56,23 @@ pub(crate) unsafe fn add_protected(zone: &Zone<'_>, off: usize, v: i64) {
             unsafe { slot.write_volatile(slot.read_volatile().wrapping_add(v as u64)) }
         }
     }
+}
+
+/// Adds `v` to the current CPU's slot at `off` and returns the slot's value before the add:
+/// the add inside local protection, then the slot read back. With neither an interrupt nor a
+/// migration between them, the value read less `v` is the value before.
+///
+/// # Safety
+/// As [`add`].
+#[inline]
+pub(crate) unsafe fn fetch_add(off: usize, v: i64) -> u64 {
+    let _protection = Protection::acquire();
+    // SAFETY: per the caller; protection is held, as `add_protected` asks.
+    unsafe { add_protected(off, v) };
+    let slot = platform::cpu_base().wrapping_add(off) as *mut u64;
+    // SAFETY: the slot just added to, still this CPU's under protection.
+    let new = unsafe { load_slot(slot) };
+    new.wrapping_sub(v as u64)
 }
 
 /// The plain add needs local protection, so `counter_enter` enters it.
@@ -116,19 +129,11 @@ cfg_if::cfg_if! {
     }
 }
 
-/// The portable fallback has no per-CPU register: the slot comes from the current CPU's
-/// index, so there is nothing to set. Always returns `true`.
+/// The portable fallback has no per-CPU register: the platform supplies each CPU's base, so
+/// there is nothing to set, and nothing can fail.
 ///
 /// # Safety
 /// None needed; `unsafe` only to match the other archs.
-pub unsafe fn set_cpu_base(_base: usize) -> bool {
-    true
+pub unsafe fn set_cpu_base(_base: usize) -> Result<(), Error> {
+    Ok(())
 }
-
-// Host simulation: the simulation's current CPU answers `current_cpu`; binding keeps the
-// block's address in a thread-local only for the area tag in its first word.
-#[cfg(feature = "sim")]
-#[path = "../host_base.rs"]
-mod host_base;
-#[cfg(feature = "sim")]
-pub(crate) use host_base::{host_bind, host_unbind};

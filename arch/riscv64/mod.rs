@@ -19,22 +19,24 @@
 //! the add needs no protection (`counter_enter` is free), as on FreeBSD's arm64 and amd64. The
 //! AMO has no `.aq`/`.rl` bits: statistics need no ordering.
 //!
-//! Under `sim` (host tests on riscv64 Linux) `tp` is glibc's thread pointer and `gp` the
-//! global pointer, neither ours: the base is a thread-local that binding a simulated CPU sets,
-//! and the same `amoadd.d` runs on it (as on aarch64, where EL0 cannot read `TPIDR_EL1`).
+//! In a hosted program (the host simulation on riscv64 Linux) `tp` is glibc's thread pointer
+//! and `gp` the global pointer, neither ours: there the platform supplies the base
+//! (`cfg(pcpu_base_from_platform)`), and the same `amoadd.d` runs on it (as on aarch64, where
+//! EL0 cannot read `TPIDR_EL1`).
 //!
-//! The `pcpu_counter_broken = "riscv_plain_add"` cfg (set by xtask only, ignored under `sim`)
+//! The `pcpu_counter_broken = "riscv_plain_add"` cfg (set by xtask only, ignored where the
+//! platform supplies the base)
 //! replaces the AMO with `ld; add; sd`, so that `cargo xtask qemu riscv64-broken` can show
 //! the timer check catching an add that an interrupt splits.
 
 use core::arch::asm;
 
-use crate::zone::Zone;
+use crate::Error;
 
 cfg_if::cfg_if! {
-    if #[cfg(feature = "sim")] {
+    if #[cfg(pcpu_base_from_platform)] {
         /// The arch this build's primitives are for.
-        pub const NAME: &str = "riscv64 (amoadd.d, simulated per-CPU base)";
+        pub const NAME: &str = "riscv64 (amoadd.d on the platform's per-CPU base)";
     } else if #[cfg(pcpu_counter_broken = "riscv_plain_add")] {
         /// The arch this build's primitives are for.
         pub const NAME: &str = "riscv64 (BROKEN plain ld/add/sd, test only)";
@@ -53,29 +55,33 @@ cfg_if::cfg_if! {
 /// references the matching symbol with a relocation that changes no instruction
 /// (`R_RISCV_NONE`), so that C code built for the other register fails to link
 /// (`undefined reference to pcpu_counter_riscv_tp`) instead of adding through the wrong one.
-#[cfg(all(feature = "capi", not(feature = "sim"), not(feature = "riscv-gp")))]
+#[cfg(all(
+    feature = "capi",
+    not(pcpu_base_from_platform),
+    not(feature = "riscv-gp")
+))]
 #[used]
 #[no_mangle]
 static pcpu_counter_riscv_tp: u8 = 0;
 
 /// As above, for a library built with `riscv-gp`.
-#[cfg(all(feature = "capi", not(feature = "sim"), feature = "riscv-gp"))]
+#[cfg(all(feature = "capi", not(pcpu_base_from_platform), feature = "riscv-gp"))]
 #[used]
 #[no_mangle]
 static pcpu_counter_riscv_gp: u8 = 0;
 
 /// The current hart's per-CPU base: `tp`.
-#[cfg(all(not(feature = "sim"), not(feature = "riscv-gp")))]
+#[cfg(all(not(pcpu_base_from_platform), not(feature = "riscv-gp")))]
 #[inline(always)]
 fn cpu_base() -> usize {
     let base: usize;
-    // SAFETY: copies a register; no memory access. Without `sim` the kernel owns `tp`.
+    // SAFETY: copies a register; no memory access. The kernel owns `tp`.
     unsafe { asm!("mv {}, tp", out(reg) base, options(nomem, nostack, preserves_flags)) };
     base
 }
 
 /// The current hart's per-CPU base: `gp` (feature `riscv-gp`).
-#[cfg(all(not(feature = "sim"), feature = "riscv-gp"))]
+#[cfg(all(not(pcpu_base_from_platform), feature = "riscv-gp"))]
 #[inline(always)]
 fn cpu_base() -> usize {
     let base: usize;
@@ -84,11 +90,12 @@ fn cpu_base() -> usize {
     base
 }
 
-/// The current CPU's per-CPU base under simulation: the bound CPU's block.
-#[cfg(feature = "sim")]
+/// The current hart's per-CPU base where the platform supplies it (a hosted program, whose
+/// `tp` and `gp` belong to the C library and the linker: the host simulation).
+#[cfg(pcpu_base_from_platform)]
 #[inline(always)]
 fn cpu_base() -> usize {
-    host_base::base()
+    crate::platform::cpu_base()
 }
 
 /// Adds `v` to the current hart's slot at offset `off` from its per-CPU base.
@@ -97,7 +104,7 @@ fn cpu_base() -> usize {
 /// This hart's per-CPU base must be its block of the zone that owns `off`, and `off` a live
 /// slot.
 #[inline(always)]
-pub(crate) unsafe fn add(_zone: &Zone<'_>, off: usize, v: i64) {
+pub(crate) unsafe fn add(off: usize, v: i64) {
     let slot = cpu_base().wrapping_add(off) as *mut u64;
     // SAFETY: `slot` is a live, aligned slot of the zone (caller's contract).
     unsafe { atomic_add(slot, v as u64) }
@@ -107,7 +114,7 @@ pub(crate) unsafe fn add(_zone: &Zone<'_>, off: usize, v: i64) {
 ///
 /// # Safety
 /// `slot` is a live, 8-byte aligned slot.
-#[cfg(any(feature = "sim", not(pcpu_counter_broken = "riscv_plain_add")))]
+#[cfg(any(pcpu_base_from_platform, not(pcpu_counter_broken = "riscv_plain_add")))]
 #[inline(always)]
 unsafe fn atomic_add(slot: *mut u64, v: u64) {
     // SAFETY: per the caller; `amoadd.d` is one atomic read-modify-write of the aligned slot.
@@ -127,7 +134,7 @@ unsafe fn atomic_add(slot: *mut u64, v: u64) {
 ///
 /// # Safety
 /// `slot` is a live, 8-byte aligned slot.
-#[cfg(all(not(feature = "sim"), pcpu_counter_broken = "riscv_plain_add"))]
+#[cfg(all(not(pcpu_base_from_platform), pcpu_counter_broken = "riscv_plain_add"))]
 #[inline(always)]
 unsafe fn atomic_add(slot: *mut u64, v: u64) {
     // SAFETY: the slot is live and aligned per the caller; the race with this hart's own
@@ -153,7 +160,7 @@ unsafe fn atomic_add(slot: *mut u64, v: u64) {
 /// # Safety
 /// As [`add`].
 #[inline(always)]
-pub(crate) unsafe fn fetch_add(_zone: &Zone<'_>, off: usize, v: i64) -> u64 {
+pub(crate) unsafe fn fetch_add(off: usize, v: i64) -> u64 {
     let slot = cpu_base().wrapping_add(off) as *mut u64;
     let old: u64;
     // SAFETY: `slot` is a live, aligned slot of the zone (caller's contract); `amoadd.d` is
@@ -175,9 +182,9 @@ pub(crate) unsafe fn fetch_add(_zone: &Zone<'_>, off: usize, v: i64) -> u64 {
 /// # Safety
 /// As [`add`].
 #[inline(always)]
-pub(crate) unsafe fn add_protected(zone: &Zone<'_>, off: usize, v: i64) {
+pub(crate) unsafe fn add_protected(off: usize, v: i64) {
     // SAFETY: same contract as `add`.
-    unsafe { add(zone, off, v) }
+    unsafe { add(off, v) }
 }
 
 /// `counter_enter` is free on riscv64: the AMO is safe against interrupts and migration.
@@ -186,33 +193,31 @@ pub(crate) const fn needs_protection() -> bool {
     false
 }
 
-#[path = "../atomic_slots.rs"]
-mod atomic_slots;
-pub(crate) use atomic_slots::{load_slot, store_slot};
+pub(crate) use super::atomic_slots::{load_slot, store_slot};
 
 /// Points this hart's `tp` (with feature `riscv-gp`: `gp`) at `base` (its
-/// [`Zone::cpu_base`]). Call it once on each hart, in the kernel (S-mode or M-mode), before
-/// that hart adds to a counter. A kernel that already keeps its own per-CPU block in that
-/// register hosts the zone inside the block instead (see [`ZoneLayout`](crate::ZoneLayout))
-/// and need not call this. Under `sim` (host simulation) it does nothing: there `tp` is the
-/// C library's thread pointer and binding a simulated CPU sets the base. Always returns
-/// `true`.
+/// [`Zone::cpu_base`](crate::Zone::cpu_base)). Call it once on each hart, in the kernel
+/// (S-mode or M-mode), before that hart adds to a counter. A kernel that already keeps its own
+/// per-CPU block in that register hosts the zone inside the block instead (see
+/// [`ZoneLayout`](crate::ZoneLayout)) and need not call this. Every base fits the register:
+/// never an error. Where the platform supplies the base (`cfg(pcpu_base_from_platform)`: a
+/// hosted program, whose `tp` is the C library's thread pointer) it writes nothing.
 ///
 /// # Safety
 /// Must run in the kernel on the hart whose block `base` is; nothing else on that hart may
 /// rely on the previous `tp` (`gp`): no thread-local storage, and with `riscv-gp` no code
 /// linked with gp relaxation (link with `--no-relax`).
-pub unsafe fn set_cpu_base(base: usize) -> bool {
+pub unsafe fn set_cpu_base(base: usize) -> Result<(), Error> {
     // SAFETY: per the caller's contract (this hart, its block, a register nobody else uses).
     unsafe { write_base(base) };
-    true
+    Ok(())
 }
 
 /// Writes `tp`. rustc does not accept `tp` as an asm operand, but the template may name it.
 ///
 /// # Safety
 /// As [`set_cpu_base`].
-#[cfg(all(not(feature = "sim"), not(feature = "riscv-gp")))]
+#[cfg(all(not(pcpu_base_from_platform), not(feature = "riscv-gp")))]
 #[inline(always)]
 unsafe fn write_base(base: usize) {
     // SAFETY: per the caller: the kernel owns `tp` on this hart (no TLS).
@@ -223,23 +228,17 @@ unsafe fn write_base(base: usize) {
 ///
 /// # Safety
 /// As [`set_cpu_base`]; nothing on this hart uses `gp` (linked with `--no-relax`).
-#[cfg(all(not(feature = "sim"), feature = "riscv-gp"))]
+#[cfg(all(not(pcpu_base_from_platform), feature = "riscv-gp"))]
 #[inline(always)]
 unsafe fn write_base(base: usize) {
     // SAFETY: per the caller: the kernel owns `gp` on this hart.
     unsafe { asm!("mv gp, {0}", in(reg) base, options(nomem, nostack, preserves_flags)) }
 }
 
-/// Under `sim` the simulation's binding sets the base: nothing to write.
+/// Where the platform supplies the base there is no register to write.
 ///
 /// # Safety
 /// None needed.
-#[cfg(feature = "sim")]
+#[cfg(pcpu_base_from_platform)]
 #[inline(always)]
 unsafe fn write_base(_base: usize) {}
-
-#[cfg(feature = "sim")]
-#[path = "../host_base.rs"]
-mod host_base;
-#[cfg(feature = "sim")]
-pub(crate) use host_base::{host_bind, host_unbind};

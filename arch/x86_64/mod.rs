@@ -5,10 +5,12 @@
 //! instruction: neither an interrupt nor a migration can fall inside it, so it needs no lock
 //! prefix and no preemption protection (FreeBSD's amd64 `counter_u64_add`, Linux's
 //! `this_cpu_add`).
+// A Linux program's build (`rseq` alone) uses part of the core only.
+#![cfg_attr(not(pcpu_kernel_api), allow(dead_code))]
 
 use core::arch::asm;
 
-use crate::zone::Zone;
+use crate::Error;
 
 /// The arch this build's primitives are for.
 pub const NAME: &str = "x86_64 (gs-relative add)";
@@ -16,9 +18,9 @@ pub const NAME: &str = "x86_64 (gs-relative add)";
 /// Adds `v` to the current CPU's slot at GS-relative offset `off`.
 ///
 /// # Safety
-/// This CPU's GS base must be its block of the zone that owns `off`, and `off` a live slot.
+/// This CPU's GS base must be its block of the area whose live slot `off` is.
 #[inline(always)]
-pub(crate) unsafe fn add(_zone: &Zone<'_>, off: usize, v: i64) {
+pub(crate) unsafe fn add(off: usize, v: i64) {
     // SAFETY: the caller's contract puts `gs:[off]` on this CPU's own slot, which only this
     // CPU writes; one instruction, so nothing can interleave with it on this CPU.
     unsafe {
@@ -38,7 +40,7 @@ pub(crate) unsafe fn add(_zone: &Zone<'_>, off: usize, v: i64) {
 /// # Safety
 /// As [`add`].
 #[inline(always)]
-pub(crate) unsafe fn fetch_add(_zone: &Zone<'_>, off: usize, v: i64) -> u64 {
+pub(crate) unsafe fn fetch_add(off: usize, v: i64) -> u64 {
     let mut old = v as u64;
     // SAFETY: as in `add`: `gs:[off]` is this CPU's own slot and one instruction updates it.
     unsafe {
@@ -67,7 +69,7 @@ pub(crate) unsafe fn fetch_add(_zone: &Zone<'_>, off: usize, v: i64) -> u64 {
 /// # Safety
 /// As [`add`].
 #[inline(always)]
-pub(crate) unsafe fn add_crossings16(_zone: &Zone<'_>, off: usize, v: i64) -> u64 {
+pub(crate) unsafe fn add_crossings16(off: usize, v: i64) -> u64 {
     if !has_lahf() {
         // SAFETY: as here.
         return unsafe { add_crossings16_pushf(off, v) };
@@ -174,9 +176,9 @@ fn detect_lahf() -> bool {
 /// # Safety
 /// As [`add`].
 #[inline(always)]
-pub(crate) unsafe fn add_protected(zone: &Zone<'_>, off: usize, v: i64) {
+pub(crate) unsafe fn add_protected(off: usize, v: i64) {
     // SAFETY: same contract as `add`.
-    unsafe { add(zone, off, v) }
+    unsafe { add(off, v) }
 }
 
 /// `counter_enter` is free on x86_64, as on FreeBSD's amd64.
@@ -185,56 +187,23 @@ pub(crate) const fn needs_protection() -> bool {
     false
 }
 
-#[path = "../atomic_slots.rs"]
-mod atomic_slots;
-pub(crate) use atomic_slots::{load_slot, store_slot};
+pub(crate) use super::atomic_slots::{load_slot, store_slot};
 
-/// Points this CPU's GS base at `base` (its [`Zone::cpu_base`]) by writing the
-/// `IA32_GS_BASE` MSR through the `x86_64` crate. Call it once on each CPU, at CPL 0, before
-/// that CPU adds to a counter. A kernel that already points GS at its own per-CPU block hosts
-/// the zone inside that block instead (see [`ZoneLayout`](crate::ZoneLayout)) and need not
-/// call this.
+/// Points this CPU's GS base at `base` (its [`Zone::cpu_base`](crate::Zone::cpu_base)) by
+/// writing the `IA32_GS_BASE` MSR through the `x86_64` crate. Call it once on each CPU, at
+/// CPL 0, before that CPU adds to a counter. A kernel that already points GS at its own
+/// per-CPU block hosts the zone inside that block instead (see
+/// [`ZoneLayout`](crate::ZoneLayout)) and need not call this.
 ///
-/// Returns `false`, writing nothing, if `base` is not a canonical address.
+/// Fails with [`Error::BadCpuBase`], writing nothing, if `base` is not a canonical address
+/// (the `x86_64` crate's `VirtAddrNotValid`).
 ///
 /// # Safety
 /// Must run at CPL 0 on the CPU whose block `base` is; nothing else on that CPU may rely on
 /// the previous GS base. (`swapgs` kernels: this writes the active GS base, not the kernel's
 /// swapped one.)
-pub unsafe fn set_cpu_base(base: usize) -> bool {
-    match x86_64::VirtAddr::try_new(base as u64) {
-        Ok(addr) => {
-            x86_64::registers::model_specific::GsBase::write(addr);
-            true
-        }
-        Err(_) => false,
-    }
-}
-
-/// Points this thread's GS base at `base` (`arch_prctl(ARCH_SET_GS)`): glibc keeps TLS in FS,
-/// so user space may use GS freely and the real `add gs:[off]` runs in host tests.
-///
-/// # Safety
-/// `base` is a block of a live zone, and nothing else on this thread uses GS.
-#[cfg(feature = "sim")]
-pub(crate) unsafe fn host_bind(base: usize) {
-    const ARCH_SET_GS: libc::c_int = 0x1001;
-    // SAFETY: ARCH_SET_GS only changes this thread's GS base.
-    let rc = unsafe { libc::syscall(libc::SYS_arch_prctl, ARCH_SET_GS, base) };
-    assert_eq!(
-        rc,
-        0,
-        "arch_prctl(ARCH_SET_GS) failed: {}",
-        std::io::Error::last_os_error()
-    );
-}
-
-/// Clears this thread's GS base, so that a stray add faults instead of counting.
-///
-/// # Safety
-/// As [`host_bind`].
-#[cfg(feature = "sim")]
-pub(crate) unsafe fn host_unbind() {
-    // SAFETY: same call with base 0.
-    unsafe { host_bind(0) }
+pub unsafe fn set_cpu_base(base: usize) -> Result<(), Error> {
+    let addr = ::x86_64::VirtAddr::try_new(base as u64).map_err(|_| Error::BadCpuBase { base })?;
+    ::x86_64::registers::model_specific::GsBase::write(addr);
+    Ok(())
 }

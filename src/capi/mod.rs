@@ -26,22 +26,22 @@
 //! `counter_enter()` and `counter_exit()` take no arguments, as FreeBSD's: the nesting is kept
 //! per CPU. `pcpu_counter_enter_state()` / `pcpu_counter_exit_state()` hand the state to the
 //! caller instead.
-#![cfg(any(feature = "sim", doc, not(any(unix, windows))))]
+#![cfg(pcpu_kernel_api)]
 #![allow(non_camel_case_types)]
 
 mod approx;
 mod counter;
-mod early;
+pub(crate) mod early;
 mod error;
 mod group;
 mod protect;
 mod rate;
 mod registry;
-#[cfg(feature = "sim")]
-mod sim;
 mod slot;
 mod zone;
 
+#[cfg(feature = "sim")]
+pub use crate::sim::capi::*;
 pub use approx::*;
 pub use counter::*;
 pub use error::*;
@@ -49,7 +49,5 @@ pub use group::*;
 pub use protect::*;
 pub use rate::*;
 pub use registry::*;
-#[cfg(feature = "sim")]
-pub use sim::*;
 pub use slot::{counter_u64_t, CounterSlot};
 pub use zone::*;

@@ -11,13 +11,9 @@ use super::{early, protect};
 use crate::arch;
 use crate::{freebsd, Zone, ZoneLayout};
 
-/// The zone the C ABI allocates from: the simulated machine's (feature `sim`, once
-/// `pcpu_sim_machine_new` ran), else the global zone.
+/// The zone the C ABI allocates from: the global zone (`pcpu_zone_init`'s; in the host
+/// simulation `pcpu_sim_machine_new`'s).
 pub(crate) fn current_zone() -> Option<&'static Zone<'static>> {
-    #[cfg(feature = "sim")]
-    if let Some(machine) = super::sim::machine() {
-        return Some(machine.zone());
-    }
     freebsd::global_zone().ok()
 }
 
@@ -207,17 +203,13 @@ pub unsafe extern "C" fn pcpu_set_cpu_base(cpu: usize) -> c_int {
     // i386's FS base is a descriptor in the kernel's own GDT, which this call cannot find: a
     // C kernel writes `pcpu_zone_cpu_base(cpu)` into its per-CPU data segment itself.
     #[cfg(target_arch = "x86")]
-    let set = {
-        let _ = base;
-        false
-    };
+    let set: Result<(), crate::Error> = Err(crate::Error::BadCpuBase { base });
     // SAFETY: the caller's contract.
     #[cfg(not(target_arch = "x86"))]
     let set = unsafe { arch::set_cpu_base(base) };
-    if set {
-        PCPU_OK
-    } else {
-        PCPU_EINVAL
+    match set {
+        Ok(()) => PCPU_OK,
+        Err(_) => PCPU_EINVAL,
     }
 }
 

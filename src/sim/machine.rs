@@ -6,7 +6,7 @@ use std::boxed::Box;
 use std::sync::{Mutex, MutexGuard};
 use std::vec::Vec;
 
-use crate::{arch, Counter, Error, Zone};
+use crate::{Counter, Error, Zone};
 
 /// The handler pointer a machine's simulated interrupts call: a thin pointer to a fat one.
 pub(crate) type HandlerSlot = AtomicPtr<&'static (dyn Fn(usize) + Sync)>;
@@ -27,7 +27,7 @@ enum MachineZone {
 }
 
 /// A machine's zone: one heap block per CPU.
-fn machine_zone(ncpus: usize, counters: usize) -> Result<Zone<'static>, Error> {
+pub(super) fn machine_zone(ncpus: usize, counters: usize) -> Result<Zone<'static>, Error> {
     Zone::on_heap(ncpus, counters, 8)
 }
 
@@ -52,6 +52,14 @@ impl Machine {
     /// its CPUs. Fails with [`Error::AlreadyInstalled`] if a global zone exists.
     pub fn with_global_zone(ncpus: usize, counters: usize) -> Result<Self, Error> {
         let zone = crate::freebsd::install(machine_zone(ncpus, counters)?)?;
+        Ok(Self::around(MachineZone::Global(zone)))
+    }
+
+    /// A machine around `zone`, which it [`install`](crate::freebsd::install)s as the global
+    /// zone (the C API's machine, whose zone is checked before it is installed).
+    #[cfg(feature = "capi")]
+    pub(super) fn with_installed_zone(zone: Zone<'static>) -> Result<Self, Error> {
+        let zone = crate::freebsd::install(zone)?;
         Ok(Self::around(MachineZone::Global(zone)))
     }
 
@@ -98,7 +106,7 @@ impl Machine {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         // SAFETY: `base` is this CPU's block of the machine's zone, which outlives the hold.
-        unsafe { arch::host_bind(base) };
+        unsafe { super::register::bind(base) };
         // The register first, then the binding: a signal that sees the binding finds the
         // register ready.
         let area = self.zone().area() as *const crate::Area as usize;
@@ -166,7 +174,7 @@ impl Drop for Bound<'_> {
         // add through a stale register.
         super::set_binding(None);
         // SAFETY: clears this thread's register; the zone is no longer used through it.
-        unsafe { arch::host_unbind() };
+        unsafe { super::register::unbind() };
     }
 }
 

@@ -1,12 +1,15 @@
-//! A small C API to the host simulation (feature `sim`), for C test programs.
+//! A small C API to the host simulation (features `sim` and `capi`), for C test programs:
+//! `pcpu_sim_machine_new` makes the process's machine and installs its zone as the C ABI's
+//! zone (the global zone, as `pcpu_zone_init` does), `pcpu_sim_bind`/`pcpu_sim_unbind` take
+//! and leave its CPUs. Re-exported by `capi` so that C sees one ABI.
 
 use core::cell::RefCell;
 use core::ffi::c_int;
 use std::boxed::Box;
 use std::sync::OnceLock;
 
-use super::error::{code, PCPU_EINSTALLED, PCPU_OK};
-use crate::sim::{Bound, Machine};
+use super::{Bound, Machine};
+use crate::capi::{code, PCPU_EINSTALLED, PCPU_ENOTINSTALLED, PCPU_OK};
 
 static MACHINE: OnceLock<&'static Machine> = OnceLock::new();
 
@@ -44,15 +47,19 @@ pub extern "C" fn pcpu_sim_machine_new(ncpus: usize, counters: usize) -> c_int {
         let same = zone.ncpus() == ncpus && zone.capacity() >= counters;
         return if same { PCPU_OK } else { PCPU_EINSTALLED };
     }
-    match Machine::with_capacity(ncpus, counters) {
+    let zone = match super::machine::machine_zone(ncpus, counters) {
+        Ok(zone) => zone,
+        Err(e) => return code(e),
+    };
+    if let Err(e) = crate::capi::fits_c(&zone) {
+        return e;
+    }
+    match Machine::with_installed_zone(zone) {
         Ok(m) => {
-            if let Err(e) = super::zone::fits_c(m.zone()) {
-                return e;
-            }
             // Set under `MAKING`, so it cannot be set already.
             let m: &'static Machine = Box::leak(Box::new(m));
             let _ = MACHINE.set(m);
-            super::early::move_into(m.zone());
+            crate::capi::early::move_into(m.zone());
             PCPU_OK
         }
         Err(e) => code(e),
@@ -75,7 +82,7 @@ pub extern "C" fn pcpu_sim_machine_new(ncpus: usize, counters: usize) -> c_int {
 #[no_mangle]
 pub extern "C" fn pcpu_sim_bind(cpu: usize) -> c_int {
     let Some(machine) = machine() else {
-        return super::error::PCPU_ENOTINSTALLED;
+        return PCPU_ENOTINSTALLED;
     };
     match machine.bind(cpu) {
         Ok(bound) => {

@@ -1,0 +1,80 @@
+//! The per-arch primitives, one folder per arch, and nothing else: this layer depends on no
+//! type of the crate above it (no zone, no counter), only on the platform's hooks
+//! (`src/platform.rs`) where an arch has no per-CPU register of its own.
+//!
+//! It lives in the top-level `arch/` folder, beside `src/`, so that the layout shows each
+//! arch's code apart from the portable core; `src/lib.rs` reaches it through one
+//! `#[path = "../arch/mod.rs"]`, and below that it is an ordinary module tree.
+//!
+//! Every arch provides the same crate-internal set, each taking a register-relative offset
+//! and a value and nothing else:
+//!
+//! | primitive | what it does |
+//! |---|---|
+//! | `add(off, v)`, `add_protected(off, v)` | add `v` to the current CPU's slot at `off` |
+//! | `fetch_add(off, v)` | the same, returning the slot's value before the add |
+//! | [`add_crossings16`] (`off, v`) | the same, returning how many multiples of 16 the slot crossed |
+//! | `needs_protection()` | whether `counter_enter` must enter local protection |
+//! | `load_slot(p)`, `store_slot(p, v)` | read any CPU's slot without tearing; clear a slot no CPU uses |
+//!
+//! The public part is [`set_cpu_base`], which a kernel calls once on each CPU, and [`NAME`].
+//!
+//! | arch | add | per-CPU register |
+//! |---|---|---|
+//! | x86_64 | one `add qword ptr gs:[off], v` | GS base |
+//! | x86 (i386) | `cmpxchg8b fs:[off]` loop with CX8; plain add under protection without | FS segment base (`set_cpu_base(gdt_entry, selector, base)`) |
+//! | aarch64 | `ldxr/add/stxr/cbnz` loop, or one `ldadd` with `lse` | `TPIDR_EL1` |
+//! | riscv64 | one `amoadd.d zero, v, (base + off)` | `tp` (`gp` with feature `riscv-gp`) |
+//! | others | plain add under local protection | none: the platform's current CPU in `Area::global()` |
+#![cfg(pcpu_core)]
+// A Linux program's build (`rseq` alone) uses part of the core only.
+#![cfg_attr(not(pcpu_kernel_api), allow(dead_code))]
+
+mod atomic_slots;
+
+cfg_if::cfg_if! {
+    if #[cfg(target_arch = "x86_64")] {
+        pub(crate) mod x86_64;
+        pub(crate) use self::x86_64 as imp;
+    } else if #[cfg(target_arch = "x86")] {
+        pub(crate) mod i386;
+        pub(crate) use self::i386 as imp;
+        pub use self::i386::{gdt_data_descriptor, has_cx8, load_fs};
+    } else if #[cfg(target_arch = "aarch64")] {
+        pub(crate) mod aarch64;
+        pub(crate) use self::aarch64 as imp;
+    } else if #[cfg(target_arch = "riscv64")] {
+        pub(crate) mod riscv64;
+        pub(crate) use self::riscv64 as imp;
+    } else {
+        pub(crate) mod portable;
+        pub(crate) use self::portable as imp;
+    }
+}
+
+#[cfg(pcpu_kernel_api)]
+pub(crate) use imp::needs_protection;
+pub(crate) use imp::{add, add_protected, fetch_add, load_slot, store_slot};
+pub use imp::{set_cpu_base, NAME};
+
+/// Adds `v` to the current CPU's slot at `off` and returns how many multiples of 16 the slot
+/// crossed, signed and wrapping: `((old + v) >> 4) - (old >> 4)` modulo 2^60, written as
+/// `(v >> 4) + carry out of the low 4 bits` (the [`ApproxCounter`](crate::ApproxCounter)'s
+/// add). x86_64 reads it from the plain add's auxiliary carry flag; elsewhere it is computed
+/// from `fetch_add`'s old value.
+///
+/// # Safety
+/// As the arch's `add`.
+#[inline(always)]
+pub(crate) unsafe fn add_crossings16(off: usize, v: i64) -> u64 {
+    cfg_if::cfg_if! {
+        if #[cfg(target_arch = "x86_64")] {
+            // SAFETY: per the caller.
+            unsafe { imp::add_crossings16(off, v) }
+        } else {
+            // SAFETY: per the caller.
+            let old = unsafe { fetch_add(off, v) };
+            ((v >> 4) as u64).wrapping_add(((old & 15) + (v as u64 & 15)) >> 4)
+        }
+    }
+}

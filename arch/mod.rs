@@ -13,7 +13,7 @@
 //! |---|---|
 //! | `add(off, v)`, `add_protected(off, v)` | add `v` to the current CPU's slot at `off` |
 //! | `fetch_add(off, v)` | the same, returning the slot's value before the add |
-//! | [`add_crossings16`] (`off, v`) | the same, returning how many multiples of 16 the slot crossed |
+//! | `add_crossings16(off, v)` | the same, returning how many multiples of 16 the slot crossed |
 //! | `needs_protection()` | whether `counter_enter` must enter local protection |
 //! | `load_slot(p)`, `store_slot(p, v)` | read any CPU's slot without tearing; clear a slot no CPU uses |
 //!
@@ -30,10 +30,9 @@
 // A Linux program's build (`rseq` alone) uses part of the core only.
 #![cfg_attr(not(pcpu_kernel_api), allow(dead_code))]
 
-mod atomic_slots;
-
 cfg_if::cfg_if! {
     if #[cfg(target_arch = "x86_64")] {
+        mod atomic_slots;
         pub(crate) mod x86_64;
         pub(crate) use self::x86_64 as imp;
     } else if #[cfg(target_arch = "x86")] {
@@ -41,9 +40,11 @@ cfg_if::cfg_if! {
         pub(crate) use self::i386 as imp;
         pub use self::i386::{gdt_data_descriptor, has_cx8, load_fs};
     } else if #[cfg(target_arch = "aarch64")] {
+        mod atomic_slots;
         pub(crate) mod aarch64;
         pub(crate) use self::aarch64 as imp;
     } else if #[cfg(target_arch = "riscv64")] {
+        mod atomic_slots;
         pub(crate) mod riscv64;
         pub(crate) use self::riscv64 as imp;
     } else {

@@ -74,11 +74,11 @@ pub enum Error {
         /// The zone's capacity, in counters.
         capacity: usize,
     },
-    /// A static [`ZoneMemory`](crate::ZoneMemory) was handed to a second zone.
+    /// A static `ZoneMemory` was handed to a second zone.
     MemoryInUse,
     /// The global zone was already installed.
     AlreadyInstalled,
-    /// No global zone is installed yet (see [`install`](crate::freebsd::install)).
+    /// No global zone is installed yet (see `install`).
     NotInstalled,
     /// The calling thread is already bound to a simulated CPU (host simulation only).
     AlreadyBound,
@@ -125,13 +125,13 @@ pub enum Error {
         /// The path asked for.
         asked: &'static str,
     },
-    /// An [`ApproxCounter`](crate::ApproxCounter) batch that is not a power of two from 16
+    /// An `ApproxCounter` batch that is not a power of two from 16
     /// to 2^32.
     BadBatch {
         /// The batch given.
         batch: u64,
     },
-    /// [`arch::set_cpu_base`](crate::arch::set_cpu_base): the per-CPU register cannot hold
+    /// `arch::set_cpu_base`: the per-CPU register cannot hold
     /// this base (x86_64: not a canonical address; i386: above 4 GiB).
     BadCpuBase {
         /// The base given.

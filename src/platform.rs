@@ -130,6 +130,7 @@ cfg_if::cfg_if! {
 
         /// Whether every zone gets an area of its own instead of the kernel's one area: no,
         /// a kernel's CPUs have one per-CPU register each.
+        #[cfg(feature = "alloc")]
         #[inline(always)]
         pub(crate) const fn own_areas() -> bool {
             false

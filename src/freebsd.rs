@@ -18,6 +18,9 @@
 //! | `COUNTER_U64_DEFINE_EARLY(name)` | [`counter_u64_define_early!`]`(static NAME)` |
 
 use crate::array::CounterArray;
+// The macro is defined (`macro_export`, so at the crate root, hidden there) in `early`;
+// this is its documented path.
+#[doc(inline)]
 pub use crate::counter_u64_define_early;
 use crate::ratecheck::CounterRate;
 use crate::{Counter, Error, Protected, Zone};

@@ -264,10 +264,14 @@ impl core::fmt::Debug for EarlyCounter {
 /// [`EarlyCounter::init`] once its zone is up.
 ///
 /// ```
-/// pcpu_counter::counter_u64_define_early!(pub static RX_EARLY);
+/// pcpu_counter::freebsd::counter_u64_define_early!(pub static RX_EARLY);
 /// RX_EARLY.inc();
 /// assert_eq!(RX_EARLY.fetch(), 1);
 /// ```
+///
+/// Its path is `pcpu_counter::freebsd::counter_u64_define_early`, with FreeBSD's other names.
+/// As a `macro_export` macro it is also at the crate root, hidden from the root's docs.
+#[doc(hidden)]
 #[macro_export]
 macro_rules! counter_u64_define_early {
     ($vis:vis static $name:ident) => {

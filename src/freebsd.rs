@@ -19,6 +19,9 @@
 #![cfg(pcpu_kernel_api)]
 
 use crate::array::CounterArray;
+// The macro is defined (`macro_export`, so at the crate root, hidden there) in `early`;
+// this is its documented path.
+#[doc(inline)]
 pub use crate::counter_u64_define_early;
 use crate::ratecheck::CounterRate;
 use crate::{Counter, Error, Protected, Zone};

@@ -9,7 +9,7 @@ use core::ffi::c_int;
 
 use super::error::{code, PCPU_ENOTINSTALLED, PCPU_OK};
 use super::slot::{self, counter_u64_t};
-use super::zone::current_zone;
+use super::zone::{self, current_zone};
 use crate::approx;
 
 /// An approximate counter (`ApproxCounter`): an O(1) read within a stated bound.
@@ -43,7 +43,7 @@ fn handle(widened: u64) -> counter_u64_t {
     widened as usize as counter_u64_t
 }
 
-/// The zone, offsets and high mask behind `a`; aborts as `slot::resolve` when its slots are
+/// The zone, offsets and high mask behind `a`; aborts as `zone::resolve` when its slots are
 /// not the C zone's.
 ///
 /// # Safety
@@ -51,8 +51,8 @@ fn handle(widened: u64) -> counter_u64_t {
 unsafe fn parts(a: *const pcpu_approx) -> (&'static crate::Zone<'static>, usize, usize, u64) {
     // SAFETY: per the caller.
     let a = unsafe { &*a };
-    let (zone, off) = slot::resolve(handle(a.pa_counter));
-    let (_, sixteens) = slot::resolve(handle(a.pa_sixteens));
+    let (zone, off) = zone::resolve(handle(a.pa_counter));
+    let (_, sixteens) = zone::resolve(handle(a.pa_sixteens));
     (zone, off, sixteens, !(a.pa_batch / 16 - 1))
 }
 

@@ -4,7 +4,7 @@ use core::ffi::c_int;
 
 use super::error::{code, PCPU_EFULL, PCPU_EINVAL, PCPU_ENOTINSTALLED, PCPU_OK};
 use super::slot::{self, counter_u64_t, Target};
-use super::zone::current_zone;
+use super::zone::{self, current_zone};
 use crate::baseline;
 
 /// FreeBSD's `M_NOWAIT`: fail at once when the zone is full.
@@ -73,7 +73,7 @@ pub extern "C" fn counter_u64_alloc(wait: c_int) -> counter_u64_t {
 #[no_mangle]
 pub unsafe extern "C" fn counter_u64_free(c: counter_u64_t) {
     if !c.is_null() {
-        let (zone, off) = slot::resolve(c);
+        let (zone, off) = zone::resolve(c);
         zone.free_run(off, 1);
     }
 }
@@ -116,7 +116,7 @@ pub unsafe extern "C" fn pcpu_counter_add(c: counter_u64_t, v: i64) {
 #[cold]
 #[inline(never)]
 pub(crate) unsafe fn add_first(c: counter_u64_t, v: i64, protected: bool) {
-    let target = slot::target(c);
+    let target = zone::target(c);
     slot::remember(&target);
     match target {
         // SAFETY: a live slot of the C zone (the caller's contract), protected if asked.
@@ -142,7 +142,7 @@ pub(crate) unsafe fn add_first(c: counter_u64_t, v: i64, protected: bool) {
 /// ```
 #[no_mangle]
 pub unsafe extern "C" fn counter_u64_fetch(c: counter_u64_t) -> u64 {
-    match slot::target(c) {
+    match zone::target(c) {
         Target::Slot(zone, off) => zone.fetch(off),
         // SAFETY: an early counter's word (the caller's contract), only reached atomically.
         Target::Early(word) => unsafe { baseline::load(word) },
@@ -166,7 +166,7 @@ pub unsafe extern "C" fn counter_u64_fetch(c: counter_u64_t) -> u64 {
 /// ```
 #[no_mangle]
 pub unsafe extern "C" fn counter_u64_zero(c: counter_u64_t) {
-    match slot::target(c) {
+    match zone::target(c) {
         Target::Slot(zone, off) => drop(zone.fetch_and_zero(off)),
         // SAFETY: an early counter's word (the caller's contract), only reached atomically.
         Target::Early(word) => drop(unsafe { baseline::take(word) }),
@@ -192,7 +192,7 @@ pub unsafe extern "C" fn counter_u64_zero(c: counter_u64_t) {
 /// ```
 #[no_mangle]
 pub unsafe extern "C" fn pcpu_counter_fetch_and_zero(c: counter_u64_t) -> u64 {
-    match slot::target(c) {
+    match zone::target(c) {
         Target::Slot(zone, off) => zone.fetch_and_zero(off),
         // SAFETY: an early counter's word (the caller's contract), only reached atomically.
         Target::Early(word) => unsafe { baseline::take(word) },

@@ -15,6 +15,9 @@
 //! is lost; like FreeBSD's `SYSINIT`, the move runs before other CPUs start, so no add races
 //! it (an add in flight on another CPU or in an interrupt handler during the move could be
 //! lost).
+//!
+//! A zone setup concern: only the zone's file (`zone.rs`: setup, and the early word of a
+//! handle before any zone exists) and the simulated machine's setup use this file.
 
 use crate::atomic::{AtomicPtr, AtomicUsize, Ordering};
 

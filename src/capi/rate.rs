@@ -3,7 +3,8 @@
 use crate::atomic::{AtomicU32, AtomicUsize, Ordering};
 use core::ffi::c_int;
 
-use super::slot::{self, counter_u64_t};
+use super::slot::counter_u64_t;
+use super::zone;
 use crate::ratecheck::RateState;
 
 /// FreeBSD's `struct counter_rate`: the state of one `counter_ratecheck` limit.
@@ -105,7 +106,7 @@ pub unsafe extern "C" fn counter_ratecheck(cr: *mut counter_rate, limit: i64) ->
     // above), and only `counter_ratecheck` touches them, with atomics.
     let state = unsafe { &*(core::ptr::addr_of_mut!((*cr).cr_lock) as *const RateState) };
     // SAFETY: `cr` is valid per the contract.
-    let (zone, off) = slot::resolve(unsafe { (*cr).cr_rate });
+    let (zone, off) = zone::resolve(unsafe { (*cr).cr_rate });
     let (now, hz) = clock();
     state.check(&(zone, off), now, hz, limit)
 }

@@ -23,7 +23,7 @@ use super::error::{
     PCPU_EREGFULL, PCPU_OK,
 };
 use super::slot::{self, counter_u64_t};
-use super::zone::current_zone;
+use super::zone::{self, current_zone};
 use crate::registry::{Registry, RegistryError, Statistic};
 
 /// Names the registry holds at once.
@@ -85,7 +85,7 @@ impl Cell {
     /// The offset of value `i`, resolved against the C zone (aborts if it is gone).
     fn slot(&self, i: usize) -> (&'static crate::Zone<'static>, usize) {
         let off = self.first.load(Ordering::Relaxed) + 8 * i;
-        slot::resolve(slot::handle(off))
+        zone::resolve(slot::handle(off))
     }
 }
 

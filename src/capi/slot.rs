@@ -37,12 +37,13 @@ pub(crate) enum Target {
 /// Relaxed, and no fence: the zone is made before other CPUs start (`pcpu_zone_init`'s
 /// contract), so the kernel's own start of each CPU orders the zone's making before that
 /// CPU's adds; on the CPU that made it, program order does. The pointer is only ever a
-/// `&'static Zone` that [`target`] returned, and the C zone never changes once made.
+/// `&'static Zone` that `zone::target` returned, and the C zone never changes once made.
 static C_ZONE: AtomicPtr<Zone<'static>> = AtomicPtr::new(core::ptr::null_mut());
 
 /// The add path's zone and offset of `c` once the C zone is known: one relaxed load, the
 /// bounds check (aborting on a value that is no counter), no lock and no fence. `None` before
-/// an add found the zone: then [`target`] says where it goes and [`remember`] keeps the zone.
+/// an add found the zone: then `zone::target` says where it goes and [`remember`] keeps the
+/// zone.
 #[inline(always)]
 pub(crate) fn add_slot(c: counter_u64_t) -> Option<(&'static Zone<'static>, usize)> {
     let zone = C_ZONE.load(Ordering::Relaxed);
@@ -58,7 +59,7 @@ pub(crate) fn add_slot(c: counter_u64_t) -> Option<(&'static Zone<'static>, usiz
     Some((zone, off))
 }
 
-/// Keeps the C zone for [`add_slot`] once [`target`] found one.
+/// Keeps the C zone for [`add_slot`] once `zone::target` found one.
 pub(crate) fn remember(target: &Target) {
     if let Target::Slot(zone, _) = *target {
         C_ZONE.store(core::ptr::from_ref(zone).cast_mut(), Ordering::Relaxed);
@@ -68,32 +69,8 @@ pub(crate) fn remember(target: &Target) {
 /// Aborts (through the panic, which cannot unwind into C): `c` is no slot of the C zone.
 #[cold]
 #[inline(never)]
-fn not_a_counter() -> ! {
+pub(crate) fn not_a_counter() -> ! {
     panic!("pcpu-counter: not a counter_u64_t of the zone")
-}
-
-/// Where an add, fetch or zero of `c` goes; aborts as [`resolve`] once a zone exists.
-pub(crate) fn target(c: counter_u64_t) -> Target {
-    if super::zone::current_zone().is_none() && !c.is_null() {
-        // SAFETY (of later uses): before any zone exists, only `COUNTER_U64_DEFINE_EARLY`
-        // makes counters, and their values are their words' addresses less the early base.
-        return Target::Early(super::early::word(c));
-    }
-    let (zone, off) = resolve(c);
-    Target::Slot(zone, off)
-}
-
-/// The zone and offset behind a handle of the C zone; aborts with a message (through the
-/// panic, which cannot unwind into C) when `c` is no slot of it.
-pub(crate) fn resolve(c: counter_u64_t) -> (&'static Zone<'static>, usize) {
-    // Fixed messages: the C kernel library reports them without `core::fmt`.
-    let off = c as usize;
-    let zone = super::zone::current_zone()
-        .unwrap_or_else(|| panic!("pcpu-counter: counter used before any zone exists"));
-    if off == 0 || !zone.holds_offset(off) {
-        not_a_counter();
-    }
-    (zone, off)
 }
 
 /// Allocates a run of `n` slots of `zone` for C: never one starting at offset 0 (that slot
@@ -112,6 +89,7 @@ pub(crate) fn alloc_run(zone: &Zone<'_>, n: usize) -> Result<usize, crate::Error
 
 #[cfg(all(test, feature = "sim"))]
 mod tests {
+    use super::super::zone::{current_zone, target};
     use super::*;
 
     /// The add path's bounds check, once the zone is remembered: a slot of the zone passes
@@ -124,7 +102,7 @@ mod tests {
     fn the_add_path_checks_the_handle_against_the_remembered_zone() {
         // The process's simulated machine: made here, or by another test with its sizes.
         let _ = crate::capi::pcpu_sim_machine_new(2, 64);
-        let zone = super::super::zone::current_zone().expect("a simulated machine");
+        let zone = current_zone().expect("a simulated machine");
         let c = crate::capi::counter_u64_alloc(crate::capi::M_NOWAIT);
         assert!(!c.is_null());
         remember(&target(c));

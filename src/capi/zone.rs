@@ -1,10 +1,17 @@
-//! Zone setup and per-CPU register setup from C.
+//! The C ABI's zone: which zone it is ([`current_zone`]), what a `counter_u64_t` names in it
+//! ([`target`], [`resolve`]), its setup and the per-CPU register setup from C.
+//!
+//! Zone setup moves the `COUNTER_U64_DEFINE_EARLY` counters into the zone (`early`, which
+//! only this file and the simulated machine's setup use). The other C ABI files look the
+//! zone and their counters up here; of them this file imports only `slot` (a leaf), `early`,
+//! `error` and `protect`.
 
 use core::ffi::c_int;
 
 use super::error::{
     code, PCPU_ECPU, PCPU_EFULL, PCPU_EINSTALLED, PCPU_EINVAL, PCPU_ENOTINSTALLED, PCPU_OK,
 };
+use super::slot::{self, counter_u64_t, Target};
 use super::{early, protect};
 // i386 cannot load its FS base here (pcpu_set_cpu_base), so it needs no arch call.
 #[cfg(not(target_arch = "x86"))]
@@ -15,6 +22,30 @@ use crate::{freebsd, Zone, ZoneLayout};
 /// simulation `pcpu_sim_machine_new`'s).
 pub(crate) fn current_zone() -> Option<&'static Zone<'static>> {
     freebsd::global_zone().ok()
+}
+
+/// Where an add, fetch or zero of `c` goes; aborts as [`resolve`] once a zone exists.
+pub(crate) fn target(c: counter_u64_t) -> Target {
+    if current_zone().is_none() && !c.is_null() {
+        // SAFETY (of later uses): before any zone exists, only `COUNTER_U64_DEFINE_EARLY`
+        // makes counters, and their values are their words' addresses less the early base.
+        return Target::Early(early::word(c));
+    }
+    let (zone, off) = resolve(c);
+    Target::Slot(zone, off)
+}
+
+/// The zone and offset behind a handle of the C zone; aborts with a message (through the
+/// panic, which cannot unwind into C) when `c` is no slot of it.
+pub(crate) fn resolve(c: counter_u64_t) -> (&'static Zone<'static>, usize) {
+    // Fixed messages: the C kernel library reports them without `core::fmt`.
+    let off = c as usize;
+    let zone = current_zone()
+        .unwrap_or_else(|| panic!("pcpu-counter: counter used before any zone exists"));
+    if off == 0 || !zone.holds_offset(off) {
+        slot::not_a_counter();
+    }
+    (zone, off)
 }
 
 /// Where a zone's per-CPU memory lies (the C form of [`ZoneLayout`]).

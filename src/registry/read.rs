@@ -1,297 +1,16 @@
-//! A named registry of counters, the analogue of FreeBSD's `SYSCTL_COUNTER_U64` and
-//! `SYSCTL_COUNTER_U64_ARRAY`: read is fetch, write is zero.
-//!
-//! A [`Registry`] is fixed-size (`N` entries, no allocation), can be a `static`, and is read
-//! with [`Registry::snapshot`], an iterator of [`Stat`] items that allocates nothing: a
-//! kernel's stats dump or a `/proc`-like file formats them as it goes.
-#![cfg(pcpu_kernel_api)]
+//! Reading a [`Registry`]'s values: the [`snapshot`](Registry::snapshot) iterator of
+//! [`Stat`]s, the group reads ([`read_into`](Registry::read_into),
+//! [`fetch_and_zero_into`](Registry::fetch_and_zero_into)) and their [`Values`] with the
+//! Prometheus and OpenMetrics exports, and the C ABI's walk of a copy of the table.
 
 use core::fmt;
 
-use crate::array::CounterArray;
-use crate::early::EarlyCounter;
+use super::table::Entry;
+use super::{Registry, RegistryError, Statistic};
 use crate::export::Format::{OpenMetrics, Prometheus};
 use crate::group::{self, Part, CHUNK};
-use crate::{Counter, Zone};
-
-/// Something a registry can name: one counter or an array of them.
-pub trait Statistic: Sync {
-    /// Number of values (1 for a counter).
-    fn len(&self) -> usize;
-    /// Whether there are no values (never, for the crate's types).
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-    /// Value `i` (below `len`).
-    fn value(&self, i: usize) -> u64;
-    /// Zeroes value `i` (below `len`).
-    fn zero_value(&self, i: usize);
-    /// Whether this is an array (its values are listed with their index).
-    fn is_array(&self) -> bool {
-        false
-    }
-    /// Where the values live when they are `len()` adjacent slots of one zone: the zone and
-    /// the first slot's offset. Group reads ([`Registry::read_into`], [`Registry::snapshot`])
-    /// then take them CPU by CPU together with the group's other slots. `None` (the
-    /// default): the values are read one by one with [`value`](Statistic::value).
-    ///
-    /// A run that is not inside the zone makes the group read panic.
-    fn slots(&self) -> Option<(&Zone<'_>, usize)> {
-        None
-    }
-    /// Value `i`'s count since its last zero, zeroing it as one step (no add lost or counted
-    /// twice). Only called for a statistic without [`slots`](Statistic::slots). The default
-    /// reads, then zeroes: an add between the two is lost; override it where the values
-    /// can be taken in one step.
-    fn fetch_and_zero_value(&self, i: usize) -> u64 {
-        let value = self.value(i);
-        self.zero_value(i);
-        value
-    }
-}
-
-impl Statistic for Counter<'_> {
-    fn len(&self) -> usize {
-        1
-    }
-    fn value(&self, _i: usize) -> u64 {
-        self.fetch()
-    }
-    fn zero_value(&self, _i: usize) {
-        self.zero()
-    }
-    fn slots(&self) -> Option<(&Zone<'_>, usize)> {
-        Some((self.zone(), self.offset()))
-    }
-}
-
-impl Statistic for EarlyCounter {
-    fn len(&self) -> usize {
-        1
-    }
-    fn value(&self, _i: usize) -> u64 {
-        self.fetch()
-    }
-    /// Zeroes the per-CPU counter; an early counter not yet given a slot cannot be zeroed
-    /// (its early word is only ever added to) and is left as it is.
-    fn zero_value(&self, _i: usize) {
-        if let Some(counter) = self.counter() {
-            counter.zero()
-        }
-    }
-    /// The per-CPU counter's `fetch_and_zero`; before `init` gives it a slot, the early
-    /// count, left as it is (as `zero_value` leaves it), so it is reported again.
-    fn fetch_and_zero_value(&self, _i: usize) -> u64 {
-        match self.counter() {
-            Some(counter) => counter.fetch_and_zero(),
-            None => self.fetch(),
-        }
-    }
-}
-
-impl<const N: usize> Statistic for CounterArray<'_, N> {
-    fn len(&self) -> usize {
-        N
-    }
-    fn value(&self, i: usize) -> u64 {
-        self.fetch(i)
-    }
-    fn zero_value(&self, i: usize) {
-        self.zero(i)
-    }
-    fn is_array(&self) -> bool {
-        true
-    }
-    fn slots(&self) -> Option<(&Zone<'_>, usize)> {
-        Some((self.zone(), self.offset()))
-    }
-}
-
-/// Why a registry call failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RegistryError {
-    /// All `N` entries are in use.
-    Full {
-        /// The registry's size.
-        capacity: usize,
-    },
-    /// The name is already registered.
-    Duplicate,
-    /// No entry has this name.
-    NotFound,
-    /// The buffer handed to a group read holds fewer values than the registry has.
-    BufferTooSmall {
-        /// The values the registry has now.
-        needed: usize,
-    },
-}
-
-impl fmt::Display for RegistryError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            RegistryError::Full { capacity } => {
-                write!(f, "registry full: all {capacity} entries are in use")
-            }
-            RegistryError::Duplicate => write!(f, "a counter with this name is registered"),
-            RegistryError::NotFound => write!(f, "no counter with this name is registered"),
-            RegistryError::BufferTooSmall { needed } => {
-                write!(
-                    f,
-                    "the buffer holds fewer than the registry's {needed} values"
-                )
-            }
-        }
-    }
-}
-
-impl core::error::Error for RegistryError {}
-
-/// One registered name.
-#[derive(Clone, Copy)]
-struct Entry<'a> {
-    name: &'a str,
-    description: &'a str,
-    stat: &'a dyn Statistic,
-}
-
-/// A fixed-size table of named counters and counter arrays.
-///
-/// ```
-/// use pcpu_counter::{array::CounterArray, registry::Registry, sim::Machine};
-///
-/// let machine = Machine::new(2);
-/// let rx = machine.alloc().unwrap();
-/// let errors: CounterArray<'_, 2> = CounterArray::new(machine.zone()).unwrap();
-/// let stats: Registry<'_, 8> = Registry::new();
-/// stats.register("rx", "packets received", &rx).unwrap();
-/// stats.register("errors", "errors by kind", &errors).unwrap();
-/// machine.run_on(1, || { rx.add(10); errors.add(1, 2) });
-///
-/// let mut dump = String::new();
-/// for s in stats.snapshot() {
-///     dump += &format!("{s}\n");
-/// }
-/// assert_eq!(dump, "rx = 10\nerrors[0] = 0\nerrors[1] = 2\n");
-/// stats.zero("rx").unwrap();
-/// assert_eq!(rx.fetch(), 0);
-/// ```
-pub struct Registry<'a, const N: usize> {
-    entries: spin::Mutex<[Option<Entry<'a>>; N]>,
-}
 
 impl<'a, const N: usize> Registry<'a, N> {
-    /// An empty registry with room for `N` names; `const`, so it can be a `static`.
-    ///
-    /// ```
-    /// static STATS: pcpu_counter::registry::Registry<'static, 32> =
-    ///     pcpu_counter::registry::Registry::new();
-    /// assert_eq!(STATS.snapshot().count(), 0);
-    /// ```
-    pub const fn new() -> Self {
-        Registry {
-            entries: spin::Mutex::new([None; N]),
-        }
-    }
-
-    /// Registers `stat` under `name` with a one-line `description`.
-    ///
-    /// Fails with [`RegistryError::Duplicate`] if `name` is taken and with
-    /// [`RegistryError::Full`] when all `N` entries are used.
-    ///
-    /// ```
-    /// # use pcpu_counter::registry::{Registry, RegistryError};
-    /// # let machine = pcpu_counter::sim::Machine::new(1);
-    /// let (a, b) = (machine.alloc().unwrap(), machine.alloc().unwrap());
-    /// let stats: Registry<'_, 1> = Registry::new();
-    /// assert_eq!(stats.register("a", "first", &a), Ok(()));
-    /// assert_eq!(stats.register("a", "again", &b), Err(RegistryError::Duplicate));
-    /// assert_eq!(stats.register("b", "second", &b), Err(RegistryError::Full { capacity: 1 }));
-    /// ```
-    pub fn register(
-        &self,
-        name: &'a str,
-        description: &'a str,
-        stat: &'a dyn Statistic,
-    ) -> Result<(), RegistryError> {
-        let mut entries = self.entries.lock();
-        if entries.iter().flatten().any(|e| e.name == name) {
-            return Err(RegistryError::Duplicate);
-        }
-        let free = entries
-            .iter_mut()
-            .find(|e| e.is_none())
-            .ok_or(RegistryError::Full { capacity: N })?;
-        *free = Some(Entry {
-            name,
-            description,
-            stat,
-        });
-        Ok(())
-    }
-
-    /// Removes `name`.
-    ///
-    /// ```
-    /// # let machine = pcpu_counter::sim::Machine::new(1);
-    /// # let a = machine.alloc().unwrap();
-    /// let stats: pcpu_counter::registry::Registry<'_, 4> = Default::default();
-    /// stats.register("a", "first", &a).unwrap();
-    /// assert_eq!(stats.unregister("a"), Ok(()));
-    /// assert!(stats.get("a").is_none());
-    /// ```
-    pub fn unregister(&self, name: &str) -> Result<(), RegistryError> {
-        let mut entries = self.entries.lock();
-        let entry = entries
-            .iter_mut()
-            .find(|e| e.is_some_and(|e| e.name == name))
-            .ok_or(RegistryError::NotFound)?;
-        *entry = None;
-        Ok(())
-    }
-
-    /// The statistic registered as `name`.
-    ///
-    /// ```
-    /// # let machine = pcpu_counter::sim::Machine::new(1);
-    /// # let a = machine.alloc().unwrap();
-    /// # machine.run_on(0, || a.add(4));
-    /// let stats: pcpu_counter::registry::Registry<'_, 4> = Default::default();
-    /// stats.register("a", "first", &a).unwrap();
-    /// assert_eq!(stats.get("a").map(|s| s.value(0)), Some(4));
-    /// ```
-    pub fn get(&self, name: &str) -> Option<&'a dyn Statistic> {
-        self.find(name).map(|e| e.stat)
-    }
-
-    fn find(&self, name: &str) -> Option<Entry<'a>> {
-        self.entries
-            .lock()
-            .iter()
-            .flatten()
-            .find(|e| e.name == name)
-            .copied()
-    }
-
-    /// Zeroes every value registered as `name` (a sysctl write): losslessly, like
-    /// [`Counter::zero`].
-    ///
-    /// ```
-    /// # use pcpu_counter::registry::{Registry, RegistryError};
-    /// # let machine = pcpu_counter::sim::Machine::new(1);
-    /// # let a = machine.alloc().unwrap();
-    /// # machine.run_on(0, || a.add(4));
-    /// let stats: Registry<'_, 4> = Registry::new();
-    /// stats.register("a", "first", &a).unwrap();
-    /// assert_eq!(stats.zero("a"), Ok(()));
-    /// assert_eq!(a.fetch(), 0);
-    /// assert_eq!(stats.zero("nope"), Err(RegistryError::NotFound));
-    /// ```
-    pub fn zero(&self, name: &str) -> Result<(), RegistryError> {
-        let entry = self.find(name).ok_or(RegistryError::NotFound)?;
-        (0..entry.stat.len()).for_each(|i| entry.stat.zero_value(i));
-        Ok(())
-    }
-
     /// Every registered value, in registration order (slots freed by `unregister` are
     /// reused), read as the iterator reaches them in batches of up to 64 values of up to 16
     /// names, each batch one group read (see [`read_into`](Registry::read_into)). Allocates
@@ -367,10 +86,10 @@ impl<'a, const N: usize> Registry<'a, N> {
     }
 
     /// As [`read_into`](Registry::read_into), and zeroes every value as one step with its
-    /// read ([`Counter::fetch_and_zero`]): the deltas of successive calls add up exactly,
-    /// and an add racing with the call is in this delta or the next, never both; slots are
-    /// taken 64 at a time in one pass over the CPUs, with no IPI. An early counter not yet
-    /// given a slot cannot be zeroed and reports its whole count.
+    /// read ([`Counter::fetch_and_zero`](crate::Counter::fetch_and_zero)): the deltas of
+    /// successive calls add up exactly, and an add racing with the call is in this delta or
+    /// the next, never both; slots are taken 64 at a time in one pass over the CPUs, with no
+    /// IPI. An early counter not yet given a slot cannot be zeroed and reports its whole count.
     ///
     /// Fails with [`RegistryError::BufferTooSmall`], taking nothing, if `out` is too small.
     ///
@@ -554,12 +273,6 @@ fn fill_other(stat: &dyn Statistic, first: usize, out: &mut [u64], zero: bool) {
         } else {
             stat.value(first + i)
         };
-    }
-}
-
-impl<const N: usize> Default for Registry<'_, N> {
-    fn default() -> Self {
-        Self::new()
     }
 }
 
@@ -807,43 +520,13 @@ impl<const N: usize> fmt::Debug for Values<'_, '_, N> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::registry::fixture::Stats;
     use std::format;
-    use std::string::ToString;
-
-    /// A statistic of no values: the trait's default `is_empty` says so.
-    struct Nothing;
-    impl Statistic for Nothing {
-        fn len(&self) -> usize {
-            0
-        }
-        fn value(&self, _i: usize) -> u64 {
-            unreachable!()
-        }
-        fn zero_value(&self, _i: usize) {}
-    }
 
     #[test]
-    fn statistics_errors_and_debug_output() {
-        assert!(Nothing.is_empty());
-        assert!(!Nothing.is_array());
-        let machine = crate::sim::machine_for_ever(2);
-        let c = machine.alloc().unwrap();
-        let a: CounterArray<'_, 2> = CounterArray::new(machine.zone()).unwrap();
-        let early = EarlyCounter::new();
-        early.add(6);
-        let stats: Registry<'_, 3> = Registry::new();
-        stats.register("c", "a counter", &c).unwrap();
-        stats.register("a", "an array", &a).unwrap();
-        stats.register("e", "an early counter", &early).unwrap();
-        for (name, len, array) in [("c", 1, false), ("a", 2, true), ("e", 1, false)] {
-            let s = stats.get(name).unwrap();
-            assert_eq!((s.len(), s.is_empty(), s.is_array()), (len, false, array));
-        }
-        machine.run_on(1, || {
-            c.add(3);
-            a.add(1, 4);
-        });
+    fn debug_output_and_the_c_walk() {
+        let s = Stats::new();
+        let stats = s.registry();
         assert_eq!(
             format!("{stats:?}"),
             "[Stat { name: \"c\", description: \"a counter\", index: None, value: 3 }, \
@@ -872,30 +555,5 @@ mod tests {
         snapshot.next();
         snapshot.next();
         assert_eq!(format!("{snapshot:?}"), "Snapshot { entry: 1, index: 1 }");
-        assert_eq!(stats.get("e").map(|s| s.value(0)), Some(6));
-        stats.zero("e").unwrap(); // no slot yet: left as it is
-        assert_eq!(early.fetch(), 6);
-        machine.run_on(0, || early.init(machine.zone())).unwrap();
-        stats.zero("e").unwrap();
-        assert_eq!(early.fetch(), 0);
-
-        stats.zero("c").unwrap();
-        stats.zero("a").unwrap();
-        assert_eq!((c.fetch(), a.fetch(1)), (0, 0));
-        assert_eq!(stats.unregister("c"), Ok(()));
-        assert!(stats.get("c").is_none());
-        assert_eq!(stats.unregister("c"), Err(RegistryError::NotFound));
-        assert_eq!(
-            RegistryError::Full { capacity: 3 }.to_string(),
-            "registry full: all 3 entries are in use"
-        );
-        assert_eq!(
-            RegistryError::Duplicate.to_string(),
-            "a counter with this name is registered"
-        );
-        assert_eq!(
-            RegistryError::NotFound.to_string(),
-            "no counter with this name is registered"
-        );
     }
 }

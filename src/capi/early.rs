@@ -16,13 +16,12 @@
 //! it (an add in flight on another CPU or in an interrupt handler during the move could be
 //! lost).
 //!
-//! A zone setup concern: only the zone's file (`zone.rs`: setup, and the early word of a
-//! handle before any zone exists) and the simulated machine's setup use this file.
+//! This file is the linker set and the early words; moving the early counts into the zone is
+//! zone setup's (`init.rs`).
 
 use crate::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
-use super::slot::{self, counter_u64_t};
-use crate::{arch, baseline, Zone};
+use super::slot::counter_u64_t;
 
 extern "C" {
     /// The linker set's bounds, defined by the linker (or the kernel's linker script).
@@ -39,7 +38,7 @@ type EarlyEntry = AtomicPtr<counter_u64_t>;
 static SENTINEL: EarlyEntry = AtomicPtr::new(core::ptr::null_mut());
 
 /// The variables of the linker set: every `COUNTER_U64_DEFINE_EARLY` in the program.
-fn early_variables() -> impl Iterator<Item = *mut counter_u64_t> {
+pub(crate) fn early_variables() -> impl Iterator<Item = *mut counter_u64_t> {
     // Read it, so that the object that holds it is always linked with this one.
     let _ = SENTINEL.load(Ordering::Relaxed);
     // Only the addresses of the linker's symbols are taken.
@@ -83,34 +82,4 @@ pub(crate) fn rebase(base: usize) -> bool {
     }
     EARLY_BASE.store(base, Ordering::Relaxed);
     true
-}
-
-/// Whether `zone` has a C slot for every early counter of the program.
-pub(crate) fn fit(zone: &Zone<'_>) -> bool {
-    // A zone at offset 0 never hands its first slot to C (it would read as NULL).
-    let room = zone.capacity() - usize::from(zone.layout().offset == 0);
-    early_variables().count() <= room
-}
-
-/// Gives every early counter a slot of `zone`, with its early count in CPU 0's slot; runs
-/// once, when the C zone is made.
-///
-/// The caller checked [`fit`], and no add to an early counter runs meanwhile (see the
-/// module's text).
-pub(crate) fn move_into(zone: &Zone<'_>) {
-    for var in early_variables() {
-        // SAFETY: a live `counter_u64_t` variable the macro defined; nothing adds meanwhile.
-        let word = word(unsafe { var.read_volatile() });
-        // A fixed message, not `expect`: that would link `Error`'s `Debug` (and `core::fmt`)
-        // into the C kernel library.
-        let Ok(off) = slot::alloc_run(zone, 1) else {
-            panic!("pcpu-counter: early counters fit (checked by `fit`)")
-        };
-        // SAFETY: the early word, a static `uint64_t` of the macro's, only reached atomically.
-        let early = unsafe { baseline::take(word) };
-        // SAFETY: a new slot of the zone: nobody adds to it before `var` holds it.
-        unsafe { arch::store_slot(zone.slot_addr(0, off), early) };
-        // SAFETY: as above; from now on adds go to the slot.
-        unsafe { var.write_volatile(slot::handle(off)) };
-    }
 }

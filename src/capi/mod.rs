@@ -31,9 +31,10 @@
 
 mod approx;
 mod counter;
-pub(crate) mod early;
+mod early;
 mod error;
 mod group;
+mod init;
 mod protect;
 mod rate;
 mod registry;
@@ -46,6 +47,7 @@ pub use approx::*;
 pub use counter::*;
 pub use error::*;
 pub use group::*;
+pub use init::*;
 pub use protect::*;
 pub use rate::*;
 pub use registry::*;

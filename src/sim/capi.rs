@@ -59,7 +59,7 @@ pub extern "C" fn pcpu_sim_machine_new(ncpus: usize, counters: usize) -> c_int {
             // Set under `MAKING`, so it cannot be set already.
             let m: &'static Machine = Box::leak(Box::new(m));
             let _ = MACHINE.set(m);
-            crate::capi::early::move_into(m.zone());
+            crate::capi::move_into(m.zone());
             PCPU_OK
         }
         Err(e) => code(e),

@@ -7,6 +7,7 @@ use std::ptr::null_mut;
 use std::sync::Mutex;
 
 use pcpu_counter::capi::*;
+use pcpu_counter::sim::capi::*;
 
 /// The C ABI's machine is per process: tests take turns.
 static TURN: Mutex<()> = Mutex::new(());

@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use pcpu_counter::capi::*;
+use pcpu_counter::sim::capi::*;
 use pcpu_counter::sim::Machine;
 use pcpu_counter::{Error, Zone, ZoneLayout};
 use proptest::prelude::*;

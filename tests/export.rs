@@ -7,6 +7,7 @@
 use pcpu_counter::array::CounterArray;
 use pcpu_counter::capi::*;
 use pcpu_counter::registry::Registry;
+use pcpu_counter::sim::capi::*;
 use pcpu_counter::sim::Machine;
 use std::io::Write;
 use std::process::{Command, Stdio};

@@ -21,6 +21,7 @@ use std::ptr::{null, null_mut};
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use pcpu_counter::capi::*;
+use pcpu_counter::sim::capi::*;
 use pcpu_counter::Protected;
 
 mod common;

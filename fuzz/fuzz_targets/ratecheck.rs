@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use pcpu_counter::capi::*;
+use pcpu_counter::sim::capi::*;
 use pcpu_counter::ratecheck::{Clock, CounterRate};
 use pcpu_counter::sim::Machine;
 

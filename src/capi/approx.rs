@@ -67,7 +67,7 @@ unsafe fn parts(a: *const pcpu_approx) -> (&'static crate::Zone<'static>, usize,
 /// slots).
 ///
 /// ```
-/// # use pcpu_counter::capi::*;
+/// # use pcpu_counter::{capi::*, sim::capi::*};
 /// # assert_eq!(pcpu_sim_machine_new(2, 64), 0);
 /// let mut a = core::mem::MaybeUninit::<pcpu_approx>::uninit();
 /// assert_eq!(unsafe { pcpu_approx_init(a.as_mut_ptr(), 10) }, PCPU_EINVAL);

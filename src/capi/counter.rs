@@ -88,7 +88,7 @@ pub unsafe extern "C" fn counter_u64_free(c: counter_u64_t) {
 /// before any zone exists, `c` is a `COUNTER_U64_DEFINE_EARLY` counter (added to its word).
 ///
 /// ```
-/// # use pcpu_counter::capi::*;
+/// # use pcpu_counter::{capi::*, sim::capi::*};
 /// # assert_eq!(pcpu_sim_machine_new(2, 64), 0);
 /// let c = counter_u64_alloc(M_WAITOK);
 /// assert_eq!(pcpu_sim_bind(1), 0);
@@ -134,7 +134,7 @@ pub(crate) unsafe fn add_first(c: counter_u64_t, v: i64, protected: bool) {
 /// `c` is a live handle, or before any zone exists an early counter.
 ///
 /// ```
-/// # use pcpu_counter::capi::*;
+/// # use pcpu_counter::{capi::*, sim::capi::*};
 /// # assert_eq!(pcpu_sim_machine_new(2, 64), 0);
 /// let c = counter_u64_alloc(M_NOWAIT);
 /// assert_eq!(unsafe { counter_u64_fetch(c) }, 0);
@@ -155,7 +155,7 @@ pub unsafe extern "C" fn counter_u64_fetch(c: counter_u64_t) -> u64 {
 /// `c` is a live handle, or before any zone exists an early counter.
 ///
 /// ```
-/// # use pcpu_counter::capi::*;
+/// # use pcpu_counter::{capi::*, sim::capi::*};
 /// # assert_eq!(pcpu_sim_machine_new(1, 64), 0);
 /// let c = counter_u64_alloc(M_NOWAIT);
 /// assert_eq!(pcpu_sim_bind(0), 0);
@@ -180,7 +180,7 @@ pub unsafe extern "C" fn counter_u64_zero(c: counter_u64_t) {
 /// `c` is a live handle, or before any zone exists an early counter.
 ///
 /// ```
-/// # use pcpu_counter::capi::*;
+/// # use pcpu_counter::{capi::*, sim::capi::*};
 /// # assert_eq!(pcpu_sim_machine_new(1, 64), 0);
 /// let c = counter_u64_alloc(M_NOWAIT);
 /// assert_eq!(pcpu_sim_bind(0), 0);
@@ -214,7 +214,7 @@ pub unsafe extern "C" fn pcpu_counter_fetch_and_zero(c: counter_u64_t) -> u64 {
 /// `a` is NULL or valid for writing `n` handles.
 ///
 /// ```
-/// # use pcpu_counter::capi::*;
+/// # use pcpu_counter::{capi::*, sim::capi::*};
 /// # assert_eq!(pcpu_sim_machine_new(1, 64), 0);
 /// let mut a = [core::ptr::null_mut(); 3];
 /// assert_eq!(unsafe { counter_u64_array_alloc(a.as_mut_ptr(), 3, M_NOWAIT) }, 0);
@@ -256,7 +256,7 @@ pub unsafe extern "C" fn counter_u64_array_alloc(
 /// `a` is valid for reading `n` handles, each as `counter_u64_free` requires.
 ///
 /// ```
-/// # use pcpu_counter::capi::*;
+/// # use pcpu_counter::{capi::*, sim::capi::*};
 /// # assert_eq!(pcpu_sim_machine_new(1, 64), 0);
 /// let mut a = [core::ptr::null_mut(); 2];
 /// assert_eq!(unsafe { counter_u64_array_alloc(a.as_mut_ptr(), 2, M_WAITOK) }, 0);
@@ -276,7 +276,7 @@ pub unsafe extern "C" fn counter_u64_array_free(a: *mut counter_u64_t, n: usize)
 /// `a` is valid for reading `n` live handles.
 ///
 /// ```
-/// # use pcpu_counter::capi::*;
+/// # use pcpu_counter::{capi::*, sim::capi::*};
 /// # assert_eq!(pcpu_sim_machine_new(1, 64), 0);
 /// let mut a = [core::ptr::null_mut(); 2];
 /// assert_eq!(unsafe { counter_u64_array_alloc(a.as_mut_ptr(), 2, M_WAITOK) }, 0);
@@ -302,7 +302,7 @@ pub unsafe extern "C" fn counter_u64_array_zero(a: *const counter_u64_t, n: usiz
 /// `a` is valid for reading `n` live handles and `dst` for writing `n` values.
 ///
 /// ```
-/// # use pcpu_counter::capi::*;
+/// # use pcpu_counter::{capi::*, sim::capi::*};
 /// # assert_eq!(pcpu_sim_machine_new(1, 64), 0);
 /// let mut a = [core::ptr::null_mut(); 2];
 /// assert_eq!(unsafe { counter_u64_array_alloc(a.as_mut_ptr(), 2, M_WAITOK) }, 0);

@@ -44,7 +44,7 @@ unsafe fn run(
 /// `dst` is NULL or valid for writing `n` values.
 ///
 /// ```
-/// # use pcpu_counter::capi::*;
+/// # use pcpu_counter::{capi::*, sim::capi::*};
 /// # assert_eq!(pcpu_sim_machine_new(4, 64), 0);
 /// let mut a = [core::ptr::null_mut(); 3];
 /// assert_eq!(unsafe { counter_u64_array_alloc(a.as_mut_ptr(), 3, M_WAITOK) }, 0);
@@ -77,7 +77,7 @@ pub unsafe extern "C" fn pcpu_counter_group_fetch(
 /// `dst` is NULL or valid for writing `n` values.
 ///
 /// ```
-/// # use pcpu_counter::capi::*;
+/// # use pcpu_counter::{capi::*, sim::capi::*};
 /// # assert_eq!(pcpu_sim_machine_new(2, 64), 0);
 /// let mut a = [core::ptr::null_mut(); 2];
 /// assert_eq!(unsafe { counter_u64_array_alloc(a.as_mut_ptr(), 2, M_WAITOK) }, 0);

@@ -91,7 +91,7 @@ pub unsafe extern "C" fn pcpu_zone_init(
 /// the boot CPU's per-CPU register holds `base`.
 ///
 /// ```
-/// use pcpu_counter::capi::*;
+/// use pcpu_counter::{capi::*, sim::capi::*};
 /// assert_eq!(pcpu_sim_machine_new(1, 64), 0);
 /// assert_eq!(unsafe { pcpu_early_base(0x8000) }, PCPU_EINSTALLED);
 /// ```

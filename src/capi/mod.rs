@@ -16,7 +16,7 @@
 //! | `struct pcpu_approx`, `pcpu_approx_init/add/read/precise/accuracy/compare/fetch_and_zero/free` | [`crate::ApproxCounter`] |
 //! | `pcpu_zone_init`, `pcpu_zone_cpu_base`, `pcpu_set_cpu_base` | [`crate::freebsd::install`], [`crate::Zone::cpu_base`], [`crate::arch::set_cpu_base`] |
 //! | `pcpu_sysctl_add_counter`, `pcpu_sysctl_add_counter_array` (FreeBSD's `SYSCTL_ADD_COUNTER_U64[_ARRAY]`), `pcpu_sysctl_remove`, `pcpu_sysctl_zero`, `pcpu_sysctl_walk` | [`crate::registry::Registry`] |
-//! | `pcpu_sim_machine_new`, `pcpu_sim_bind`, `pcpu_sim_unbind` (feature `sim`) | [`crate::sim`] |
+//! | `pcpu_sim_machine_new`, `pcpu_sim_bind`, `pcpu_sim_unbind` (feature `sim`: `pcpu_counter::sim::capi`) | [`crate::sim`] |
 //!
 //! A counter is its slot: a `counter_u64_t` is the slot's offset from the per-CPU register,
 //! so the C ABI needs no handle table and no allocator. Functions that can fail return
@@ -41,8 +41,6 @@ mod registry;
 mod slot;
 mod zone;
 
-#[cfg(feature = "sim")]
-pub use crate::sim::capi::*;
 pub use approx::*;
 pub use counter::*;
 pub use error::*;

@@ -128,7 +128,7 @@ pub(crate) fn nest_fits(ncpus: usize) -> bool {
 /// outermost pair holds the protection. A no-op on x86_64, aarch64 and i386 with CX8.
 ///
 /// ```
-/// # use pcpu_counter::capi::*;
+/// # use pcpu_counter::{capi::*, sim::capi::*};
 /// # assert_eq!(pcpu_sim_machine_new(1, 64), 0);
 /// let c = counter_u64_alloc(M_NOWAIT);
 /// assert_eq!(pcpu_sim_bind(0), 0);
@@ -176,7 +176,7 @@ const _: () = assert!(
 /// `counter_enter()` with the state in the caller's hands instead of a per-CPU table.
 ///
 /// ```
-/// # use pcpu_counter::capi::*;
+/// # use pcpu_counter::{capi::*, sim::capi::*};
 /// # assert_eq!(pcpu_sim_machine_new(1, 64), 0);
 /// let c = counter_u64_alloc(M_NOWAIT);
 /// assert_eq!(pcpu_sim_bind(0), 0);
@@ -228,7 +228,7 @@ pub unsafe extern "C" fn pcpu_counter_exit_state(state: pcpu_protect_t) {
 /// As `pcpu_counter_add`, and the caller is inside `counter_enter()` on this CPU.
 ///
 /// ```
-/// # use pcpu_counter::capi::*;
+/// # use pcpu_counter::{capi::*, sim::capi::*};
 /// # assert_eq!(pcpu_sim_machine_new(1, 64), 0);
 /// # let c = counter_u64_alloc(M_NOWAIT);
 /// # assert_eq!(pcpu_sim_bind(0), 0);

@@ -89,7 +89,7 @@ fn clock() -> (u32, u32) {
 /// `counter_ratecheck`; the current CPU's per-CPU register is set for the zone.
 ///
 /// ```
-/// use pcpu_counter::capi::*;
+/// use pcpu_counter::{capi::*, sim::capi::*};
 /// extern "C" fn ticks() -> u32 { 500 }
 /// pcpu_set_ticks(Some(ticks), 100);
 /// assert_eq!(pcpu_sim_machine_new(1, 64), 0);

@@ -225,7 +225,7 @@ fn slot_of(c: counter_u64_t) -> Result<usize, c_int> {
 /// `name` and `descr` are NULL or NUL-terminated strings, valid as above.
 ///
 /// ```
-/// # use pcpu_counter::capi::*;
+/// # use pcpu_counter::{capi::*, sim::capi::*};
 /// # assert_eq!(pcpu_sim_machine_new(1, 64), 0);
 /// let c = counter_u64_alloc(M_WAITOK);
 /// unsafe {
@@ -264,7 +264,7 @@ pub unsafe extern "C" fn pcpu_sysctl_add_counter(
 /// [`pcpu_sysctl_add_counter`].
 ///
 /// ```
-/// # use pcpu_counter::capi::*;
+/// # use pcpu_counter::{capi::*, sim::capi::*};
 /// # assert_eq!(pcpu_sim_machine_new(1, 64), 0);
 /// let mut a = [core::ptr::null_mut(); 3];
 /// unsafe {
@@ -315,7 +315,7 @@ pub unsafe extern "C" fn pcpu_sysctl_add_counter_array(
 /// `name` is NULL or a NUL-terminated string.
 ///
 /// ```
-/// # use pcpu_counter::capi::*;
+/// # use pcpu_counter::{capi::*, sim::capi::*};
 /// # assert_eq!(pcpu_sim_machine_new(1, 64), 0);
 /// let c = counter_u64_alloc(M_WAITOK);
 /// unsafe {
@@ -361,7 +361,7 @@ pub unsafe extern "C" fn pcpu_sysctl_remove(name: *const c_char) -> c_int {
 /// `name` is NULL or a NUL-terminated string.
 ///
 /// ```
-/// # use pcpu_counter::capi::*;
+/// # use pcpu_counter::{capi::*, sim::capi::*};
 /// # assert_eq!(pcpu_sim_machine_new(1, 64), 0);
 /// let c = counter_u64_alloc(M_WAITOK);
 /// assert_eq!(pcpu_sim_bind(0), 0);
@@ -422,7 +422,7 @@ pub type pcpu_sysctl_walk_fn = Option<
 ///
 /// ```
 /// use core::ffi::{c_char, c_int, c_void, CStr};
-/// # use pcpu_counter::capi::*;
+/// # use pcpu_counter::{capi::*, sim::capi::*};
 /// unsafe extern "C" fn collect(name: *const c_char, _: *const c_char, v: *const u64, n: usize, arg: *mut c_void) -> c_int {
 ///     let out = unsafe { &mut *arg.cast::<Vec<(String, Vec<u64>)>>() };
 ///     let name = unsafe { CStr::from_ptr(name) }.to_str().unwrap().to_owned();
@@ -522,7 +522,7 @@ impl core::fmt::Write for CBuf {
 /// `len` is NULL or valid for reading and writing; `buf` is valid for writing `*len` bytes.
 ///
 /// ```
-/// # use pcpu_counter::capi::*;
+/// # use pcpu_counter::{capi::*, sim::capi::*};
 /// # assert_eq!(pcpu_sim_machine_new(2, 64), 0);
 /// let c = counter_u64_alloc(M_WAITOK);
 /// assert_eq!(pcpu_sim_bind(1), 0);

@@ -101,7 +101,7 @@ mod tests {
     )]
     fn the_add_path_checks_the_handle_against_the_remembered_zone() {
         // The process's simulated machine: made here, or by another test with its sizes.
-        let _ = crate::capi::pcpu_sim_machine_new(2, 64);
+        let _ = crate::sim::capi::pcpu_sim_machine_new(2, 64);
         let zone = current_zone().expect("a simulated machine");
         let c = crate::capi::counter_u64_alloc(crate::capi::M_NOWAIT);
         assert!(!c.is_null());

@@ -69,7 +69,7 @@ pub struct pcpu_zone_layout {
 /// `base` is NULL or valid for a write.
 ///
 /// ```
-/// use pcpu_counter::capi::*;
+/// use pcpu_counter::{capi::*, sim::capi::*};
 /// assert_eq!(pcpu_sim_machine_new(2, 64), 0);
 /// let mut base = 0usize;
 /// assert_eq!(unsafe { pcpu_zone_cpu_base(1, &mut base) }, 0);
@@ -134,7 +134,7 @@ pub unsafe extern "C" fn pcpu_set_cpu_base(cpu: usize) -> c_int {
 /// Counters the installed zone holds at once (0 when none is installed).
 ///
 /// ```
-/// use pcpu_counter::capi::*;
+/// use pcpu_counter::{capi::*, sim::capi::*};
 /// assert_eq!(pcpu_sim_machine_new(2, 64), 0);
 /// assert_eq!(pcpu_zone_capacity(), 64);
 /// ```
@@ -146,7 +146,7 @@ pub extern "C" fn pcpu_zone_capacity() -> usize {
 /// Slots of the installed zone in use now (0 when none is installed).
 ///
 /// ```
-/// use pcpu_counter::capi::*;
+/// use pcpu_counter::{capi::*, sim::capi::*};
 /// assert_eq!(pcpu_sim_machine_new(2, 64), 0);
 /// let c = counter_u64_alloc(M_NOWAIT);
 /// assert_eq!(pcpu_zone_in_use(), 1);
@@ -161,7 +161,7 @@ pub extern "C" fn pcpu_zone_in_use() -> usize {
 /// The number of CPUs of the installed zone (0 when none is installed).
 ///
 /// ```
-/// use pcpu_counter::capi::*;
+/// use pcpu_counter::{capi::*, sim::capi::*};
 /// assert_eq!(pcpu_sim_machine_new(3, 64), 0);
 /// assert_eq!(pcpu_zone_ncpus(), 3);
 /// ```

@@ -30,7 +30,7 @@ pub(crate) fn machine() -> Option<&'static Machine> {
 /// call with the same sizes returns 0, with other sizes `PCPU_EINSTALLED`.
 ///
 /// ```
-/// use pcpu_counter::capi::*;
+/// use pcpu_counter::{capi::*, sim::capi::*};
 /// assert_eq!(pcpu_sim_machine_new(4, 64), 0);
 /// assert_eq!(pcpu_sim_machine_new(4, 64), 0);
 /// assert_eq!(pcpu_sim_machine_new(5, 64), PCPU_EINSTALLED);
@@ -72,7 +72,7 @@ pub extern "C" fn pcpu_sim_machine_new(ncpus: usize, counters: usize) -> c_int {
 /// `PCPU_ENOTINSTALLED`, `PCPU_ECPU`, or `PCPU_EBOUND` if the thread already holds a CPU.
 ///
 /// ```
-/// use pcpu_counter::capi::*;
+/// use pcpu_counter::{capi::*, sim::capi::*};
 /// assert_eq!(pcpu_sim_machine_new(2, 64), 0);
 /// assert_eq!(pcpu_sim_bind(1), 0);
 /// assert_eq!(pcpu_sim_bind(0), PCPU_EBOUND);
@@ -96,7 +96,7 @@ pub extern "C" fn pcpu_sim_bind(cpu: usize) -> c_int {
 /// Leaves the simulated CPU the calling thread holds; nothing if it holds none.
 ///
 /// ```
-/// pcpu_counter::capi::pcpu_sim_unbind();
+/// pcpu_counter::sim::capi::pcpu_sim_unbind();
 /// ```
 #[no_mangle]
 pub extern "C" fn pcpu_sim_unbind() {

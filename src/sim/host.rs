@@ -1,10 +1,43 @@
 //! The simulation's answers to the platform's questions (`src/platform.rs` takes them from
 //! here, and only from here): the current CPU, its per-CPU base, local protection, the add's
 //! check, and where a zone's area lives. Each is a thread-local read, inline.
+//!
+//! The plug between the product and the simulation: this file depends on nothing of the crate
+//! but the area's type, so the platform's arrow into it closes no circle. The rest of the
+//! simulation (machines, interrupts) sits on top and writes the thread's state kept here.
 
 use core::cell::Cell;
 
-pub(crate) use super::interrupt::{protect, unprotect, ProtectState};
+/// The signal that plays the interrupt line.
+pub(super) const IRQ: libc::c_int = libc::SIGUSR1;
+
+std::thread_local! {
+    /// The machine and CPU this thread holds: `(machine address, cpu)`, or `(0, 0)`.
+    /// Read from signal handlers, so a plain `Cell` with a const initialiser.
+    static BINDING: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
+    /// The area (its address) of the machine this thread holds a CPU of, or 0: what the add
+    /// path's check compares with the counter's area.
+    static BOUND_AREA: Cell<usize> = const { Cell::new(0) };
+}
+
+/// The machine (by address) and CPU the calling thread holds, if any.
+pub(super) fn binding() -> Option<(usize, usize)> {
+    let (machine, cpu) = BINDING.with(Cell::get);
+    (machine != 0).then_some((machine, cpu))
+}
+
+/// Records the machine, CPU and area the thread holds (or none).
+pub(super) fn set_binding(value: Option<(usize, usize, usize)>) {
+    let (machine, cpu, area) = value.unwrap_or((0, 0, 0));
+    BINDING.with(|b| b.set((machine, cpu)));
+    BOUND_AREA.with(|a| a.set(area));
+    core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
+}
+
+/// The simulated CPU the calling thread holds, if any.
+pub fn current_cpu_checked() -> Option<usize> {
+    binding().map(|(_, cpu)| cpu)
+}
 
 std::thread_local! {
     /// The bound CPU's per-CPU base, or 0. Read from signal handlers: a const-initialised
@@ -14,7 +47,7 @@ std::thread_local! {
 
 /// The platform's current CPU under simulation: panics on a thread that holds no CPU.
 pub(crate) fn current_cpu() -> usize {
-    super::current_cpu_checked().unwrap_or_else(|| no_cpu())
+    current_cpu_checked().unwrap_or_else(|| no_cpu())
 }
 
 /// The bound CPU's per-CPU base (its block of the machine's zone), where the arch takes the
@@ -53,7 +86,7 @@ pub(crate) const fn own_areas() -> bool {
 /// compare (its cost is in `cargo xtask bench`).
 #[inline(always)]
 pub(crate) fn check_add(area: &crate::area::Area) {
-    if super::bound_area() != area as *const crate::area::Area as usize {
+    if BOUND_AREA.with(Cell::get) != area as *const crate::area::Area as usize {
         wrong_area()
     }
 }
@@ -70,11 +103,107 @@ fn no_cpu() -> ! {
 #[cold]
 #[inline(never)]
 fn wrong_area() -> ! {
-    if super::binding().is_none() {
+    if binding().is_none() {
         no_cpu();
     }
     panic!(
         "pcpu-counter: add on a thread that holds no simulated CPU of this counter's machine \
          (it holds a CPU of another machine, or the counter's zone belongs to no machine)"
     )
+}
+
+/// Whether the interrupt signal was already blocked before a `protect`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ProtectState {
+    was_blocked: bool,
+}
+
+cfg_if::cfg_if! {
+    if #[cfg(miri)] {
+        // Under Miri (`cargo xtask verify`'s miri step) there are no signals: Miri has no
+        // `sigaction`, `pthread_kill` or `pthread_sigmask`. No simulated interrupt can
+        // arrive, so local protection has nothing to mask; it keeps the nesting depth of the
+        // thread's protected sections instead, so that the nesting rules (an inner exit keeps
+        // the protection, the outermost releases it) stay checked. `interrupt_storm` and the
+        // interrupt tests do not run under Miri.
+        std::thread_local! {
+            /// This thread's protected sections currently open.
+            static DEPTH: Cell<usize> = const { Cell::new(0) };
+        }
+
+        /// Local protection under simulation (Miri: no interrupts; counts the nesting).
+        pub(crate) fn protect() -> ProtectState {
+            let depth = DEPTH.with(Cell::get);
+            DEPTH.with(|d| d.set(depth + 1));
+            ProtectState { was_blocked: depth > 0 }
+        }
+
+        /// Leaves local protection (Miri: closes one level of the nesting).
+        ///
+        /// # Safety
+        /// `state` is from the matching `protect` on this thread, released in LIFO order.
+        pub(crate) unsafe fn unprotect(state: ProtectState) {
+            let depth = DEPTH.with(Cell::get);
+            debug_assert!(depth > 0 && state.was_blocked == (depth > 1));
+            DEPTH.with(|d| d.set(depth - 1));
+        }
+
+        /// Whether this thread is inside local protection (what the nesting tests check).
+        #[cfg(test)]
+        pub(crate) fn interrupts_blocked() -> bool {
+            DEPTH.with(Cell::get) > 0
+        }
+    } else {
+        fn irq_set() -> libc::sigset_t {
+            // SAFETY: sigemptyset initialises the set before sigaddset uses it.
+            unsafe {
+                let mut set: libc::sigset_t = core::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::sigaddset(&mut set, IRQ);
+                set
+            }
+        }
+
+        /// Local protection under simulation: blocks simulated interrupts on this thread.
+        /// Nests.
+        pub(crate) fn protect() -> ProtectState {
+            let set = irq_set();
+            // SAFETY: zeroed is a valid sigset_t to receive the old mask.
+            let mut old: libc::sigset_t = unsafe { core::mem::zeroed() };
+            // SAFETY: both sets are valid; this only changes the calling thread's mask.
+            let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old) };
+            debug_assert_eq!(rc, 0);
+            // SAFETY: `old` was filled in by pthread_sigmask.
+            let was_blocked = unsafe { libc::sigismember(&old, IRQ) } == 1;
+            ProtectState { was_blocked }
+        }
+
+        /// Leaves local protection: unblocks simulated interrupts unless an outer `protect`
+        /// holds.
+        ///
+        /// # Safety
+        /// `state` is from the matching `protect` on this thread, released in LIFO order.
+        pub(crate) unsafe fn unprotect(state: ProtectState) {
+            if !state.was_blocked {
+                let set = irq_set();
+                // SAFETY: valid set; this only changes the calling thread's mask.
+                let rc = unsafe {
+                    libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, core::ptr::null_mut())
+                };
+                debug_assert_eq!(rc, 0);
+            }
+        }
+
+        /// Whether the simulated interrupt is blocked on this thread (what protection does).
+        #[cfg(test)]
+        pub(crate) fn interrupts_blocked() -> bool {
+            // SAFETY: zeroed is a valid sigset_t to receive the mask; a null new set only
+            // queries.
+            unsafe {
+                let mut now: libc::sigset_t = core::mem::zeroed();
+                libc::pthread_sigmask(libc::SIG_BLOCK, core::ptr::null(), &mut now);
+                libc::sigismember(&now, IRQ) == 1
+            }
+        }
+    }
 }

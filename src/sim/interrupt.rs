@@ -6,8 +6,7 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::machine::{HandlerSlot, Machine};
 
-/// The signal that plays the interrupt line.
-const IRQ: libc::c_int = libc::SIGUSR1;
+use super::host::{protect, unprotect, IRQ};
 
 std::thread_local! {
     /// Interrupts this thread took (whether or not a handler ran).
@@ -22,7 +21,7 @@ extern "C" fn on_irq(_signal: libc::c_int) {
     // SAFETY: errno is thread-local; it is saved and restored around the handler.
     let errno = unsafe { *libc::__errno_location() };
     TAKEN.with(|t| t.set(t.get() + 1));
-    match super::binding() {
+    match super::host::binding() {
         Some((machine, cpu)) => {
             // SAFETY: a binding exists only while its `Bound` borrows the machine.
             let machine = unsafe { &*(machine as *const Machine) };
@@ -169,102 +168,6 @@ pub fn interrupt_storm<R>(work: impl FnOnce() -> R) -> (R, Storm) {
     unsafe { unprotect(state) };
     let taken = TAKEN.with(Cell::get) - taken_before;
     (result, Storm { raised, taken })
-}
-
-/// Whether the interrupt signal was already blocked before a `protect`.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct ProtectState {
-    was_blocked: bool,
-}
-
-cfg_if::cfg_if! {
-    if #[cfg(miri)] {
-        // Under Miri (`cargo xtask verify`'s miri step) there are no signals: Miri has no
-        // `sigaction`, `pthread_kill` or `pthread_sigmask`. No simulated interrupt can
-        // arrive, so local protection has nothing to mask; it keeps the nesting depth of the
-        // thread's protected sections instead, so that the nesting rules (an inner exit keeps
-        // the protection, the outermost releases it) stay checked. `interrupt_storm` and the
-        // interrupt tests do not run under Miri.
-        std::thread_local! {
-            /// This thread's protected sections currently open.
-            static DEPTH: Cell<usize> = const { Cell::new(0) };
-        }
-
-        /// Local protection under simulation (Miri: no interrupts; counts the nesting).
-        pub(crate) fn protect() -> ProtectState {
-            let depth = DEPTH.with(Cell::get);
-            DEPTH.with(|d| d.set(depth + 1));
-            ProtectState { was_blocked: depth > 0 }
-        }
-
-        /// Leaves local protection (Miri: closes one level of the nesting).
-        ///
-        /// # Safety
-        /// `state` is from the matching `protect` on this thread, released in LIFO order.
-        pub(crate) unsafe fn unprotect(state: ProtectState) {
-            let depth = DEPTH.with(Cell::get);
-            debug_assert!(depth > 0 && state.was_blocked == (depth > 1));
-            DEPTH.with(|d| d.set(depth - 1));
-        }
-
-        /// Whether this thread is inside local protection (what the nesting tests check).
-        #[cfg(test)]
-        pub(crate) fn interrupts_blocked() -> bool {
-            DEPTH.with(Cell::get) > 0
-        }
-    } else {
-        fn irq_set() -> libc::sigset_t {
-            // SAFETY: sigemptyset initialises the set before sigaddset uses it.
-            unsafe {
-                let mut set: libc::sigset_t = core::mem::zeroed();
-                libc::sigemptyset(&mut set);
-                libc::sigaddset(&mut set, IRQ);
-                set
-            }
-        }
-
-        /// Local protection under simulation: blocks simulated interrupts on this thread.
-        /// Nests.
-        pub(crate) fn protect() -> ProtectState {
-            let set = irq_set();
-            // SAFETY: zeroed is a valid sigset_t to receive the old mask.
-            let mut old: libc::sigset_t = unsafe { core::mem::zeroed() };
-            // SAFETY: both sets are valid; this only changes the calling thread's mask.
-            let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old) };
-            debug_assert_eq!(rc, 0);
-            // SAFETY: `old` was filled in by pthread_sigmask.
-            let was_blocked = unsafe { libc::sigismember(&old, IRQ) } == 1;
-            ProtectState { was_blocked }
-        }
-
-        /// Leaves local protection: unblocks simulated interrupts unless an outer `protect`
-        /// holds.
-        ///
-        /// # Safety
-        /// `state` is from the matching `protect` on this thread, released in LIFO order.
-        pub(crate) unsafe fn unprotect(state: ProtectState) {
-            if !state.was_blocked {
-                let set = irq_set();
-                // SAFETY: valid set; this only changes the calling thread's mask.
-                let rc = unsafe {
-                    libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, core::ptr::null_mut())
-                };
-                debug_assert_eq!(rc, 0);
-            }
-        }
-
-        /// Whether the simulated interrupt is blocked on this thread (what protection does).
-        #[cfg(test)]
-        pub(crate) fn interrupts_blocked() -> bool {
-            // SAFETY: zeroed is a valid sigset_t to receive the mask; a null new set only
-            // queries.
-            unsafe {
-                let mut now: libc::sigset_t = core::mem::zeroed();
-                libc::pthread_sigmask(libc::SIG_BLOCK, core::ptr::null(), &mut now);
-                libc::sigismember(&now, IRQ) == 1
-            }
-        }
-    }
 }
 
 #[cfg(test)]

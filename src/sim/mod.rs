@@ -29,42 +29,8 @@ pub use interrupt::{interrupt_storm, missed_interrupts, Storm};
 pub use machine::{Bound, Machine};
 
 #[cfg(test)]
-pub(crate) use interrupt::interrupts_blocked;
+pub(crate) use host::interrupts_blocked;
 #[cfg(test)]
 pub(crate) use machine::machine_for_ever;
 
-use core::cell::Cell;
-
-std::thread_local! {
-    /// The machine and CPU this thread holds: `(machine address, cpu)`, or `(0, 0)`.
-    /// Read from signal handlers, so a plain `Cell` with a const initialiser.
-    static BINDING: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
-    /// The area (its address) of the machine this thread holds a CPU of, or 0: what the add
-    /// path's check compares with the counter's area.
-    static BOUND_AREA: Cell<usize> = const { Cell::new(0) };
-}
-
-/// The machine (by address) and CPU the calling thread holds, if any.
-pub(crate) fn binding() -> Option<(usize, usize)> {
-    let (machine, cpu) = BINDING.with(Cell::get);
-    (machine != 0).then_some((machine, cpu))
-}
-
-/// The area (its address) of the machine whose CPU the thread holds, or 0.
-#[inline(always)]
-fn bound_area() -> usize {
-    BOUND_AREA.with(Cell::get)
-}
-
-/// Records the machine, CPU and area the thread holds (or none).
-pub(crate) fn set_binding(value: Option<(usize, usize, usize)>) {
-    let (machine, cpu, area) = value.unwrap_or((0, 0, 0));
-    BINDING.with(|b| b.set((machine, cpu)));
-    BOUND_AREA.with(|a| a.set(area));
-    core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
-}
-
-/// The simulated CPU the calling thread holds, if any.
-pub fn current_cpu_checked() -> Option<usize> {
-    binding().map(|(_, cpu)| cpu)
-}
+pub use host::current_cpu_checked;

@@ -13,7 +13,6 @@
 
 use core::cell::UnsafeCell;
 use pcpu_counter::capi::*;
-use pcpu_counter::sim::capi::*;
 
 /// The macro's `struct pcpu_early_word`: a 64-bit word, 8-aligned.
 #[repr(C, align(8))]

@@ -1,10 +1,11 @@
 /*
  * The C-only test kernel: C and assembly, linking libpcpu_counter.a and its header and no
- * Rust of its own. Booted SMP under QEMU by `cargo xtask qemu` (c-x86_64, c-aarch64), it runs
- * the checks the Rust kernels run (exact sums from every CPU, protected batches,
- * fetch_and_zero racing adds, zero, alloc/free to a full zone and back, adds from the timer
- * interrupt), then tests/c/freebsd_style.c and tests/c/kernel_check.c. CPU 0 prints one
- * PASS or FAIL line per check and `DONE n checks, k failed`.
+ * Rust of its own. Booted SMP under QEMU by `cargo xtask qemu` (c-x86_64, c-aarch64, c-i386,
+ * c-riscv64), it runs the test beds' check protocol (testbeds/protocol/protocol.h: the phases,
+ * numbers and exact totals the Rust kernels run from testbeds/protocol/src/lib.rs, with the
+ * same PASS and FAIL lines), then its own: the zone filled to the last slot, the FreeBSD-style
+ * driver (tests/c/freebsd_style.c) and tests/c/kernel_check.c. CPU 0 prints one PASS or FAIL
+ * line per check and `DONE n checks, k failed`.
  *
  * The kernel owns its per-CPU blocks; the zone is hosted in them (pcpu_zone_init), and the
  * library's four hooks are defined at the end of this file.
@@ -12,20 +13,22 @@
 #include "pcpu_counter.h"
 #include "kernel.h"
 #include "freebsd_style.h"
+#include "protocol.h"
 
 int pcpu_c_kernel_check(unsigned cpu, unsigned ncpus); /* tests/c/kernel_check.c */
 
-#define SUM_ADDS 20000u
-#define BATCHES 10000u
-#define RACE_ADDS 20000u
-#define RACE_EVERY 61u
-#define ZERO_ADDS 5000u
-#define ALLOC_ROUNDS 300u
-#define ALLOC_HELD 4u
-#define TIMER_MIN_ADDS 20000u
-#define TIMER_MIN_TICKS 300u
-#define TIMER_MAX_ADDS 200000000u
-#define HANDLER_ADD 1000u
+/* The protocol's numbers: the kernels' profile. */
+#define SUM_ADDS PROTO_KERNEL_SUM_ADDS
+#define BATCHES PROTO_KERNEL_BATCHES
+#define RACE_ADDS PROTO_KERNEL_RACE_ADDS
+#define RACE_EVERY PROTO_KERNEL_RACE_EVERY
+#define ZERO_ADDS PROTO_KERNEL_ZERO_ADDS
+#define ALLOC_ROUNDS PROTO_KERNEL_ALLOC_ROUNDS
+#define ALLOC_HELD PROTO_KERNEL_ALLOC_HELD
+#define TIMER_MIN_ADDS PROTO_KERNEL_TIMER_MIN_ADDS
+#define TIMER_MIN_TICKS PROTO_KERNEL_TIMER_MIN_TICKS
+#define TIMER_MAX_ADDS PROTO_KERNEL_TIMER_MAX_ADDS
+_Static_assert(PROTO_KERNEL_RACE_HANDLER_ADD == 0, "the kernels' race runs with the timer off");
 #define FBSD_ROUNDS 2000u
 
 _Static_assert(sizeof(struct block) == BLOCK, "one block per page");
@@ -33,10 +36,12 @@ _Static_assert(sizeof(struct block) == BLOCK, "one block per page");
 struct block kernel_blocks[MAX_CPUS];
 static uint64_t meta[PCPU_META_WORDS(SLOTS)];
 
-static counter_u64_t sum_a, sum_b, batched, raced, zeroed, timed;
+/* The protocol's counters. */
+static counter_u64_t sums[4], packets, bytes, raced, zeroed, timed;
 static unsigned ncpus;
 static volatile int go;
-static uint64_t report[MAX_CPUS];
+/* What each CPU reports for a phase (two figures), read by CPU 0 after a barrier. */
+static uint64_t report_of[MAX_CPUS][2];
 static volatile uint64_t ticks[MAX_CPUS];
 static unsigned checks, failed;
 
@@ -71,41 +76,54 @@ void kernel_fail(const char *what, uint64_t a, uint64_t b)
 	arch_exit(0);
 }
 
-/* One verdict line, as the Rust kernels print them. */
-static void check(const char *name, const char *label, uint64_t want, uint64_t got)
+/* One figure of a check: what, the exact value, the value read. */
+struct value {
+	const char *what;
+	uint64_t expected, got;
+};
+
+/* One check's line, as the protocol prints it: PASS if every value matches, else one FAIL line
+ * per mismatch. */
+static void report(const char *name, const struct value *v, unsigned count)
 {
+	int bad = 0;
 	checks++;
-	if (want == got) {
-		kernel_print("PASS ");
-		kernel_print(name);
-		kernel_print(" on ");
-		print_u64(ncpus);
-		kernel_print(" CPUs: ");
-		kernel_print(label);
-		kernel_print(" = ");
-		print_u64(got);
-		kernel_print(" exact\n");
-	} else {
-		failed++;
+	for (unsigned i = 0; i < count; i++) {
+		if (v[i].expected == v[i].got)
+			continue;
+		bad = 1;
 		kernel_print("FAIL ");
 		kernel_print(name);
 		kernel_print(" ");
-		kernel_print(label);
+		kernel_print(v[i].what);
 		kernel_print(" expected ");
-		print_u64(want);
+		print_u64(v[i].expected);
 		kernel_print(" got ");
-		print_u64(got);
+		print_u64(v[i].got);
 		kernel_print("\n");
 	}
+	if (bad) {
+		failed++;
+		return;
+	}
+	kernel_print("PASS ");
+	kernel_print(name);
+	kernel_print(" on ");
+	print_u64(ncpus);
+	kernel_print(" CPUs: ");
+	kernel_print(v[0].what);
+	kernel_print(" = ");
+	print_u64(v[0].got);
+	kernel_print(" exact (");
+	print_u64(count);
+	kernel_print(" values checked)\n");
 }
 
-static void info(const char *text, uint64_t v)
-{
-	kernel_print("INFO ");
-	kernel_print(text);
-	print_u64(v);
-	kernel_print("\n");
-}
+#define REPORT(name, ...)                                                                  \
+	do {                                                                               \
+		const struct value values_[] = { __VA_ARGS__ };                           \
+		report(name, values_, sizeof(values_) / sizeof(values_[0]));               \
+	} while (0)
 
 /* A sense-counting barrier over the running CPUs. */
 static unsigned barrier_arrived, barrier_round;
@@ -121,11 +139,31 @@ static void barrier(void)
 	}
 }
 
-static uint64_t reports(void)
+/* The sum of figure i of every CPU's report. */
+static uint64_t reports(unsigned i)
 {
 	uint64_t sum = 0;
 	for (unsigned c = 0; c < ncpus; c++)
-		sum += report[c];
+		sum += report_of[c][i];
+	return sum;
+}
+
+/* CPU cpu's raw slot of c: a handle is its slot's offset in each CPU's block, and the blocks
+ * are this kernel's own. */
+static uint64_t slot(counter_u64_t c, unsigned cpu)
+{
+	size_t base;
+	if (pcpu_zone_cpu_base(cpu, &base) != 0)
+		return ~0ull;
+	return *(volatile uint64_t *)(base + (uintptr_t)c);
+}
+
+/* The sum of c's raw slots on the running CPUs. */
+static uint64_t slots(counter_u64_t c)
+{
+	uint64_t sum = 0;
+	for (unsigned cpu = 0; cpu < ncpus; cpu++)
+		sum += slot(c, cpu);
 	return sum;
 }
 
@@ -137,26 +175,54 @@ static counter_u64_t must_alloc(void)
 	return c;
 }
 
-/* Every CPU's rounds of alloc, add, check, free: a reused slot reads 0, then its own adds. */
-static uint64_t alloc_free(unsigned cpu)
+static void check_sums(void)
 {
-	uint64_t wrong = 0;
+	static const char *const slot_name[MAX_CPUS] = { "slot cpu0", "slot cpu1", "slot cpu2",
+							  "slot cpu3" };
+	struct value v[4 + MAX_CPUS] = {
+		{ "sums[0]", PROTO_SUM0(ncpus, SUM_ADDS), counter_u64_fetch(sums[0]) },
+		{ "sums[1]", PROTO_SUM1(ncpus, SUM_ADDS), counter_u64_fetch(sums[1]) },
+		{ "sums[2]", PROTO_SUM2(ncpus, SUM_ADDS), counter_u64_fetch(sums[2]) },
+		{ "sums[3]", PROTO_SUM3(ncpus, SUM_ADDS), counter_u64_fetch(sums[3]) },
+	};
+	/* Each CPU's own slot holds exactly its own adds: its per-CPU register was its block. */
+	for (unsigned cpu = 0; cpu < MAX_CPUS; cpu++) {
+		uint64_t own = cpu < ncpus ? (uint64_t)(cpu + 1) * SUM_ADDS : 0;
+		v[4 + cpu] = (struct value){ slot_name[cpu], own, slot(sums[1], cpu) };
+	}
+	report("sums", v, 4 + MAX_CPUS);
+}
+
+/* Every CPU's rounds of alloc, add, check, free: every new counter reads 0, holds exactly
+ * what this CPU added to it while others allocate, and is freed. Returns the failures. */
+static uint64_t alloc_rounds(unsigned cpu)
+{
+	uint64_t bad = 0;
 	for (uint64_t round = 0; round < ALLOC_ROUNDS; round++) {
 		counter_u64_t held[ALLOC_HELD];
 		for (unsigned h = 0; h < ALLOC_HELD; h++) {
-			held[h] = counter_u64_alloc(M_WAITOK);
-			wrong += counter_u64_fetch(held[h]) != 0;
-			counter_u64_add(held[h], (int64_t)((cpu + 1) * 100000 + round * 10 + h));
+			held[h] = counter_u64_alloc(M_NOWAIT);
+			if (held[h] == NULL) {
+				bad++;
+				continue;
+			}
+			for (unsigned i = 0; i < MAX_CPUS; i++)
+				bad += slot(held[h], i) != 0;
+			bad += counter_u64_fetch(held[h]) != 0;
+			counter_u64_add(held[h], (int64_t)PROTO_TAG(cpu, round, h));
 		}
 		for (unsigned h = 0; h < ALLOC_HELD; h++) {
-			wrong += counter_u64_fetch(held[h]) != (cpu + 1) * 100000 + round * 10 + h;
+			if (held[h] == NULL)
+				continue;
+			bad += counter_u64_fetch(held[h]) != PROTO_TAG(cpu, round, h);
 			counter_u64_free(held[h]);
 		}
 	}
-	return wrong;
+	return bad;
 }
 
-/* CPU 0 alone: allocate until the zone is full, free everything, and again. */
+/* CPU 0 alone (this kernel's own check): allocate until the zone is full, free everything,
+ * and again. */
 static void fill_zone(void)
 {
 	static counter_u64_t all[SLOTS];
@@ -172,105 +238,158 @@ static void fill_zone(void)
 		for (size_t i = 0; i < n; i++)
 			counter_u64_free(all[i]);
 	}
-	check("alloc_free", "first fill", room, got[0]);
-	check("alloc_free", "fill after freeing all", room, got[1]);
-	check("alloc_free", "slots in use after", before, pcpu_zone_in_use());
+	REPORT("fill_zone", { "first fill", room, got[0] }, { "fill after freeing all", room, got[1] },
+	       { "slots in use after", before, pcpu_zone_in_use() });
 }
 
 void kernel_timer_tick(void)
 {
 	unsigned cpu = arch_cpu_self();
 	ticks[cpu]++;
-	counter_u64_add(timed, HANDLER_ADD);
+	counter_u64_add(timed, PROTO_HANDLER_ADD);
 }
 
-static void run_checks(unsigned cpu)
+/* Adds (plain, and protected every PROTO_TIMER_BATCH_EVERY) with the timer on, until enough
+ * adds and ticks happened. Returns this CPU's adds, in units of 1. */
+static uint64_t timer_loop(unsigned cpu)
 {
-	barrier();
-	for (unsigned i = 0; i < SUM_ADDS; i++) {
-		counter_u64_add(sum_a, cpu + 1);
-		counter_u64_add(sum_b, 1);
-	}
-	barrier();
-	if (cpu == 0) {
-		check("sums", "sum of (cpu + 1) adds", (uint64_t)SUM_ADDS * ncpus * (ncpus + 1) / 2,
-		      counter_u64_fetch(sum_a));
-		check("sums", "unit adds", (uint64_t)SUM_ADDS * ncpus, counter_u64_fetch(sum_b));
-	}
-
-	for (unsigned i = 0; i < BATCHES; i++) {
-		counter_enter();
-		counter_u64_add_protected(batched, 1);
-		counter_u64_add_protected(batched, 2);
-		counter_exit();
-	}
-	barrier();
-	if (cpu == 0)
-		check("protected", "3 per batch", 3ull * BATCHES * ncpus, counter_u64_fetch(batched));
-
-	uint64_t taken = 0;
-	for (unsigned i = 1; i <= RACE_ADDS; i++) {
-		counter_u64_add(raced, 1);
-		if (i % RACE_EVERY == 0)
-			taken += pcpu_counter_fetch_and_zero(raced);
-	}
-	report[cpu] = taken;
-	barrier();
-	if (cpu == 0)
-		check("fetch_and_zero", "taken + left", (uint64_t)RACE_ADDS * ncpus,
-		      reports() + counter_u64_fetch(raced));
-
-	for (unsigned i = 0; i < ZERO_ADDS; i++)
-		counter_u64_add(zeroed, 7);
-	barrier();
-	if (cpu == 0)
-		counter_u64_zero(zeroed);
-	barrier();
-	for (unsigned i = 0; i < ZERO_ADDS; i++)
-		counter_u64_add(zeroed, 1);
-	barrier();
-	if (cpu == 0)
-		check("zero", "adds after the zero", (uint64_t)ZERO_ADDS * ncpus, counter_u64_fetch(zeroed));
-
-	report[cpu] = alloc_free(cpu);
-	barrier();
-	if (cpu == 0) {
-		check("alloc_free", "wrong reads in racing rounds", 0, reports());
-		fill_zone();
-	}
-	barrier();
-
 	uint64_t adds = 0;
-	arch_timer_start();
 	while (adds < TIMER_MAX_ADDS && (adds < TIMER_MIN_ADDS || ticks[cpu] < TIMER_MIN_TICKS)) {
 		counter_u64_add(timed, 1);
 		adds++;
-	}
-	arch_timer_stop();
-	report[cpu] = adds;
-	barrier();
-	if (cpu == 0) {
-		uint64_t handled = 0, fewest = ~0ull;
-		for (unsigned c = 0; c < ncpus; c++) {
-			handled += ticks[c];
-			fewest = ticks[c] < fewest ? ticks[c] : fewest;
+		if (adds % PROTO_TIMER_BATCH_EVERY == 0) {
+			counter_enter();
+			counter_u64_add_protected(timed, 2);
+			counter_u64_add_protected(timed, 3);
+			counter_exit();
+			adds += 5;
 		}
-		check("timer", "adds + 1000 x handler runs", reports() + HANDLER_ADD * handled,
-		      counter_u64_fetch(timed));
-		check("timer", "fewest ticks on a CPU >= 300", 1, fewest >= TIMER_MIN_TICKS);
-		info("timer: handler runs ", handled);
 	}
+	return adds;
+}
+
+static void check_timer(void)
+{
+	uint64_t handled = 0, fewest = ~0ull;
+	int slots_ok = 1;
+	for (unsigned c = 0; c < ncpus; c++) {
+		handled += ticks[c];
+		fewest = ticks[c] < fewest ? ticks[c] : fewest;
+		slots_ok &= slot(timed, c) == report_of[c][0] + PROTO_HANDLER_ADD * ticks[c];
+	}
+	REPORT("timer",
+	       { "adds + 1000 x handler runs", reports(0) + PROTO_HANDLER_ADD * handled,
+		 counter_u64_fetch(timed) },
+	       { "every CPU's slot", 1, (uint64_t)slots_ok },
+	       { "every CPU took enough ticks", 1, fewest >= TIMER_MIN_TICKS });
+	kernel_print("INFO timer: ");
+	print_u64(handled);
+	kernel_print(" handler runs, ");
+	print_u64(reports(0));
+	kernel_print(" adds in the loop, fewest ticks on one CPU ");
+	print_u64(fewest);
+	kernel_print("\n");
+}
+
+/* The protocol's phases (testbeds/protocol/protocol.h), then this kernel's own checks. */
+static void run_checks(unsigned cpu)
+{
+	int checker = cpu == 0;
+
+	/* Exact sums: several counters, positive, negative and above 2^32 adds. */
+	barrier();
+	for (uint64_t k = 0; k < SUM_ADDS; k++) {
+		counter_u64_add(sums[0], 1);
+		counter_u64_add(sums[1], cpu + 1);
+		counter_u64_add(sums[2], -3);
+		counter_u64_add(sums[3], 1);
+		counter_u64_add(sums[3], (int64_t)((1ull << 33) + (k & 0xff)));
+	}
+	barrier();
+	if (checker)
+		check_sums();
+
+	/* Protected batches. */
+	barrier();
+	for (unsigned i = 0; i < BATCHES; i++) {
+		counter_enter();
+		counter_u64_add_protected(packets, 1);
+		counter_u64_add_protected(bytes, 1500);
+		counter_exit();
+	}
+	barrier();
+	if (checker)
+		REPORT("protected", { "packets", (uint64_t)ncpus * BATCHES, counter_u64_fetch(packets) },
+		       { "bytes", 1500ull * ncpus * BATCHES, counter_u64_fetch(bytes) });
+
+	/* fetch_and_zero from every CPU, racing every CPU's adds. */
+	barrier();
+	uint64_t deltas = 0;
+	for (uint64_t k = 0; k < RACE_ADDS; k++) {
+		counter_u64_add(raced, cpu + 1);
+		if (k % RACE_EVERY == cpu)
+			deltas += pcpu_counter_fetch_and_zero(raced);
+	}
+	report_of[cpu][0] = deltas;
+	barrier();
+	if (checker)
+		REPORT("fetch_and_zero",
+		       { "deltas + final fetch", PROTO_RACE_TOTAL(ncpus, RACE_ADDS),
+			 reports(0) + counter_u64_fetch(raced) },
+		       { "raw slots (never written by zero)", PROTO_RACE_TOTAL(ncpus, RACE_ADDS),
+			 slots(raced) });
+
+	/* zero after adds, then more adds: only the later adds count, and no slot is written. */
+	barrier();
+	for (unsigned i = 0; i < ZERO_ADDS; i++)
+		counter_u64_add(zeroed, cpu + 1);
+	barrier();
+	if (checker) {
+		counter_u64_zero(zeroed);
+		report_of[0][0] = counter_u64_fetch(zeroed);
+	}
+	barrier();
+	for (unsigned i = 0; i < ZERO_ADDS; i++)
+		counter_u64_add(zeroed, 7);
+	barrier();
+	if (checker)
+		REPORT("zero",
+		       { "fetch after later adds", PROTO_ZERO_AFTER(ncpus, ZERO_ADDS),
+			 counter_u64_fetch(zeroed) },
+		       { "fetch right after zero", 0, report_of[0][0] },
+		       { "raw slots", PROTO_ZERO_SLOTS(ncpus, ZERO_ADDS), slots(zeroed) });
+
+	/* alloc/free from every CPU. */
+	size_t in_use = pcpu_zone_in_use();
+	barrier();
+	report_of[cpu][0] = alloc_rounds(cpu);
+	barrier();
+	if (checker) {
+		REPORT("alloc_free", { "bad counters", 0, reports(0) },
+		       { "in_use after", in_use, pcpu_zone_in_use() });
+		fill_zone();
+	}
+
+	/* Adds with this CPU's timer firing: its handler adds to the same counter. */
+	barrier();
+	ticks[cpu] = 0;
+	arch_timer_start();
+	report_of[cpu][0] = timer_loop(cpu);
+	arch_timer_stop();
+	barrier();
+	if (checker)
+		check_timer();
 
 	fbsd_work(cpu, FBSD_ROUNDS);
 	barrier();
-	if (cpu == 0)
-		check("freebsd_style", "fbsd_verify", 0, (uint64_t)fbsd_verify(ncpus, FBSD_ROUNDS));
+	if (checker)
+		REPORT("freebsd_style", { "fbsd_verify", 0, (uint64_t)fbsd_verify(ncpus, FBSD_ROUNDS) });
 
 	barrier();
 	int rc = pcpu_c_kernel_check(cpu, ncpus);
 	barrier();
-	if (cpu == 0)
-		check("c_api", "pcpu_c_kernel_check", 0, (uint64_t)rc);
+	if (checker)
+		REPORT("c_api", { "pcpu_c_kernel_check", 0, (uint64_t)rc });
 }
 
 static void become_cpu(unsigned cpu)
@@ -310,9 +429,10 @@ void kernel_bsp_main(void)
 		arch_exit(0);
 	}
 	become_cpu(0);
-	sum_a = must_alloc();
-	sum_b = must_alloc();
-	batched = must_alloc();
+	for (unsigned i = 0; i < 4; i++)
+		sums[i] = must_alloc();
+	packets = must_alloc();
+	bytes = must_alloc();
 	raced = must_alloc();
 	zeroed = must_alloc();
 	timed = must_alloc();
@@ -322,7 +442,7 @@ void kernel_bsp_main(void)
 	unsigned wanted = arch_cpu_count();
 	wanted = wanted > MAX_CPUS ? MAX_CPUS : wanted;
 	ncpus = arch_start_secondaries(wanted);
-	check("cpus", "started", wanted, ncpus);
+	REPORT("cpus", { "started", wanted, ncpus });
 	__atomic_store_n(&go, 1, __ATOMIC_RELEASE);
 	run_checks(0);
 	kernel_print("DONE ");

@@ -191,7 +191,8 @@ impl CBuild {
             let object = out.join(object_name(&source));
             let mut cc = Command::new(self.cc.0);
             cc.args(COMMON_CFLAGS).args(self.cflags);
-            for dir in ["include", "testbeds/ckernel", "tests/c"] {
+            // testbeds/protocol: protocol.h, the check protocol the Rust beds run too.
+            for dir in ["include", "testbeds/ckernel", "testbeds/protocol", "tests/c"] {
                 cc.arg("-I").arg(root.join(dir));
             }
             if self.broken {

@@ -85,7 +85,7 @@ pub fn bsp_main() -> ! {
         Err(e) => fail_setup("install", e),
     };
     enter_cpu(0, zone);
-    checks::setup(zone);
+    checks::setup();
     let started = boot::start_secondaries(wanted);
     let pass = checks::run_bsp(wanted, started);
     boot::exit(pass)

@@ -9,7 +9,7 @@
 //! the firmware reports, the CPU index from the APIC ID); without it, as FreeBSD assumes of
 //! i386 without CX8, it is a uniprocessor with the PIT behind the 8259 PIC as its timer.
 
-use core::arch::{asm, global_asm};
+use core::arch::global_asm;
 use core::ptr::addr_of_mut;
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -20,7 +20,11 @@ use crate::checks::MAX_CPUS;
 mod idt;
 #[path = "../x86/lapic.rs"]
 mod lapic;
+#[path = "../x86/pc.rs"]
+mod pc;
 mod pic;
+
+pub use pc::{exit, halt, irq_restore, irq_save, putc};
 
 global_asm!(include_str!("entry.s"), options(att_syntax));
 
@@ -46,15 +50,11 @@ static mut I386_GDT: [u64; FS_ENTRY + MAX_CPUS] = [
 /// Whether the kernel runs on the local APIC (a CPU with CX8) or the PIC alone (a 486).
 static APIC: AtomicBool = AtomicBool::new(false);
 
-/// Stacks of the application processors, and the hand-over to the trampoline.
-#[repr(C, align(16))]
-struct Stack([u8; 64 * 1024]);
-static mut AP_STACKS: [Stack; MAX_CPUS] = [const { Stack([0; 64 * 1024]) }; MAX_CPUS];
+/// The hand-over to the trampoline (`entry.s` reads them).
 #[no_mangle]
 static I386_AP_STACK_TOP: AtomicUsize = AtomicUsize::new(0);
 #[no_mangle]
 static I386_AP_CPU: AtomicUsize = AtomicUsize::new(0);
-static AP_UP: AtomicBool = AtomicBool::new(false);
 
 extern "C" {
     static i386_tramp_start: u8;
@@ -64,59 +64,13 @@ extern "C" {
 /// 4 CPUs x 64 counters (only CPU 0 runs).
 static MEMORY: ZoneMemory<MAX_CPUS, 1> = ZoneMemory::new();
 
-pub(crate) fn outb(port: u16, value: u8) {
-    // SAFETY: port I/O on a QEMU device port; no memory is touched.
-    unsafe { asm!("out dx, al", in("dx") port, in("al") value, options(nomem, nostack)) }
-}
-
-pub(crate) fn inb(port: u16) -> u8 {
-    let value: u8;
-    // SAFETY: as in `outb`.
-    unsafe { asm!("in al, dx", out("al") value, in("dx") port, options(nomem, nostack)) };
-    value
-}
-
-fn outl(port: u16, value: u32) {
-    // SAFETY: as in `outb`.
-    unsafe { asm!("out dx, eax", in("dx") port, in("eax") value, options(nomem, nostack)) }
-}
-
-/// Writes one byte to COM1 once its transmitter is empty.
-pub fn putc(b: u8) {
-    while inb(0x3FD) & 0x20 == 0 {
-        core::hint::spin_loop();
-    }
-    outb(0x3F8, b);
-}
-
-/// Leaves QEMU through `isa-debug-exit`: status 33 on pass, 35 on fail.
-pub fn exit(pass: bool) -> ! {
-    outl(0xF4, if pass { 0x10 } else { 0x11 });
-    halt()
-}
-
-/// Parks the CPU for good.
-pub fn halt() -> ! {
-    loop {
-        // SAFETY: interrupts off and halt.
-        unsafe { asm!("cli; hlt", options(nomem, nostack)) }
-    }
-}
-
-fn outw(port: u16, value: u16) {
-    // SAFETY: as in `outb`.
-    unsafe { asm!("out dx, ax", in("dx") port, in("ax") value, options(nomem, nostack)) }
-}
-
 /// The number of CPUs: QEMU's fw_cfg count with the APIC, else 1.
 pub fn cpu_count() -> usize {
-    if !APIC.load(Ordering::Relaxed) {
-        return 1;
+    if APIC.load(Ordering::Relaxed) {
+        pc::fw_cfg_cpu_count()
+    } else {
+        1
     }
-    outw(0x510, 0x05);
-    let low = inb(0x511) as usize;
-    let high = inb(0x511) as usize;
-    low | high << 8
 }
 
 /// The running CPU's index: its APIC ID (0..n-1 on QEMU), or 0 on a uniprocessor.
@@ -128,25 +82,6 @@ pub fn cpu_id() -> usize {
     }
 }
 
-/// Disables interrupts; returns EFLAGS from before.
-pub fn irq_save() -> usize {
-    let flags: usize;
-    // SAFETY: reads EFLAGS and clears IF; the stack use is balanced.
-    unsafe { asm!("pushfd", "pop {}", "cli", out(reg) flags, options(nomem)) };
-    flags
-}
-
-/// Re-enables interrupts if they were on at the matching `irq_save`.
-///
-/// # Safety
-/// `flags` comes from `irq_save`, restored in LIFO order.
-pub unsafe fn irq_restore(flags: usize) {
-    if flags & 0x200 != 0 {
-        // SAFETY: interrupts were on before the matching `irq_save`.
-        unsafe { asm!("sti", options(nomem, nostack)) }
-    }
-}
-
 /// Starts this CPU's timer (LAPIC or PIT) and enables interrupts.
 pub fn timer_start() {
     if APIC.load(Ordering::Relaxed) {
@@ -155,13 +90,12 @@ pub fn timer_start() {
         pic::timer_start();
     }
     // SAFETY: the IDT and the timer handler are in place.
-    unsafe { asm!("sti", options(nomem, nostack)) }
+    unsafe { pc::interrupts_on() }
 }
 
 /// Disables interrupts and stops this CPU's timer.
 pub fn timer_stop() {
-    // SAFETY: only clears IF.
-    unsafe { asm!("cli", options(nomem, nostack)) }
+    pc::interrupts_off();
     if APIC.load(Ordering::Relaxed) {
         lapic::timer_stop();
     } else {
@@ -205,26 +139,19 @@ pub unsafe fn set_cpu_base(cpu: usize, base: usize) {
     }
 }
 
-/// Starts CPUs `1..wanted` one at a time (as on x86_64: trampoline at 0x8000, INIT, SIPI
-/// resent once, wait for the CPU to check in). Returns the number of CPUs running.
+/// Starts CPUs `1..wanted` through `entry.s`'s trampoline (as on x86_64); returns the
+/// number running: 1 without the local APIC.
 pub fn start_secondaries(wanted: usize) -> usize {
     if !APIC.load(Ordering::Relaxed) {
         return 1;
     }
-    let start = core::ptr::addr_of!(i386_tramp_start);
-    let len = core::ptr::addr_of!(i386_tramp_end) as usize - start as usize;
-    // SAFETY: 0x8000.. is free low memory that nothing else uses.
-    unsafe { core::ptr::copy_nonoverlapping(start, lapic::TRAMPOLINE as *mut u8, len) };
-    for cpu in 1..wanted {
-        // SAFETY: only this CPU touches the stacks until the AP it hands one to is up.
-        let stack = unsafe { addr_of_mut!(AP_STACKS[cpu]) };
-        let top = stack as usize + core::mem::size_of::<Stack>();
-        I386_AP_STACK_TOP.store(top, Ordering::Relaxed);
-        I386_AP_CPU.store(cpu, Ordering::Relaxed);
-        AP_UP.store(false, Ordering::SeqCst);
-        lapic::start_ap(cpu as u32, &AP_UP);
-    }
-    wanted
+    let trampoline = pc::Trampoline {
+        start: core::ptr::addr_of!(i386_tramp_start),
+        end: core::ptr::addr_of!(i386_tramp_end),
+        stack_top: &I386_AP_STACK_TOP,
+        cpu: &I386_AP_CPU,
+    };
+    pc::start_secondaries(&trampoline, wanted)
 }
 
 /// The CPU in 32-bit protected mode on the boot stack, from `entry.s`.
@@ -251,7 +178,7 @@ extern "C" fn i386_bsp_entry() -> ! {
 /// An application processor in protected mode on its own stack, from the trampoline.
 #[no_mangle]
 extern "C" fn i386_ap_entry(cpu: usize) -> ! {
-    AP_UP.store(true, Ordering::Release);
+    pc::ap_started();
     idt::load();
     lapic::enable();
     crate::ap_main(cpu)

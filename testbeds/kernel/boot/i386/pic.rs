@@ -1,6 +1,6 @@
 //! The legacy 8259 PICs and the 8254 PIT: the i386 kernel's timer (a 486 has no local APIC).
 
-use super::{inb, outb};
+use super::pc::{inb, outb};
 
 /// Vectors of the master PIC's IRQs 0-7 after remapping: IRQ 0 (the PIT) is 0x20.
 pub const IRQ_BASE: u8 = 0x20;

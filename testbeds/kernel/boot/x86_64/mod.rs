@@ -7,7 +7,7 @@
 
 use core::arch::{asm, global_asm};
 use core::ptr::addr_of_mut;
-use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use core::sync::atomic::AtomicUsize;
 
 use pcpu_counter::{Zone, ZoneLayout};
 
@@ -16,6 +16,10 @@ use crate::checks::MAX_CPUS;
 mod idt;
 #[path = "../x86/lapic.rs"]
 mod lapic;
+#[path = "../x86/pc.rs"]
+mod pc;
+
+pub use pc::{exit, halt, irq_restore, irq_save, putc};
 
 global_asm!(include_str!("entry.s"), options(att_syntax));
 global_asm!(include_str!("vectors.s"), options(att_syntax));
@@ -51,72 +55,20 @@ static mut PERCPU: [PerCpu; MAX_CPUS] = [const {
 static mut META: [u64; pcpu_counter::ZoneLayout::meta_words_for(SLOTS)] =
     [0; pcpu_counter::ZoneLayout::meta_words_for(SLOTS)];
 
-/// Stacks of the application processors, and the hand-over to the trampoline.
-#[repr(C, align(16))]
-struct Stack([u8; 64 * 1024]);
-static mut AP_STACKS: [Stack; MAX_CPUS] = [const { Stack([0; 64 * 1024]) }; MAX_CPUS];
+/// The hand-over to the trampoline (`entry.s` reads them).
 #[no_mangle]
 static AP_STACK_TOP: AtomicUsize = AtomicUsize::new(0);
 #[no_mangle]
 static AP_CPU: AtomicUsize = AtomicUsize::new(0);
-static AP_UP: AtomicBool = AtomicBool::new(false);
 
 extern "C" {
     static ap_tramp_start: u8;
     static ap_tramp_end: u8;
 }
 
-fn outb(port: u16, value: u8) {
-    // SAFETY: port I/O on a QEMU device port; no memory is touched.
-    unsafe { asm!("out dx, al", in("dx") port, in("al") value, options(nomem, nostack)) }
-}
-
-fn outw(port: u16, value: u16) {
-    // SAFETY: as in `outb`.
-    unsafe { asm!("out dx, ax", in("dx") port, in("ax") value, options(nomem, nostack)) }
-}
-
-fn outl(port: u16, value: u32) {
-    // SAFETY: as in `outb`.
-    unsafe { asm!("out dx, eax", in("dx") port, in("eax") value, options(nomem, nostack)) }
-}
-
-fn inb(port: u16) -> u8 {
-    let value: u8;
-    // SAFETY: as in `outb`.
-    unsafe { asm!("in al, dx", out("al") value, in("dx") port, options(nomem, nostack)) };
-    value
-}
-
-/// Writes one byte to COM1 once its transmitter is empty.
-pub fn putc(b: u8) {
-    while inb(0x3FD) & 0x20 == 0 {
-        core::hint::spin_loop();
-    }
-    outb(0x3F8, b);
-}
-
-/// Leaves QEMU through `isa-debug-exit` (iobase 0xf4): status 33 on pass, 35 on fail
-/// (QEMU exits with `(v << 1) | 1`; a triple fault would exit with 0).
-pub fn exit(pass: bool) -> ! {
-    outl(0xF4, if pass { 0x10 } else { 0x11 });
-    halt()
-}
-
-/// Parks this CPU for good.
-pub fn halt() -> ! {
-    loop {
-        // SAFETY: interrupts off and halt: nothing runs on this CPU any more.
-        unsafe { asm!("cli; hlt", options(nomem, nostack)) }
-    }
-}
-
-/// The number of CPUs, from QEMU's fw_cfg (selector 0x05, `FW_CFG_NB_CPUS`).
+/// The number of CPUs, from QEMU's fw_cfg.
 pub fn cpu_count() -> usize {
-    outw(0x510, 0x05);
-    let low = inb(0x511) as usize;
-    let high = inb(0x511) as usize;
-    low | high << 8
+    pc::fw_cfg_cpu_count()
 }
 
 /// The running CPU's index: word 0 of its per-CPU block.
@@ -128,36 +80,16 @@ pub fn cpu_id() -> usize {
     id
 }
 
-/// Disables this CPU's interrupts; returns RFLAGS from before.
-pub fn irq_save() -> usize {
-    let flags: usize;
-    // SAFETY: reads RFLAGS and clears IF; the stack use is balanced.
-    unsafe { asm!("pushfq", "pop {}", "cli", out(reg) flags, options(nomem)) };
-    flags
-}
-
-/// Re-enables interrupts if they were on at the matching `irq_save`.
-///
-/// # Safety
-/// `flags` comes from `irq_save` on this CPU, restored in LIFO order.
-pub unsafe fn irq_restore(flags: usize) {
-    if flags & 0x200 != 0 {
-        // SAFETY: interrupts were on before the matching `irq_save`.
-        unsafe { asm!("sti", options(nomem, nostack)) }
-    }
-}
-
 /// Starts this CPU's LAPIC timer and enables interrupts.
 pub fn timer_start() {
     lapic::timer_start();
     // SAFETY: the IDT and the timer handler are in place on this CPU.
-    unsafe { asm!("sti", options(nomem, nostack)) }
+    unsafe { pc::interrupts_on() }
 }
 
 /// Disables interrupts and stops this CPU's timer.
 pub fn timer_stop() {
-    // SAFETY: only clears IF.
-    unsafe { asm!("cli", options(nomem, nostack)) }
+    pc::interrupts_off();
     lapic::timer_stop();
 }
 
@@ -194,34 +126,23 @@ pub unsafe fn set_cpu_base(cpu: usize, base: usize) {
     }
 }
 
-/// Starts CPUs `1..wanted` one at a time (APIC IDs are 0..n-1 on QEMU): copies the
-/// trampoline to 0x8000, then INIT and SIPI and waits for the CPU to check in.
-/// Returns the number of CPUs running.
+/// Starts CPUs `1..wanted` through `entry.s`'s trampoline; returns the number running.
 pub fn start_secondaries(wanted: usize) -> usize {
-    let start = core::ptr::addr_of!(ap_tramp_start);
-    let len = core::ptr::addr_of!(ap_tramp_end) as usize - start as usize;
-    // SAFETY: 0x8000.. is free low memory (identity mapped) that nothing else uses.
-    unsafe { core::ptr::copy_nonoverlapping(start, lapic::TRAMPOLINE as *mut u8, len) };
-    for cpu in 1..wanted {
-        // SAFETY: only this CPU touches the stacks until the AP it hands one to is up.
-        let stack = unsafe { addr_of_mut!(AP_STACKS[cpu]) };
-        AP_STACK_TOP.store(
-            stack as usize + core::mem::size_of::<Stack>(),
-            Ordering::Relaxed,
-        );
-        AP_CPU.store(cpu, Ordering::Relaxed);
-        AP_UP.store(false, Ordering::SeqCst);
-        lapic::start_ap(cpu as u32, &AP_UP);
-    }
-    wanted
+    let trampoline = pc::Trampoline {
+        start: core::ptr::addr_of!(ap_tramp_start),
+        end: core::ptr::addr_of!(ap_tramp_end),
+        stack_top: &AP_STACK_TOP,
+        cpu: &AP_CPU,
+    };
+    pc::start_secondaries(&trampoline, wanted)
 }
 
 /// The boot CPU in 64-bit mode, from `entry.s`.
 #[no_mangle]
 extern "C" fn x86_64_bsp_entry() -> ! {
     // Mask the legacy 8259 PICs: the firmware maps the PIT's IRQ 0 to vector 8.
-    outb(0x21, 0xFF);
-    outb(0xA1, 0xFF);
+    pc::outb(0x21, 0xFF);
+    pc::outb(0xA1, 0xFF);
     idt::load();
     lapic::enable();
     crate::bsp_main()
@@ -230,7 +151,7 @@ extern "C" fn x86_64_bsp_entry() -> ! {
 /// An application processor in 64-bit mode on its own stack, from the trampoline.
 #[no_mangle]
 extern "C" fn x86_64_ap_entry(cpu: usize) -> ! {
-    AP_UP.store(true, Ordering::Release);
+    pc::ap_started();
     idt::load();
     lapic::enable();
     crate::ap_main(cpu)

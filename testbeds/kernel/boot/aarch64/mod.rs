@@ -140,7 +140,9 @@ pub fn make_zone() -> Zone<'static> {
 /// Runs at EL1 on the CPU whose block `base` is.
 pub unsafe fn set_cpu_base(_cpu: usize, base: usize) {
     // SAFETY: per the caller; nothing else in this kernel uses TPIDR_EL1.
-    unsafe { pcpu_counter::arch::set_cpu_base(base) };
+    if let Err(e) = unsafe { pcpu_counter::arch::set_cpu_base(base) } {
+        crate::fail_setup("set_cpu_base", e);
+    }
 }
 
 extern "C" {

@@ -131,11 +131,8 @@ pub unsafe fn set_cpu_base(cpu: usize, base: usize) {
     // it, once, with interrupts off (`cpu` < MAX_CPUS: the zone's `cpu_base` checked it).
     let entry = unsafe { &mut (*addr_of_mut!(I386_GDT))[index] };
     // SAFETY: CPL 0, the GDT this CPU loaded, nothing else uses `%fs`.
-    if !unsafe { pcpu_counter::arch::set_cpu_base(entry, (index as u16) << 3, base) } {
-        crate::fail_setup(
-            "set_cpu_base",
-            pcpu_counter::Error::Misaligned { addr: base },
-        );
+    if let Err(e) = unsafe { pcpu_counter::arch::set_cpu_base(entry, (index as u16) << 3, base) } {
+        crate::fail_setup("set_cpu_base", e);
     }
 }
 

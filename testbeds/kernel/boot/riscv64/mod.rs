@@ -173,7 +173,9 @@ pub fn make_zone() -> Zone<'static> {
 pub unsafe fn set_cpu_base(_cpu: usize, base: usize) {
     // SAFETY: per the caller; nothing else in this kernel uses tp (no TLS) or gp (linked
     // with --no-relax, no `__global_pointer$`).
-    unsafe { pcpu_counter::arch::set_cpu_base(base) };
+    if let Err(e) = unsafe { pcpu_counter::arch::set_cpu_base(base) } {
+        crate::fail_setup("set_cpu_base", e);
+    }
 }
 
 /// The kernel's `Counter::add`, out of line and kept by `link.ld`, so that `cargo xtask qemu`

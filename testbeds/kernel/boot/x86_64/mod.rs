@@ -118,11 +118,8 @@ pub unsafe fn set_cpu_base(cpu: usize, base: usize) {
     // SAFETY: `base` is CPU `cpu`'s `PerCpu` block; only this CPU writes its `id`.
     unsafe { (base as *mut usize).write_volatile(cpu) };
     // SAFETY: CPL 0 on the CPU that owns the block; nothing here used GS before.
-    if !unsafe { pcpu_counter::arch::set_cpu_base(base) } {
-        crate::fail_setup(
-            "set_cpu_base",
-            pcpu_counter::Error::Misaligned { addr: base },
-        );
+    if let Err(e) = unsafe { pcpu_counter::arch::set_cpu_base(base) } {
+        crate::fail_setup("set_cpu_base", e);
     }
 }
 

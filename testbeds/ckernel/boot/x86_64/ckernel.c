@@ -2,10 +2,10 @@
  * x86_64 glue of the C-only test kernel (testbeds/ckernel/): the same entry.s, vectors.s and
  * link.ld as the Rust kernel, used from testbeds/kernel/boot/x86_64/ (multiboot, 4 GiB
  * identity map, the AP trampoline at 0x8000), and in C what testbeds/kernel/boot/x86_64/mod.rs
- * and testbeds/kernel/boot/x86/{pc,lapic}.rs do in Rust: the IDT here; COM1, isa-debug-exit, the
- * interrupt flag, fw_cfg's CPU count, the LAPIC timer and INIT/SIPI in boot/x86/pc.h, shared with the i386 glue. GS
- * base is each CPU's block (pcpu_set_cpu_base), so the header's counter_u64_add is one addq
- * to %gs:.
+ * and testbeds/kernel/boot/x86/{pc,lapic}.rs do in Rust: the IDT here; COM1, isa-debug-exit,
+ * the interrupt flag, fw_cfg's CPU count, the LAPIC timer and INIT/SIPI in boot/x86/pc.h,
+ * shared with the i386 glue. GS base is each CPU's block (pcpu_set_cpu_base), so the
+ * header's counter_u64_add is one addq to %gs:.
  */
 #include "pcpu_counter.h"
 #include "boot/x86/pc.h"

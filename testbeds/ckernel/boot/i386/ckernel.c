@@ -85,19 +85,6 @@ int arch_set_cpu_base(unsigned cpu)
 	return 0;
 }
 
-uintptr_t arch_irq_save(void)
-{
-	uintptr_t flags;
-	__asm__ volatile("pushfl; popl %0; cli" : "=r"(flags) : : "memory");
-	return flags;
-}
-
-void arch_irq_restore(uintptr_t flags)
-{
-	if (flags & 0x200)
-		__asm__ volatile("sti" : : : "memory");
-}
-
 /* The 8259 PICs (vectors 0x20..0x2F, all masked) and the PIT on IRQ 0: the 486's timer. */
 #define IRQ_BASE 0x20
 #define PIC_SPURIOUS (IRQ_BASE + 7)

@@ -1,7 +1,8 @@
 /*
  * What the x86_64 and i386 glue of the C-only test kernel share (included by
- * boot/x86_64/ckernel.c and boot/i386/ckernel.c, as testbeds/kernel/boot/x86/lapic.rs is by
- * the Rust kernels): port I/O, COM1, isa-debug-exit, fw_cfg's CPU count, and the local APIC
+ * boot/x86_64/ckernel.c and boot/i386/ckernel.c, as testbeds/kernel/boot/x86/pc.rs and lapic.rs
+ * are by the Rust kernels): port I/O, COM1, isa-debug-exit, the interrupt flag
+ * (arch_irq_save/arch_irq_restore), fw_cfg's CPU count, and the local APIC
  * (xAPIC at 0xFEE00000: identity mapped on x86_64, paging off on i386): enable, EOI, the
  * periodic timer, INIT/SIPI to the trampoline at 0x8000.
  */
@@ -47,6 +48,25 @@ void arch_exit(int pass)
 void arch_relax(void)
 {
 	__asm__ volatile("pause"); /* rep; nop: a plain nop on a 486 */
+}
+
+/* Interrupts off; returns the flags from before (pushfq on x86_64, pushfl on i386). */
+uintptr_t arch_irq_save(void)
+{
+	uintptr_t flags;
+#if defined(__x86_64__)
+	__asm__ volatile("pushfq; popq %0; cli" : "=r"(flags) : : "memory");
+#else
+	__asm__ volatile("pushfl; popl %0; cli" : "=r"(flags) : : "memory");
+#endif
+	return flags;
+}
+
+/* Interrupts back on if IF was set at the matching arch_irq_save. */
+void arch_irq_restore(uintptr_t flags)
+{
+	if (flags & 0x200)
+		__asm__ volatile("sti" : : : "memory");
 }
 
 /* fw_cfg selector 0x05: FW_CFG_NB_CPUS, 16 bits little-endian. */

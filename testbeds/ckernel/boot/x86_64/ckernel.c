@@ -2,10 +2,10 @@
  * x86_64 glue of the C-only test kernel (testbeds/ckernel/): the same entry.s, vectors.s and
  * link.ld as the Rust kernel, used from testbeds/kernel/boot/x86_64/ (multiboot, 4 GiB
  * identity map, the AP trampoline at 0x8000), and in C what testbeds/kernel/boot/x86_64/mod.rs
- * and testbeds/kernel/boot/x86/lapic.rs do in Rust: the IDT here; COM1, isa-debug-exit, fw_cfg's
- * CPU count, the LAPIC timer and INIT/SIPI in boot/x86/pc.h, shared with the i386 glue. GS
- * base is each CPU's block (pcpu_set_cpu_base), so the header's counter_u64_add is one addq
- * to %gs:.
+ * and testbeds/kernel/boot/x86/{pc,lapic}.rs do in Rust: the IDT here; COM1, isa-debug-exit,
+ * the interrupt flag, fw_cfg's CPU count, the LAPIC timer and INIT/SIPI in boot/x86/pc.h,
+ * shared with the i386 glue. GS base is each CPU's block (pcpu_set_cpu_base), so the
+ * header's counter_u64_add is one addq to %gs:.
  */
 #include "pcpu_counter.h"
 #include "boot/x86/pc.h"
@@ -28,19 +28,6 @@ unsigned arch_cpu_self(void)
 	uint64_t id;
 	__asm__ volatile("movq %%gs:0, %0" : "=r"(id));
 	return (unsigned)id;
-}
-
-uintptr_t arch_irq_save(void)
-{
-	uintptr_t flags;
-	__asm__ volatile("pushfq; popq %0; cli" : "=r"(flags) : : "memory");
-	return flags;
-}
-
-void arch_irq_restore(uintptr_t flags)
-{
-	if (flags & 0x200)
-		__asm__ volatile("sti" : : : "memory");
 }
 
 void arch_timer_start(void)

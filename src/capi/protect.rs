@@ -249,7 +249,7 @@ pub unsafe extern "C" fn pcpu_counter_add_protected(c: counter_u64_t, v: i64) {
     }
 }
 
-#[cfg(all(test, feature = "sim"))]
+#[cfg(test)]
 mod tests {
     use super::*;
 

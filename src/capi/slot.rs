@@ -87,7 +87,7 @@ pub(crate) fn alloc_run(zone: &Zone<'_>, n: usize) -> Result<usize, crate::Error
     }
 }
 
-#[cfg(all(test, feature = "sim"))]
+#[cfg(test)]
 mod tests {
     use super::super::zone::{current_zone, target};
     use super::*;

@@ -529,3 +529,10 @@ mod tests {
         );
     }
 }
+
+// The zone's fields depend on feature `alloc` (heap backing) alone, never on the simulation:
+// the same size in a kernel's build and under `sim`.
+const _: () = assert!(
+    core::mem::size_of::<Zone<'_>>()
+        == core::mem::size_of::<usize>() * if cfg!(feature = "alloc") { 16 } else { 11 }
+);

@@ -34,43 +34,25 @@ impl Nest {
     }
 }
 
-cfg_if::cfg_if! {
-    if #[cfg(feature = "sim")] {
-        // The simulation: a thread holds its simulated CPU alone and its protection (the
-        // signal mask) is its own, so the nesting is the thread's, as FreeBSD keeps
-        // `td_critnest` per thread. A table indexed by CPU number would be shared by the
-        // CPUs of the same number of every simulated machine (ThreadSanitizer caught two tests
-        // on two machines racing on entry 0).
-        std::thread_local! {
-            // Const-initialised and without a destructor: usable from a signal handler.
-            static NEST: Nest = const { Nest::new() };
-        }
+/// The nesting of every CPU, indexed by the platform's current CPU. (In the host simulation
+/// the C API's CPUs are those of its one machine, `pcpu_sim_machine_new`'s, each held by one
+/// thread at a time, as a real CPU runs one thread.)
+struct Nests([Nest; PCPU_NEST_CPUS]);
 
-        /// Runs `f` on the running CPU's nesting (the thread's, in the simulation); call
-        /// with protection held.
-        fn with_this_cpu_nest<R>(f: impl FnOnce(&Nest) -> R) -> R {
-            NEST.with(f)
-        }
-    } else {
-        struct Nests([Nest; PCPU_NEST_CPUS]);
+// SAFETY: an entry is only touched by the CPU it belongs to, with local protection held (so
+// nothing else on that CPU runs in between either).
+unsafe impl Sync for Nests {}
 
-        // SAFETY: an entry is only touched by the CPU it belongs to, with local protection
-        // held (so nothing else on that CPU runs in between either).
-        unsafe impl Sync for Nests {}
+static NESTS: Nests = Nests([const { Nest::new() }; PCPU_NEST_CPUS]);
 
-        static NESTS: Nests = Nests([const { Nest::new() }; PCPU_NEST_CPUS]);
-
-        /// Runs `f` on the running CPU's entry; call with protection held.
-        fn with_this_cpu_nest<R>(f: impl FnOnce(&Nest) -> R) -> R {
-            let cpu = platform::current_cpu();
-            f(NESTS.0.get(cpu).unwrap_or_else(|| {
-                panic!(
-                    "pcpu-counter: counter_enter on CPU {cpu}: nesting is kept for \
-                     {PCPU_NEST_CPUS} CPUs"
-                )
-            }))
-        }
-    }
+/// Runs `f` on the running CPU's entry; call with protection held.
+fn with_this_cpu_nest<R>(f: impl FnOnce(&Nest) -> R) -> R {
+    let cpu = platform::current_cpu();
+    f(NESTS.0.get(cpu).unwrap_or_else(|| {
+        panic!(
+            "pcpu-counter: counter_enter on CPU {cpu}: nesting is kept for {PCPU_NEST_CPUS} CPUs"
+        )
+    }))
 }
 
 /// Enters one level of the nullary section; `needs` says whether the arch's add needs
@@ -83,8 +65,8 @@ pub(crate) fn enter_nested(needs: bool) {
     with_this_cpu_nest(|nest| {
         let depth = nest.depth.get();
         if depth == 0 {
-            // SAFETY: depth 0: the slot holds nothing; only this CPU (this thread, in the
-            // simulation), under protection, touches it.
+            // SAFETY: depth 0: the slot holds nothing; only this CPU, under protection,
+            // touches it.
             unsafe { (*nest.outer.get()).write(protection) };
         } else {
             // An inner level: the outer protection holds; releasing this one restores the
@@ -253,7 +235,23 @@ pub unsafe extern "C" fn pcpu_counter_add_protected(c: counter_u64_t, v: i64) {
 mod tests {
     use super::*;
 
+    use crate::sim::capi::{pcpu_sim_bind, pcpu_sim_machine_new, pcpu_sim_unbind};
     use crate::sim::interrupts_blocked;
+
+    /// The C API's machine (one per process; made here or by another test with these sizes),
+    /// so that its CPUs, and so the nesting table's entries, are held by one thread at a time.
+    fn on_c_cpu(cpu: usize, f: impl FnOnce()) {
+        assert_eq!(pcpu_sim_machine_new(2, 64), 0);
+        assert_eq!(pcpu_sim_bind(cpu), 0);
+        struct Unbind;
+        impl Drop for Unbind {
+            fn drop(&mut self) {
+                pcpu_sim_unbind();
+            }
+        }
+        let _unbind = Unbind;
+        f()
+    }
 
     /// The nesting table bounds the CPUs only where the arch's add needs protection: on the
     /// others a zone of any CPU count suits the C API.
@@ -268,9 +266,8 @@ mod tests {
     /// protection, inner exits keep it, the last exit releases it; per CPU.
     #[test]
     fn nesting_holds_protection_until_the_outermost_exit() {
-        let machine = crate::sim::Machine::new(2);
         for cpu in 0..2 {
-            machine.run_on(cpu, || {
+            on_c_cpu(cpu, || {
                 assert!(!interrupts_blocked());
                 enter_nested(true);
                 assert!(interrupts_blocked());
@@ -294,8 +291,6 @@ mod tests {
     #[test]
     #[should_panic(expected = "counter_exit without counter_enter")]
     fn an_exit_without_an_enter_is_refused() {
-        let machine = crate::sim::Machine::new(1);
-        let _bound = machine.bind(0).unwrap();
-        exit_nested(true);
+        on_c_cpu(0, || exit_nested(true));
     }
 }

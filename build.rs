@@ -8,7 +8,7 @@
 //! | `pcpu_core` | `pcpu_kernel_api`, or feature `rseq` on x86_64/aarch64 Linux | the core's internals (zones, slots, the arch primitives) are compiled |
 //! | `pcpu_rseq` | feature `rseq` on x86_64/aarch64 Linux | the `rseq` module (Linux programs) |
 //! | `pcpu_hosted_cpus` | feature `sim` | the platform's CPUs are host threads: `src/platform.rs` takes its answers from `src/sim/` |
-//! | `pcpu_base_from_platform` | `pcpu_hosted_cpus` on aarch64 and riscv64 | the add takes the per-CPU base from the platform instead of `TPIDR_EL1`/`tp`/`gp`, which a host thread cannot own |
+//! | `pcpu_base_from_platform` | feature `platform-base` or `sim`, on aarch64 and riscv64 | the add takes the per-CPU base from the platform instead of `TPIDR_EL1`/`tp`/`gp` (which a host thread cannot own, and some kernels keep for themselves) |
 
 use std::env;
 
@@ -42,6 +42,6 @@ fn main() {
     emit("pcpu_hosted_cpus", sim);
     emit(
         "pcpu_base_from_platform",
-        sim && matches!(arch.as_str(), "aarch64" | "riscv64"),
+        (sim || feature("platform-base")) && matches!(arch.as_str(), "aarch64" | "riscv64"),
     );
 }

@@ -3,11 +3,12 @@
 //! The number of possible CPUs and where each CPU's block lies are given to the
 //! [`Zone`](crate::Zone); each CPU's per-CPU register is set with
 //! [`arch::set_cpu_base`](crate::arch::set_cpu_base) (or by the kernel itself). What is left
-//! are two questions only the kernel can answer, asked only on some paths:
+//! are the questions only the kernel can answer, asked only on some paths:
 //!
 //! | hook | asked by |
 //! |---|---|
 //! | [`Platform::current_cpu`] | the portable fallback (archs without a per-CPU register primitive) |
+//! | [`Platform::cpu_base`] (provided: from `current_cpu` and `Area::global()`) | the portable fallback, and aarch64/riscv64 with feature `platform-base` |
 //! | [`Platform::protect`] / [`Platform::unprotect`] | [`counter_enter`](crate::freebsd::counter_enter), the i386 path without CX8, the portable fallback, and the baseline where 64-bit atomics are missing |
 //!
 //! Local protection defaults to the `critical-section` crate, which is correct as is on
@@ -45,6 +46,26 @@ pub unsafe trait Platform {
     /// # Safety
     /// `state` is the value of the matching `protect` on this CPU, released in LIFO order.
     unsafe fn unprotect(state: usize);
+    /// The running CPU's per-CPU base, asked on every add where the add takes the base from
+    /// the platform instead of a register: the portable fallback (archs without a per-CPU
+    /// register primitive), and aarch64 and riscv64 with feature `platform-base` (a kernel
+    /// that cannot give the crate `TPIDR_EL1`, `tp` or `gp`). It must be the value
+    /// [`Zone::cpu_base`](crate::Zone::cpu_base) gives for the running CPU.
+    ///
+    /// The default is the register value of [`current_cpu`](Platform::current_cpu) in the
+    /// kernel's one area ([`Area::register`](crate::Area::register) of
+    /// [`Area::global`](crate::Area::global)); it panics, naming the CPU, while no zone lives
+    /// or when the CPU is out of range.
+    fn cpu_base() -> usize {
+        global_cpu_base(Self::current_cpu())
+    }
+}
+
+/// CPU `cpu`'s register value in the kernel's one area: [`Platform::cpu_base`]'s default.
+fn global_cpu_base(cpu: usize) -> usize {
+    crate::area::Area::global()
+        .register(cpu)
+        .unwrap_or_else(|e| panic!("pcpu-counter: an add on CPU {cpu}: {e}"))
 }
 
 /// Installs a [`Platform`] implementation, as `critical_section::set_impl!` does: it defines
@@ -65,6 +86,10 @@ macro_rules! set_platform {
         #[unsafe(no_mangle)]
         fn _pcpu_counter_0_1_current_cpu() -> usize {
             <$t as $crate::Platform>::current_cpu()
+        }
+        #[unsafe(no_mangle)]
+        fn _pcpu_counter_0_1_cpu_base() -> usize {
+            <$t as $crate::Platform>::cpu_base()
         }
         #[unsafe(no_mangle)]
         fn _pcpu_counter_0_1_protect() -> usize {
@@ -91,6 +116,7 @@ cfg_if::cfg_if! {
     } else {
         extern "Rust" {
             fn _pcpu_counter_0_1_current_cpu() -> usize;
+            fn _pcpu_counter_0_1_cpu_base() -> usize;
             #[cfg(feature = "custom-protection")]
             fn _pcpu_counter_0_1_protect() -> usize;
             #[cfg(feature = "custom-protection")]
@@ -104,24 +130,14 @@ cfg_if::cfg_if! {
             unsafe { _pcpu_counter_0_1_current_cpu() }
         }
 
-        /// The current CPU's per-CPU base where the arch reads no register (the portable
-        /// fallback): the register value of the platform's current CPU in the kernel's one
-        /// area. Panics, naming the CPU, if no zone lives or the CPU is out of range.
-        #[cfg_attr(
-            any(
-                target_arch = "x86_64",
-                target_arch = "x86",
-                target_arch = "aarch64",
-                target_arch = "riscv64"
-            ),
-            allow(dead_code)
-        )]
+        /// The current CPU's per-CPU base where the add takes it from the platform, from the
+        /// kernel's `set_platform!` ([`Platform::cpu_base`]).
+        // Asked only by the portable fallback and the `platform-base` arches.
+        #[allow(dead_code)]
         #[inline]
         pub(crate) fn cpu_base() -> usize {
-            let cpu = current_cpu();
-            crate::area::Area::global()
-                .register(cpu)
-                .unwrap_or_else(|e| panic!("pcpu-counter: an add on CPU {cpu}: {e}"))
+            // SAFETY: `set_platform!` defines it with the contract of `Platform::cpu_base`.
+            unsafe { _pcpu_counter_0_1_cpu_base() }
         }
 
         /// Before every add: nothing to check in a kernel (its one area is the register's).

@@ -23,6 +23,23 @@ unsafe impl pcpu_counter::Platform for Fake {
             "released out of order"
         );
     }
+    fn cpu_base() -> usize {
+        0x4000 + 3 * 0x100
+    }
+}
+
+/// A platform that keeps `cpu_base`'s default.
+struct Defaults;
+
+// SAFETY: a test double whose hooks are only called by the test below.
+unsafe impl pcpu_counter::Platform for Defaults {
+    fn current_cpu() -> usize {
+        1
+    }
+    fn protect() -> usize {
+        0
+    }
+    unsafe fn unprotect(_state: usize) {}
 }
 
 pcpu_counter::set_platform!(Fake);
@@ -30,6 +47,7 @@ pcpu_counter::set_platform!(Fake);
 #[test]
 fn the_macro_defines_forwarding_hooks() {
     assert_eq!(_pcpu_counter_0_1_current_cpu(), 3);
+    assert_eq!(_pcpu_counter_0_1_cpu_base(), 0x4300);
     let outer = _pcpu_counter_0_1_protect();
     let inner = _pcpu_counter_0_1_protect();
     assert_eq!((outer, inner), (0, 1));
@@ -39,4 +57,15 @@ fn the_macro_defines_forwarding_hooks() {
         _pcpu_counter_0_1_unprotect(outer);
     }
     assert_eq!(DEPTH.load(Ordering::Relaxed), 0);
+}
+
+/// `cpu_base`'s default asks the kernel's one area for the current CPU's register value, and
+/// says what is wrong while no zone lives there (zones of this binary, made under the
+/// simulation, each have an area of their own).
+#[test]
+fn the_default_cpu_base_is_the_global_areas_register() {
+    use pcpu_counter::Platform;
+    let err = std::panic::catch_unwind(Defaults::cpu_base).expect_err("no zone lives");
+    let msg = err.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(msg.contains("an add on CPU 1"), "unexpected message: {msg}");
 }

@@ -262,6 +262,19 @@ pub fn run(args: &[String]) -> Result<(), String> {
             false,
             Some("riscv-gp"),
         ),
+        // The base from `Platform::cpu_base` instead of the register.
+        (
+            "aarch64-unknown-none platform-base".into(),
+            "aarch64-unknown-none".into(),
+            false,
+            Some("platform-base"),
+        ),
+        (
+            "riscv64gc-unknown-none-elf platform-base".into(),
+            "riscv64gc-unknown-none-elf".into(),
+            false,
+            Some("platform-base"),
+        ),
         // Cortex-M: M0/M0+ (no compare-and-swap: portable-atomic over critical-section) and
         // M4F (32-bit atomics only: the portable fallback's add under local protection).
         (

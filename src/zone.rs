@@ -501,6 +501,13 @@ impl core::fmt::Debug for Zone<'_> {
     }
 }
 
+// The zone's fields depend on feature `alloc` (heap backing) alone, never on the simulation:
+// the same size in a kernel's build and under `sim`.
+const _: () = assert!(
+    core::mem::size_of::<Zone<'_>>()
+        == core::mem::size_of::<usize>() * if cfg!(feature = "alloc") { 16 } else { 11 }
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -529,10 +536,3 @@ mod tests {
         );
     }
 }
-
-// The zone's fields depend on feature `alloc` (heap backing) alone, never on the simulation:
-// the same size in a kernel's build and under `sim`.
-const _: () = assert!(
-    core::mem::size_of::<Zone<'_>>()
-        == core::mem::size_of::<usize>() * if cfg!(feature = "alloc") { 16 } else { 11 }
-);

@@ -236,6 +236,32 @@ typedef struct pcpu_approx {
 typedef struct pcpu_counter *counter_u64_t;
 
 /*
+ Where a zone's per-CPU memory lies (the C form of [`ZoneLayout`]).
+ */
+typedef struct pcpu_zone_layout {
+  /*
+   The per-CPU register value of CPU 0: the start of CPU 0's block.
+   */
+  size_t base;
+  /*
+   Bytes from one CPU's block to the next.
+   */
+  size_t stride;
+  /*
+   Offset of the counter area inside each block.
+   */
+  size_t offset;
+  /*
+   Bytes of counter area in each block: 8 per counter.
+   */
+  size_t len;
+  /*
+   Number of possible CPUs.
+   */
+  size_t ncpus;
+} pcpu_zone_layout;
+
+/*
  The state `pcpu_counter_enter_state()` hands to `pcpu_counter_exit_state()` (opaque).
  */
 typedef struct pcpu_protect_t {
@@ -268,32 +294,6 @@ typedef struct counter_rate {
  The callback of [`pcpu_sysctl_walk`], called once per name; nonzero stops the walk.
  */
 typedef int (*pcpu_sysctl_walk_fn)(const char *name, const char *descr, const uint64_t *values, size_t n, void *arg);
-
-/*
- Where a zone's per-CPU memory lies (the C form of [`ZoneLayout`]).
- */
-typedef struct pcpu_zone_layout {
-  /*
-   The per-CPU register value of CPU 0: the start of CPU 0's block.
-   */
-  size_t base;
-  /*
-   Bytes from one CPU's block to the next.
-   */
-  size_t stride;
-  /*
-   Offset of the counter area inside each block.
-   */
-  size_t offset;
-  /*
-   Bytes of counter area in each block: 8 per counter.
-   */
-  size_t len;
-  /*
-   Number of possible CPUs.
-   */
-  size_t ncpus;
-} pcpu_zone_layout;
 
 /*
  Sets up `a` with two new slots of the C zone and batch `batch`; it reads 0.
@@ -401,6 +401,16 @@ int pcpu_counter_group_fetch(counter_u64_t first, size_t n, uint64_t *dst);
 int pcpu_counter_group_fetch_and_zero(counter_u64_t first, size_t n, uint64_t *dst);
 
 /*
+ Installs the global zone on the memory `layout` describes (once), and gives every
+ */
+int pcpu_zone_init(const struct pcpu_zone_layout *layout, uint64_t *meta, size_t meta_words);
+
+/*
+ Says what the boot CPU's per-CPU register holds until `pcpu_zone_init`, so that early
+ */
+int pcpu_early_base(size_t base);
+
+/*
  FreeBSD's `counter_enter()`: enters local protection where the arch's add needs it.
  */
 void counter_enter(void);
@@ -465,37 +475,6 @@ int pcpu_sysctl_walk(pcpu_sysctl_walk_fn cb, void *arg);
  */
 int pcpu_sysctl_export(char *buf, size_t *len, int flags);
 
-#if defined(PCPU_COUNTER_SIM)
-/*
- Host simulation: makes the process's simulated machine (once), and gives every
- */
-int pcpu_sim_machine_new(size_t ncpus, size_t counters);
-#endif
-
-#if defined(PCPU_COUNTER_SIM)
-/*
- Host simulation: the calling thread takes simulated CPU `cpu`.
- */
-int pcpu_sim_bind(size_t cpu);
-#endif
-
-#if defined(PCPU_COUNTER_SIM)
-/*
- Leaves the simulated CPU the calling thread holds; nothing if it holds none.
- */
-void pcpu_sim_unbind(void);
-#endif
-
-/*
- Installs the global zone on the memory `layout` describes (once), and gives every
- */
-int pcpu_zone_init(const struct pcpu_zone_layout *layout, uint64_t *meta, size_t meta_words);
-
-/*
- Says what the boot CPU's per-CPU register holds until `pcpu_zone_init`, so that early
- */
-int pcpu_early_base(size_t base);
-
 /*
  Stores in `*base` the value CPU `cpu`'s per-CPU register must hold.
  */
@@ -520,6 +499,27 @@ size_t pcpu_zone_in_use(void);
  The number of CPUs of the installed zone (0 when none is installed).
  */
 size_t pcpu_zone_ncpus(void);
+
+#if defined(PCPU_COUNTER_SIM)
+/*
+ Host simulation: makes the process's simulated machine (once), and gives every
+ */
+int pcpu_sim_machine_new(size_t ncpus, size_t counters);
+#endif
+
+#if defined(PCPU_COUNTER_SIM)
+/*
+ Host simulation: the calling thread takes simulated CPU `cpu`.
+ */
+int pcpu_sim_bind(size_t cpu);
+#endif
+
+#if defined(PCPU_COUNTER_SIM)
+/*
+ Leaves the simulated CPU the calling thread holds; nothing if it holds none.
+ */
+void pcpu_sim_unbind(void);
+#endif
 
 #endif  /* PCPU_COUNTER_H */
 

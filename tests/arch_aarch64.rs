@@ -19,11 +19,11 @@ fn interrupts_inside_the_llsc_loop_are_retried_exactly() {
     const WANTED_RETRIES: u64 = 3;
     let machine = Machine::new(1);
     let c = machine.alloc().unwrap();
+    let slot = (machine.zone().cpu_base(0).unwrap() + c.offset()) as *mut u64;
     let mut retries = 0u64;
     let (adds, handled) = common::storm_on_cpu0(&machine, &c, MAX_ADDS, |_| {
-        // SAFETY: `storm_on_cpu0` runs this bound to CPU 0 of the counter's machine.
-        retries +=
-            u64::from(unsafe { pcpu_counter::sim::aarch64::add_counting_retries(c.offset(), 1) });
+        // SAFETY: `storm_on_cpu0` runs this bound to CPU 0, whose slot of `c` this is.
+        retries += u64::from(unsafe { add_counting_retries(slot, 1) });
         retries >= WANTED_RETRIES
     });
     assert!(
@@ -173,4 +173,35 @@ fn the_check_rejects_broken_add_paths() {
         "LL/SC accepted as lse"
     );
     assert!(check_add_path(&s(&["ldadd\tx1, x8, [x9]", "ret"]), false).is_err());
+}
+
+/// The LL/SC loop (as `Counter::add` runs it without `lse`) on `slot`, with a count of
+/// failed `stxr`s, i.e. of interrupts (or other writers) that fell between the `ldxr` and
+/// the `stxr`. Returns the retries.
+///
+/// # Safety
+/// `slot` is the bound CPU's slot of a live counter.
+unsafe fn add_counting_retries(slot: *mut u64, v: i64) -> u32 {
+    let retries: u32;
+    // SAFETY: as the LL/SC `atomic_add`, with a retry count in a register.
+    unsafe {
+        core::arch::asm!(
+            "mov {r:w}, #0",
+            "b 3f",
+            "2:",
+            "add {r:w}, {r:w}, #1",
+            "3:",
+            "ldxr {t}, [{slot}]",
+            "add {t}, {t}, {v}",
+            "stxr {s:w}, {t}, [{slot}]",
+            "cbnz {s:w}, 2b",
+            slot = in(reg) slot,
+            v = in(reg) v,
+            t = out(reg) _,
+            s = out(reg) _,
+            r = out(reg) retries,
+            options(nostack),
+        )
+    };
+    retries
 }

@@ -143,7 +143,7 @@ fn interrupts_inside_the_cmpxchg8b_loop_are_retried_exactly() {
     let mut retries = 0u64;
     let (adds, handled) = common::storm_on_cpu0(&machine, &c, MAX_ADDS, |_| {
         // SAFETY: `storm_on_cpu0` runs this bound to CPU 0 of the counter's machine; the CPU has CX8.
-        retries += u64::from(unsafe { sim::i386::add_counting_retries(c.offset(), 1) });
+        retries += u64::from(unsafe { add_counting_retries(c.offset(), 1) });
         retries >= WANTED_RETRIES
     });
     assert!(
@@ -315,4 +315,43 @@ fn the_check_rejects_broken_add_paths() {
     for b in &bad {
         assert!(check_add_path(b).is_err(), "accepted {b:?}");
     }
+}
+
+/// The CX8 add loop (as `Counter::add` runs it) with a count of failed `cmpxchg8b`s, i.e. of
+/// interrupts that changed the slot inside the loop. Returns the retries.
+///
+/// # Safety
+/// The thread is bound to a simulated CPU of the zone owning slot offset `off`, and the
+/// CPU has CX8.
+unsafe fn add_counting_retries(off: usize, v: i64) -> u32 {
+    let retries: u32;
+    // SAFETY: as the crate's `fetch_add_cx8`, with one more stack word for the retry count.
+    unsafe {
+        core::arch::asm!(
+            "push ebx",
+            "push 0",
+            "push edx",
+            "push eax",
+            "mov eax, fs:[edi]",
+            "mov edx, fs:[edi + 4]",
+            "2:",
+            "mov ebx, eax",
+            "mov ecx, edx",
+            "add ebx, [esp]",
+            "adc ecx, [esp + 4]",
+            "cmpxchg8b fs:[edi]",
+            "je 3f",
+            "inc dword ptr [esp + 8]",
+            "jmp 2b",
+            "3:",
+            "add esp, 8",
+            "pop ecx",
+            "pop ebx",
+            in("edi") off,
+            inout("eax") v as u32 => _,
+            inout("edx") ((v as u64) >> 32) as u32 => _,
+            out("ecx") retries,
+        )
+    };
+    retries
 }

@@ -9,7 +9,6 @@
 //! (`modify_ldt`), which on Linux installs a new LDT for the whole process (an IPI to
 //! every CPU running it), 15-40 times slower: the numbers are at [`bind`].
 
-use core::arch::asm;
 use core::cell::Cell;
 use core::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, Once};
@@ -216,46 +215,6 @@ pub(super) unsafe fn unbind() {
         let mut free = FREE.lock().unwrap_or_else(|p| p.into_inner());
         free.get_or_insert_with(Vec::new).push(entry);
     }
-}
-
-/// The CX8 add loop (as [`Counter::add`](crate::Counter::add) runs it)
-/// with a count of failed `cmpxchg8b`s, i.e. of interrupts that changed the slot inside
-/// the loop. Returns the retries.
-///
-/// # Safety
-/// The thread is bound to a simulated CPU of the zone owning slot offset `off`, and the
-/// CPU has CX8.
-pub unsafe fn add_counting_retries(off: usize, v: i64) -> u32 {
-    let retries: u32;
-    // SAFETY: as `fetch_add_cx8`, with one more stack word for the retry count.
-    unsafe {
-        asm!(
-            "push ebx",
-            "push 0",
-            "push edx",
-            "push eax",
-            "mov eax, fs:[edi]",
-            "mov edx, fs:[edi + 4]",
-            "2:",
-            "mov ebx, eax",
-            "mov ecx, edx",
-            "add ebx, [esp]",
-            "adc ecx, [esp + 4]",
-            "cmpxchg8b fs:[edi]",
-            "je 3f",
-            "inc dword ptr [esp + 8]",
-            "jmp 2b",
-            "3:",
-            "add esp, 8",
-            "pop ecx",
-            "pop ebx",
-            in("edi") off,
-            inout("eax") v as u32 => _,
-            inout("edx") ((v as u64) >> 32) as u32 => _,
-            out("ecx") retries,
-        )
-    };
-    retries
 }
 
 /// `true` makes [`has_cx8`](crate::arch::has_cx8) answer `false` from now on (the no-CX8

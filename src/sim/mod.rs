@@ -14,8 +14,6 @@
 //! at a thread as fast as the host can while it works. Local protection (the platform hook
 //! behind `counter_enter` and the fallback paths) blocks them, as disabling interrupts would.
 
-#[cfg(target_arch = "aarch64")]
-pub mod aarch64;
 #[cfg(feature = "capi")]
 pub mod capi;
 pub(crate) mod host;

@@ -30,28 +30,51 @@
 // A Linux program's build (`rseq` alone) uses part of the core only.
 #![cfg_attr(not(pcpu_kernel_api), allow(dead_code))]
 
-cfg_if::cfg_if! {
-    if #[cfg(target_arch = "x86_64")] {
-        mod atomic_slots;
-        pub(crate) mod x86_64;
-        pub(crate) use self::x86_64 as imp;
-    } else if #[cfg(target_arch = "x86")] {
-        pub(crate) mod i386;
-        pub(crate) use self::i386 as imp;
-        pub use self::i386::{gdt_data_descriptor, has_cx8, load_fs};
-    } else if #[cfg(target_arch = "aarch64")] {
-        mod atomic_slots;
-        pub(crate) mod aarch64;
-        pub(crate) use self::aarch64 as imp;
-    } else if #[cfg(target_arch = "riscv64")] {
-        mod atomic_slots;
-        pub(crate) mod riscv64;
-        pub(crate) use self::riscv64 as imp;
-    } else {
-        pub(crate) mod portable;
-        pub(crate) use self::portable as imp;
-    }
-}
+// Plain `#[cfg]`s, not `cfg_if!`: tools that walk the module tree without expanding macros
+// (rustfmt, cargo-mutants) must find each arch's files.
+#[cfg(any(
+    target_arch = "x86_64",
+    target_arch = "aarch64",
+    target_arch = "riscv64"
+))]
+mod atomic_slots;
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86_64;
+#[cfg(target_arch = "x86_64")]
+pub(crate) use self::x86_64 as imp;
+
+#[cfg(target_arch = "x86")]
+pub(crate) mod i386;
+#[cfg(target_arch = "x86")]
+pub(crate) use self::i386 as imp;
+#[cfg(target_arch = "x86")]
+pub use self::i386::{gdt_data_descriptor, has_cx8, load_fs};
+
+#[cfg(target_arch = "aarch64")]
+pub(crate) mod aarch64;
+#[cfg(target_arch = "aarch64")]
+pub(crate) use self::aarch64 as imp;
+
+#[cfg(target_arch = "riscv64")]
+pub(crate) mod riscv64;
+#[cfg(target_arch = "riscv64")]
+pub(crate) use self::riscv64 as imp;
+
+#[cfg(not(any(
+    target_arch = "x86_64",
+    target_arch = "x86",
+    target_arch = "aarch64",
+    target_arch = "riscv64"
+)))]
+pub(crate) mod portable;
+#[cfg(not(any(
+    target_arch = "x86_64",
+    target_arch = "x86",
+    target_arch = "aarch64",
+    target_arch = "riscv64"
+)))]
+pub(crate) use self::portable as imp;
 
 #[cfg(pcpu_kernel_api)]
 pub(crate) use imp::needs_protection;

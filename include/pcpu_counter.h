@@ -236,7 +236,7 @@ typedef struct pcpu_approx {
 typedef struct pcpu_counter *counter_u64_t;
 
 /*
- Where a zone's per-CPU memory lies (the C form of [`ZoneLayout`]).
+ Where a zone's per-CPU memory lies (the C form of [`ZoneLayout`](crate::ZoneLayout)).
  */
 typedef struct pcpu_zone_layout {
   /*

@@ -80,7 +80,7 @@ pub fn bsp_main() -> ! {
         pcpu_counter::arch::NAME,
         wanted
     );
-    let zone = match pcpu_counter::freebsd::install(boot::make_zone()) {
+    let zone = match boot::make_zone().and_then(pcpu_counter::freebsd::install) {
         Ok(zone) => zone,
         Err(e) => fail_setup("install", e),
     };
@@ -105,8 +105,12 @@ pub fn ap_main(cpu: usize) -> ! {
 /// Points `cpu`'s per-CPU register at its block of `zone`: what a kernel does once per CPU.
 fn enter_cpu(cpu: usize, zone: &pcpu_counter::Zone<'_>) {
     match zone.cpu_base(cpu) {
-        // SAFETY: runs on `cpu` itself, at kernel privilege, before it adds to any counter.
-        Ok(base) => unsafe { boot::set_cpu_base(cpu, base) },
+        Ok(base) => {
+            // SAFETY: runs on `cpu` itself, at kernel privilege, before it adds to any counter.
+            if let Err(e) = unsafe { boot::set_cpu_base(cpu, base) } {
+                fail_setup("set_cpu_base", e)
+            }
+        }
         Err(e) => fail_setup("cpu_base", e),
     }
 }

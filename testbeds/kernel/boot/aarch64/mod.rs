@@ -8,7 +8,7 @@
 use core::arch::{asm, global_asm};
 use core::sync::atomic::{AtomicBool, Ordering};
 
-use pcpu_counter::{Zone, ZoneMemory};
+use pcpu_counter::{Error, Zone, ZoneMemory};
 
 use crate::checks::MAX_CPUS;
 
@@ -127,22 +127,17 @@ pub fn timer_stop() {
 }
 
 /// The zone on static memory.
-pub fn make_zone() -> Zone<'static> {
-    match Zone::new(&MEMORY) {
-        Ok(zone) => zone,
-        Err(e) => crate::fail_setup("Zone::new", e),
-    }
+pub fn make_zone() -> Result<Zone<'static>, Error> {
+    Zone::new(&MEMORY)
 }
 
 /// Points this CPU's `TPIDR_EL1` at `base`.
 ///
 /// # Safety
 /// Runs at EL1 on the CPU whose block `base` is.
-pub unsafe fn set_cpu_base(_cpu: usize, base: usize) {
+pub unsafe fn set_cpu_base(_cpu: usize, base: usize) -> Result<(), Error> {
     // SAFETY: per the caller; nothing else in this kernel uses TPIDR_EL1.
-    if let Err(e) = unsafe { pcpu_counter::arch::set_cpu_base(base) } {
-        crate::fail_setup("set_cpu_base", e);
-    }
+    unsafe { pcpu_counter::arch::set_cpu_base(base) }
 }
 
 extern "C" {

@@ -13,7 +13,7 @@ use core::arch::global_asm;
 use core::ptr::addr_of_mut;
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use pcpu_counter::{Zone, ZoneMemory};
+use pcpu_counter::{Error, Zone, ZoneMemory};
 
 use crate::checks::MAX_CPUS;
 
@@ -113,11 +113,8 @@ pub(crate) fn timer_eoi() {
 }
 
 /// The zone on static memory.
-pub fn make_zone() -> Zone<'static> {
-    match Zone::new(&MEMORY) {
-        Ok(zone) => zone,
-        Err(e) => crate::fail_setup("Zone::new", e),
-    }
+pub fn make_zone() -> Result<Zone<'static>, Error> {
+    Zone::new(&MEMORY)
 }
 
 /// Writes CPU `cpu`'s FS descriptor (GDT entry 3 + cpu) with base `base` and loads it into
@@ -125,15 +122,13 @@ pub fn make_zone() -> Zone<'static> {
 ///
 /// # Safety
 /// Runs at CPL 0 on CPU `cpu`; `base` is its block.
-pub unsafe fn set_cpu_base(cpu: usize, base: usize) {
+pub unsafe fn set_cpu_base(cpu: usize, base: usize) -> Result<(), Error> {
     let index = FS_ENTRY + cpu;
     // SAFETY: entry 3 + cpu of the loaded GDT is this CPU's FS segment; only this CPU writes
     // it, once, with interrupts off (`cpu` < MAX_CPUS: the zone's `cpu_base` checked it).
     let entry = unsafe { &mut (*addr_of_mut!(I386_GDT))[index] };
     // SAFETY: CPL 0, the GDT this CPU loaded, nothing else uses `%fs`.
-    if let Err(e) = unsafe { pcpu_counter::arch::set_cpu_base(entry, (index as u16) << 3, base) } {
-        crate::fail_setup("set_cpu_base", e);
-    }
+    unsafe { pcpu_counter::arch::set_cpu_base(entry, (index as u16) << 3, base) }
 }
 
 /// Starts CPUs `1..wanted` through `entry.s`'s trampoline (as on x86_64); returns the

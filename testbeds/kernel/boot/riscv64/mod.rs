@@ -14,7 +14,7 @@
 use core::arch::{asm, global_asm};
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use pcpu_counter::{Counter, Zone, ZoneMemory};
+use pcpu_counter::{Counter, Error, Zone, ZoneMemory};
 
 use crate::checks::MAX_CPUS;
 
@@ -159,23 +159,18 @@ pub fn timer_stop() {
 }
 
 /// The zone on static memory.
-pub fn make_zone() -> Zone<'static> {
-    match Zone::new(&MEMORY) {
-        Ok(zone) => zone,
-        Err(e) => crate::fail_setup("Zone::new", e),
-    }
+pub fn make_zone() -> Result<Zone<'static>, Error> {
+    Zone::new(&MEMORY)
 }
 
 /// Points this hart's `tp` (`gp`) at `base`.
 ///
 /// # Safety
 /// Runs in S-mode on the hart whose block `base` is.
-pub unsafe fn set_cpu_base(_cpu: usize, base: usize) {
+pub unsafe fn set_cpu_base(_cpu: usize, base: usize) -> Result<(), Error> {
     // SAFETY: per the caller; nothing else in this kernel uses tp (no TLS) or gp (linked
     // with --no-relax, no `__global_pointer$`).
-    if let Err(e) = unsafe { pcpu_counter::arch::set_cpu_base(base) } {
-        crate::fail_setup("set_cpu_base", e);
-    }
+    unsafe { pcpu_counter::arch::set_cpu_base(base) }
 }
 
 /// The kernel's `Counter::add`, out of line and kept by `link.ld`, so that `cargo xtask qemu`

@@ -9,7 +9,7 @@ use core::arch::{asm, global_asm};
 use core::ptr::addr_of_mut;
 use core::sync::atomic::AtomicUsize;
 
-use pcpu_counter::{Zone, ZoneLayout};
+use pcpu_counter::{Error, Zone, ZoneLayout};
 
 use crate::checks::MAX_CPUS;
 
@@ -94,7 +94,7 @@ pub fn timer_stop() {
 }
 
 /// The zone, hosted in the per-CPU blocks after their first 64 bytes.
-pub fn make_zone() -> Zone<'static> {
+pub fn make_zone() -> Result<Zone<'static>, Error> {
     let layout = ZoneLayout {
         base: addr_of_mut!(PERCPU) as usize,
         stride: BLOCK,
@@ -104,23 +104,18 @@ pub fn make_zone() -> Zone<'static> {
     };
     // SAFETY: the counter areas of `PERCPU` and `META` are used by nothing but this zone,
     // which is made once (by the boot CPU) and lives forever.
-    match unsafe { Zone::from_raw_parts(layout, &mut *addr_of_mut!(META)) } {
-        Ok(zone) => zone,
-        Err(e) => crate::fail_setup("from_raw_parts", e),
-    }
+    unsafe { Zone::from_raw_parts(layout, &mut *addr_of_mut!(META)) }
 }
 
 /// Writes `cpu` into the block at `base` and points this CPU's GS base at it.
 ///
 /// # Safety
 /// Runs on CPU `cpu`, at CPL 0; `base` is that CPU's block.
-pub unsafe fn set_cpu_base(cpu: usize, base: usize) {
+pub unsafe fn set_cpu_base(cpu: usize, base: usize) -> Result<(), Error> {
     // SAFETY: `base` is CPU `cpu`'s `PerCpu` block; only this CPU writes its `id`.
     unsafe { (base as *mut usize).write_volatile(cpu) };
     // SAFETY: CPL 0 on the CPU that owns the block; nothing here used GS before.
-    if let Err(e) = unsafe { pcpu_counter::arch::set_cpu_base(base) } {
-        crate::fail_setup("set_cpu_base", e);
-    }
+    unsafe { pcpu_counter::arch::set_cpu_base(base) }
 }
 
 /// Starts CPUs `1..wanted` through `entry.s`'s trampoline; returns the number running.

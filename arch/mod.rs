@@ -26,9 +26,6 @@
 //! | aarch64 | `ldxr/add/stxr/cbnz` loop, or one `ldadd` with `lse` | `TPIDR_EL1` |
 //! | riscv64 | one `amoadd.d zero, v, (base + off)` | `tp` (`gp` with feature `riscv-gp`) |
 //! | others | plain add under local protection | none: the platform's current CPU in `Area::global()` |
-#![cfg(pcpu_core)]
-// A Linux program's build (`rseq` alone) uses part of the core only.
-#![cfg_attr(not(pcpu_kernel_api), allow(dead_code))]
 
 // Plain `#[cfg]`s, not `cfg_if!`: tools that walk the module tree without expanding macros
 // (rustfmt, cargo-mutants) must find each arch's files.
@@ -76,9 +73,7 @@ pub(crate) mod portable;
 )))]
 pub(crate) use self::portable as imp;
 
-#[cfg(pcpu_kernel_api)]
-pub(crate) use imp::needs_protection;
-pub(crate) use imp::{add, add_protected, fetch_add, load_slot, store_slot};
+pub(crate) use imp::{add, add_protected, fetch_add, load_slot, needs_protection, store_slot};
 pub use imp::{set_cpu_base, NAME};
 
 /// Adds `v` to the current CPU's slot at `off` and returns how many multiples of 16 the slot

@@ -47,7 +47,6 @@
 //! concurrent with it is counted before or after it), so with adds in flight the approximate
 //! value can also differ by their own carries. The deltas of successive `fetch_and_zero`
 //! calls are exact (precise sums), never approximate.
-#![cfg(pcpu_kernel_api)]
 
 use crate::counter::Counter;
 use crate::zone::Zone;

@@ -12,9 +12,6 @@
 //!
 //! The shape of the area is fixed by its first live zone and forgotten when the last one is
 //! dropped. The host simulation has one area per simulated machine (`sim::Machine`).
-#![cfg(pcpu_core)]
-// A Linux program's build (`rseq` alone) uses part of the core only.
-#![cfg_attr(not(pcpu_kernel_api), allow(dead_code))]
 
 use core::sync::atomic::{AtomicUsize, Ordering};
 

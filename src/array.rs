@@ -1,5 +1,4 @@
 //! Counter arrays: `N` counters in one contiguous run of slots (FreeBSD's `COUNTER_ARRAY_*`).
-#![cfg(pcpu_kernel_api)]
 
 use crate::{Error, Protected, Zone};
 

@@ -7,7 +7,6 @@
 //! single-core M0 that is an interrupt disable (PRIMASK); on a multi-core one (RP2040) it must
 //! exclude the other core too (rp2040-hal's uses a hardware spinlock). Loads and stores stay
 //! plain single instructions.
-#![cfg(pcpu_core)]
 
 cfg_if::cfg_if! {
     if #[cfg(target_has_atomic = "ptr")] {

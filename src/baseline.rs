@@ -6,9 +6,6 @@
 //! minus it. The slots are never written after allocation except by their owners. The
 //! baselines are one word per slot in the zone's metadata, so a counter is nothing but its
 //! zone and slot.
-#![cfg(pcpu_core)]
-// A Linux program's build (`rseq` alone) uses part of the core only.
-#![cfg_attr(not(pcpu_kernel_api), allow(dead_code))]
 
 cfg_if::cfg_if! {
     if #[cfg(all(target_has_atomic = "64", not(target_arch = "x86")))] {

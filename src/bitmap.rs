@@ -1,5 +1,4 @@
 //! The zone's slot allocator: one bit per slot, first fit.
-#![cfg(pcpu_core)]
 
 use core::ptr::NonNull;
 

@@ -1,5 +1,4 @@
 //! The counter handle: add, fetch, zero.
-#![cfg(pcpu_kernel_api)]
 
 use crate::protect::Protected;
 use crate::zone::Zone;

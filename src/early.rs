@@ -24,7 +24,6 @@
 //! interrupted an early add on the same CPU, which it would wait for forever; likewise `fetch`
 //! waits while `init` moves the early word (a few instructions), so an interrupt handler must
 //! not `fetch` an early counter whose `init` it may have interrupted.
-#![cfg(pcpu_kernel_api)]
 
 use crate::atomic::{AtomicBool, AtomicUsize, Ordering};
 

@@ -74,11 +74,11 @@ pub enum Error {
         /// The zone's capacity, in counters.
         capacity: usize,
     },
-    /// A static `ZoneMemory` was handed to a second zone.
+    /// A static [`ZoneMemory`](crate::ZoneMemory) was handed to a second zone.
     MemoryInUse,
     /// The global zone was already installed.
     AlreadyInstalled,
-    /// No global zone is installed yet (see `install`).
+    /// No global zone is installed yet (see [`install`](crate::freebsd::install)).
     NotInstalled,
     /// The calling thread is already bound to a simulated CPU (host simulation only).
     AlreadyBound,
@@ -125,13 +125,13 @@ pub enum Error {
         /// The path asked for.
         asked: &'static str,
     },
-    /// An `ApproxCounter` batch that is not a power of two from 16
+    /// An [`ApproxCounter`](crate::ApproxCounter) batch that is not a power of two from 16
     /// to 2^32.
     BadBatch {
         /// The batch given.
         batch: u64,
     },
-    /// `arch::set_cpu_base`: the per-CPU register cannot hold
+    /// [`arch::set_cpu_base`](crate::arch::set_cpu_base): the per-CPU register cannot hold
     /// this base (x86_64: not a canonical address; i386: above 4 GiB).
     BadCpuBase {
         /// The base given.
@@ -142,6 +142,10 @@ pub enum Error {
         /// The selector given.
         selector: u16,
     },
+    /// A zone was asked for in a hosted program (Linux, macOS, Windows) without the host
+    /// simulation: an ordinary thread has no per-CPU register for the add, so the kernel API
+    /// compiles there (kernel code builds and documents on the host) but makes no zone.
+    NoCpuRegister,
 }
 
 impl fmt::Display for Error {
@@ -226,6 +230,12 @@ impl fmt::Display for Error {
             Error::BadSelector { selector } => write!(
                 f,
                 "segment selector {selector:#x} is null or names the LDT, not a GDT entry"
+            ),
+            Error::NoCpuRegister => write!(
+                f,
+                "no per-CPU register here: a hosted program's threads have none, so it makes no \
+                 zone (a Linux program counts with `pcpu_counter::rseq`; kernel code runs in \
+                 its host tests under the `sim` dev-dependency)"
             ),
         }
     }

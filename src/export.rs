@@ -1,14 +1,14 @@
 //! Counters as Prometheus / OpenMetrics text, written through [`core::fmt::Write`] (no
 //! allocation, `no_std`).
 //!
-//! `Registry` values are exported with
-//! `Values::write_prometheus` or
-//! `write_openmetrics`, from a group read:
-//! cumulative (`Registry::read_into`) or as the
-//! deltas since the last export (`Registry::fetch_and_zero_into`).
+//! [`Registry`](crate::registry::Registry) values are exported with
+//! [`Values::write_prometheus`](crate::registry::Values::write_prometheus) or
+//! [`write_openmetrics`](crate::registry::Values::write_openmetrics), from a group read:
+//! cumulative ([`Registry::read_into`](crate::registry::Registry::read_into)) or as the
+//! deltas since the last export ([`Registry::fetch_and_zero_into`](crate::registry::Registry::fetch_and_zero_into)).
 //! A delta export's values stay in the caller's buffer, so a writer that fails (a full
 //! buffer, a closed socket) loses none of them: write them again from the same
-//! `Values`.
+//! [`Values`](crate::registry::Values).
 //!
 //! Escaping, per the formats:
 //! - a metric name keeps ASCII letters, digits and `_`; every other character (`.` of a

@@ -16,7 +16,6 @@
 //! | `COUNTER_ARRAY_ALLOC(a, n, wait)` | [`counter_array_alloc`]`::<N>(wait)` |
 //! | `counter_ratecheck(cr, limit)` | [`counter_ratecheck`] |
 //! | `COUNTER_U64_DEFINE_EARLY(name)` | [`counter_u64_define_early!`]`(static NAME)` |
-#![cfg(pcpu_kernel_api)]
 
 use crate::array::CounterArray;
 // The macro is defined (`macro_export`, so at the crate root, hidden there) in `early`;

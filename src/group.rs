@@ -12,9 +12,6 @@
 //! same slot ran meanwhile) falls back to that slot's own `fetch_and_zero`, so every add is
 //! in exactly one delta. The old baselines are held in a stack chunk of [`CHUNK`] values:
 //! a group of any size is taken in chunks, each in one pass over the CPUs.
-#![cfg(pcpu_core)]
-// A Linux program's build (`rseq` alone) uses part of the core only.
-#![cfg_attr(not(pcpu_kernel_api), allow(dead_code))]
 
 use crate::zone::Zone;
 use crate::{arch, baseline, Error};

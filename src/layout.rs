@@ -116,7 +116,6 @@ impl ZoneLayout {
 }
 
 /// Slot arithmetic, for the zone.
-#[cfg(pcpu_core)]
 impl ZoneLayout {
     /// The register-relative offset of slot `index` (what the add instruction uses).
     pub(crate) const fn slot_offset(&self, index: usize) -> usize {

@@ -7,15 +7,10 @@
     clippy::undocumented_unsafe_blocks
 )]
 
-// The crate's table of contents. Which parts a build compiles is decided once, in build.rs, as
-// named cfgs; each module's file says which it needs in its first line (`#![cfg(..)]`), so
-// that this list is the whole map and tools that walk the module tree find every file:
-//
-// - `pcpu_core`: the arch primitives and the zone (where the kernel API is offered, and for
-//   `rseq`'s zones);
-// - `pcpu_kernel_api`: the kernel API (bare-metal targets, and anywhere under `sim`: an
-//   ordinary thread of a hosted program has no per-CPU register, so there a Linux program
-//   uses `rseq`).
+// The crate's table of contents. Build conditions are named once, in build.rs, as cfgs:
+// `pcpu_c_abi` (the C ABI), `pcpu_rseq` (Linux programs), and, inside the modules, what a
+// hosted program without the simulation gets (`pcpu_no_cpu_register`: the kernel API
+// compiles and documents, but no zone can be made there, so no add can run).
 
 #[cfg(feature = "alloc")]
 extern crate alloc;
@@ -54,14 +49,13 @@ pub mod freebsd;
 mod protect;
 pub mod ratecheck;
 pub mod registry;
-#[cfg(pcpu_kernel_api)]
 pub use {
     approx::ApproxCounter, area::Area, counter::Counter, memory::ZoneMemory, platform::Platform,
     protect::Protected, zone::Zone,
 };
 
 // The other faces: C kernels, Linux programs, and the host simulation the tests run on.
-#[cfg(feature = "capi")]
+#[cfg(pcpu_c_abi)]
 #[cfg_attr(docsrs, doc(cfg(feature = "capi")))]
 pub mod capi;
 #[cfg(pcpu_rseq)]

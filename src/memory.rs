@@ -1,7 +1,4 @@
 //! Static zone memory for kernels without an allocator.
-#![cfg(pcpu_core)]
-// A Linux program's build (`rseq` alone) uses part of the core only.
-#![cfg_attr(not(pcpu_kernel_api), allow(dead_code))]
 
 use crate::atomic::{AtomicBool, Ordering};
 use core::cell::UnsafeCell;

@@ -25,9 +25,6 @@
 //! module alone (the crate's one seam for it): the current CPU is the simulated CPU the thread
 //! holds, protection blocks simulated interrupts, and each add first checks that the thread
 //! holds a CPU of the counter's machine.
-#![cfg(pcpu_core)]
-// A Linux program's build (`rseq` alone) uses part of the core only.
-#![cfg_attr(not(pcpu_kernel_api), allow(dead_code))]
 
 /// A kernel's answers to the crate's questions, installed with [`set_platform!`](crate::set_platform).
 ///
@@ -113,6 +110,46 @@ cfg_if::cfg_if! {
         #[allow(unused_imports)]
         pub(crate) use crate::sim::host::cpu_base;
         use crate::sim::host::{protect as acquire, unprotect as release, ProtectState as State};
+    } else if #[cfg(pcpu_no_cpu_register)] {
+        // A hosted program without the simulation: its threads have no per-CPU register, so
+        // no zone can be made (`Error::NoCpuRegister`) and no add runs. Nothing here is asked
+        // for an add; local protection has nothing to protect (early counters add to an
+        // atomic word), and no kernel hook is linked.
+        #[cold]
+        fn no_cpu_register() -> ! {
+            panic!("pcpu-counter: {}", crate::Error::NoCpuRegister)
+        }
+
+        /// No CPU index exists for an ordinary thread.
+        #[allow(dead_code)]
+        pub(crate) fn current_cpu() -> usize {
+            no_cpu_register()
+        }
+
+        /// No per-CPU base exists for an ordinary thread.
+        #[allow(dead_code)]
+        pub(crate) fn cpu_base() -> usize {
+            no_cpu_register()
+        }
+
+        /// Before every add: nothing to check (no add can run).
+        #[inline(always)]
+        pub(crate) fn check_add(_area: &crate::area::Area) {}
+
+        /// Zones share one area (none can be made).
+        #[cfg(feature = "alloc")]
+        #[inline(always)]
+        pub(crate) const fn own_areas() -> bool {
+            false
+        }
+
+        type State = ();
+
+        fn acquire() -> State {}
+
+        /// # Safety
+        /// None needed.
+        unsafe fn release(_state: State) {}
     } else {
         extern "Rust" {
             fn _pcpu_counter_0_1_current_cpu() -> usize;
@@ -124,6 +161,8 @@ cfg_if::cfg_if! {
         }
 
         /// The index of the CPU running the caller, from the kernel's `set_platform!`.
+        // Asked only by the C ABI's `counter_enter` (the portable add asks `cpu_base`).
+        #[allow(dead_code)]
         #[inline]
         pub(crate) fn current_cpu() -> usize {
             // SAFETY: `set_platform!` defines it with the contract of `Platform::current_cpu`.
@@ -186,6 +225,9 @@ cfg_if::cfg_if! {
 }
 
 /// Local protection held until drop. Not `Send`: protection belongs to one CPU.
+// Where the arch's add needs no protection, only the C ABI's `counter_enter` and the
+// simulation's own tests take it.
+#[cfg_attr(pcpu_unprotected_add, allow(dead_code))]
 pub(crate) struct Protection {
     state: State,
     _cpu_local: core::marker::PhantomData<*mut ()>,
@@ -193,6 +235,7 @@ pub(crate) struct Protection {
 
 impl Protection {
     /// Enters local protection.
+    #[cfg_attr(pcpu_unprotected_add, allow(dead_code))]
     #[inline]
     pub(crate) fn acquire() -> Self {
         Protection {

@@ -1,7 +1,7 @@
 //! `counter_enter` / `counter_exit`: paying for local protection once for several adds.
-#![cfg(pcpu_kernel_api)]
 
 use crate::arch;
+#[cfg(not(pcpu_unprotected_add))]
 use crate::platform::Protection;
 
 /// Proof that the caller is inside `counter_enter()`; dropping it is `counter_exit()`.
@@ -24,30 +24,41 @@ use crate::platform::Protection;
 /// ```
 #[must_use = "dropping the guard ends the protected section at once"]
 pub struct Protected {
-    _protection: Option<Protection>,
+    /// Where the arch's add needs no protection (x86_64, aarch64, riscv64) the guard holds
+    /// nothing at all: it is zero-sized, and no protection hook is linked, in debug builds
+    /// too.
+    #[cfg(not(pcpu_unprotected_add))]
+    protection: Option<Protection>,
+    _cpu_local: core::marker::PhantomData<*mut ()>,
 }
+
+#[cfg(pcpu_unprotected_add)]
+const _: () = assert!(!arch::needs_protection() && core::mem::size_of::<Protected>() == 0);
 
 impl Protected {
     /// Enters the protected section (FreeBSD's `counter_enter()`).
     #[inline(always)]
     pub fn enter() -> Self {
         Protected {
-            _protection: arch::needs_protection().then(Protection::acquire),
+            #[cfg(not(pcpu_unprotected_add))]
+            protection: arch::needs_protection().then(Protection::acquire),
+            _cpu_local: core::marker::PhantomData,
         }
     }
-}
 
-impl Protected {
     /// Whether this section holds local protection (false where the arch's add needs none).
     pub fn holds_protection(&self) -> bool {
-        self._protection.is_some()
+        #[cfg(not(pcpu_unprotected_add))]
+        return self.protection.is_some();
+        #[cfg(pcpu_unprotected_add)]
+        false
     }
 }
 
 impl core::fmt::Debug for Protected {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Protected")
-            .field("holds_protection", &self._protection.is_some())
+            .field("holds_protection", &self.holds_protection())
             .finish()
     }
 }

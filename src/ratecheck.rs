@@ -5,7 +5,6 @@
 //! -1 once they are over it. The first call of a new second resets the count and returns
 //! the count of the second before if that was over the limit (else 0). Exactly one CPU wins
 //! the reset; a CPU that finds another one resetting skips its event and returns at once.
-#![cfg(pcpu_kernel_api)]
 
 //!
 //! [`CounterRate`] counts into an [`ApproxCounter`], so that a check compares this second's

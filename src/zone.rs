@@ -1,7 +1,4 @@
 //! The per-CPU zone: `ncpus` blocks of dense 8-byte slots and the bitmap that hands them out.
-#![cfg(pcpu_core)]
-// A Linux program's build (`rseq` alone) uses part of the core only.
-#![cfg_attr(not(pcpu_kernel_api), allow(dead_code))]
 
 use core::marker::PhantomData;
 use core::ptr::NonNull;
@@ -10,6 +7,17 @@ use crate::area::Area;
 use crate::bitmap::Bitmap;
 use crate::memory::ZoneMemory;
 use crate::{arch, baseline, platform, Error, ZoneLayout};
+
+/// Whether the CPUs here have a per-CPU register for the add: not in a hosted program
+/// without the simulation ([`Error::NoCpuRegister`]), where no zone is made, so that no add
+/// can run. (A Linux program's `rseq` zones reach their slots through a mapping of their
+/// own, not a register, and do not ask.)
+fn cpu_register() -> Result<(), Error> {
+    if cfg!(pcpu_no_cpu_register) {
+        return Err(Error::NoCpuRegister);
+    }
+    Ok(())
+}
 
 /// Who owns a zone's memory, so that dropping the zone gives it back.
 enum Backing {
@@ -57,6 +65,10 @@ impl AreaRef<'_> {
 /// per-CPU [`Area`]: its slots lie at offsets no other zone uses, from the same per-CPU
 /// register values. The zone's metadata holds one zero baseline per slot and the slot bitmap
 /// (under a `spin::Mutex`); allocation and free are rare, the add path never touches them.
+///
+/// In a hosted program (Linux, macOS, Windows) without the host simulation the type compiles,
+/// so that kernel code builds and documents on the host, but every constructor fails with
+/// [`Error::NoCpuRegister`]: an ordinary thread has no per-CPU register for the add.
 pub struct Zone<'m> {
     layout: ZoneLayout,
     /// The first of `capacity` baseline words (the metadata's first part).
@@ -91,6 +103,7 @@ impl<'m> Zone<'m> {
     /// `+ layout.len` must be valid for reads and writes for `'m`, and nothing but this zone
     /// and the counters from it may access them while the zone lives.
     pub unsafe fn from_raw_parts(layout: ZoneLayout, meta: &'m mut [u64]) -> Result<Self, Error> {
+        cpu_register()?;
         #[cfg(feature = "alloc")]
         if platform::own_areas() {
             // SAFETY: the caller's contract.
@@ -123,6 +136,7 @@ impl<'m> Zone<'m> {
         layout: ZoneLayout,
         meta: &'m mut [u64],
     ) -> Result<Self, Error> {
+        cpu_register()?;
         // SAFETY: the caller's contract.
         unsafe { Self::carve(AreaRef::Shared(area), layout, meta) }
     }
@@ -165,6 +179,7 @@ impl<'m> Zone<'m> {
     pub fn new<const NCPUS: usize, const WORDS: usize>(
         memory: &'m ZoneMemory<NCPUS, WORDS>,
     ) -> Result<Self, Error> {
+        cpu_register()?;
         if WORDS == 0 {
             return Err(Error::BadAreaLength { len: 0 });
         }
@@ -391,6 +406,7 @@ impl Zone<'static> {
     /// overflows is [`Error::AddressOverflow`], memory the allocator refuses
     /// [`Error::OutOfMemory`]: never an abort.
     pub fn with_capacity(ncpus: usize, counters: usize) -> Result<Self, Error> {
+        cpu_register()?;
         Self::on_heap(ncpus, counters, 0)
     }
 

@@ -16,8 +16,6 @@
 //! Where the platform supplies the base (`cfg(pcpu_base_from_platform)`: at EL0, as in the host
 //! simulation, `TPIDR_EL1` cannot be read) the base comes from `platform::cpu_base`, and the
 //! same LL/SC (or LSE) code runs on it.
-// A Linux program's build (`rseq` alone) uses part of the core only.
-#![cfg_attr(not(pcpu_kernel_api), allow(dead_code))]
 
 use core::arch::asm;
 

@@ -5,8 +5,6 @@
 //! instruction: neither an interrupt nor a migration can fall inside it, so it needs no lock
 //! prefix and no preemption protection (FreeBSD's amd64 `counter_u64_add`, Linux's
 //! `this_cpu_add`).
-// A Linux program's build (`rseq` alone) uses part of the core only.
-#![cfg_attr(not(pcpu_kernel_api), allow(dead_code))]
 
 use core::arch::asm;
 

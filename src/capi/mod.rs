@@ -26,7 +26,6 @@
 //! `counter_enter()` and `counter_exit()` take no arguments, as FreeBSD's: the nesting is kept
 //! per CPU. `pcpu_counter_enter_state()` / `pcpu_counter_exit_state()` hand the state to the
 //! caller instead.
-#![cfg(pcpu_kernel_api)]
 #![allow(non_camel_case_types)]
 
 mod approx;

@@ -10,7 +10,6 @@
 //! [`RegistryError`]); `read.rs`, reading the values ([`Snapshot`], the group reads and their
 //! [`Values`], the C ABI's walk). The imports run one way: `read` uses `table` and
 //! `statistic`, `table` uses `statistic`.
-#![cfg(pcpu_kernel_api)]
 
 mod read;
 mod statistic;

@@ -304,7 +304,7 @@ pub(crate) unsafe fn init_parts(zone: &Zone<'_>, off: usize, sixteens: usize, ba
 /// `off` and `sixteens` are live slots of `zone`, `total` its counter's live shared word;
 /// the per-CPU register is set (the platform's contract).
 // Used by the C API only.
-#[cfg_attr(not(feature = "capi"), allow(dead_code))]
+#[cfg_attr(not(pcpu_c_abi), allow(dead_code))]
 #[inline(always)]
 pub(crate) unsafe fn add_parts(
     zone: &Zone<'_>,

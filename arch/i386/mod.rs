@@ -37,7 +37,7 @@ pub const NAME: &str = "i386 (fs-relative cmpxchg8b loop, plain add without CX8)
 /// `cmpxchg8b` loop itself when it reads 2 and otherwise calls `pcpu_counter_add`, which asks
 /// CPUID on the first call (0) and takes protection without CX8 (1). One object, so C and Rust
 /// never disagree; an `AtomicU8` has the layout of C's `uint8_t`.
-#[cfg_attr(feature = "capi", export_name = "pcpu_cx8")]
+#[cfg_attr(pcpu_c_abi, export_name = "pcpu_cx8")]
 static CX8: AtomicU8 = AtomicU8::new(0);
 
 /// Whether this CPU has `cmpxchg8b`: asks CPUID once, then answers from the cache.

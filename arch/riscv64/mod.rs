@@ -55,17 +55,13 @@ cfg_if::cfg_if! {
 /// references the matching symbol with a relocation that changes no instruction
 /// (`R_RISCV_NONE`), so that C code built for the other register fails to link
 /// (`undefined reference to pcpu_counter_riscv_tp`) instead of adding through the wrong one.
-#[cfg(all(
-    feature = "capi",
-    not(pcpu_base_from_platform),
-    not(feature = "riscv-gp")
-))]
+#[cfg(all(pcpu_c_abi, not(pcpu_base_from_platform), not(feature = "riscv-gp")))]
 #[used]
 #[no_mangle]
 static pcpu_counter_riscv_tp: u8 = 0;
 
 /// As above, for a library built with `riscv-gp`.
-#[cfg(all(feature = "capi", not(pcpu_base_from_platform), feature = "riscv-gp"))]
+#[cfg(all(pcpu_c_abi, not(pcpu_base_from_platform), feature = "riscv-gp"))]
 #[used]
 #[no_mangle]
 static pcpu_counter_riscv_gp: u8 = 0;

@@ -150,10 +150,10 @@ impl<'a, const N: usize> Registry<'a, N> {
 
 /// A copy of a registry's table, for the C ABI's walk and export, which read the same
 /// names twice (a size check, then the export) or hand each name's values to C at once.
-#[cfg(feature = "capi")]
+#[cfg(pcpu_c_abi)]
 pub(crate) struct Table<'a, const N: usize>([Option<Entry<'a>>; N]);
 
-#[cfg(feature = "capi")]
+#[cfg(pcpu_c_abi)]
 impl<'a, const N: usize> Registry<'a, N> {
     /// The table as it is now.
     pub(crate) fn table(&self) -> Table<'a, N> {
@@ -161,7 +161,7 @@ impl<'a, const N: usize> Registry<'a, N> {
     }
 }
 
-#[cfg(feature = "capi")]
+#[cfg(pcpu_c_abi)]
 impl<'a, const N: usize> Table<'a, N> {
     /// Calls `f(name, description, values, is_array)` for each entry (at most [`CHUNK`]
     /// values of each), reading the values in batches of whole entries, each batch one group
@@ -534,7 +534,7 @@ mod tests {
              Stat { name: \"a\", description: \"an array\", index: Some(1), value: 4 }, \
              Stat { name: \"e\", description: \"an early counter\", index: None, value: 6 }]"
         );
-        #[cfg(feature = "capi")]
+        #[cfg(pcpu_c_abi)]
         {
             let mut seen = std::vec::Vec::new();
             let stop = stats.table().for_each(false, |n, d, v, array| {

@@ -57,7 +57,7 @@ impl Machine {
 
     /// A machine around `zone`, which it [`install`](crate::freebsd::install)s as the global
     /// zone (the C API's machine, whose zone is checked before it is installed).
-    #[cfg(feature = "capi")]
+    #[cfg(pcpu_c_abi)]
     pub(super) fn with_installed_zone(zone: Zone<'static>) -> Result<Self, Error> {
         let zone = crate::freebsd::install(zone)?;
         Ok(Self::around(MachineZone::Global(zone)))

@@ -14,7 +14,7 @@
 //! at a thread as fast as the host can while it works. Local protection (the platform hook
 //! behind `counter_enter` and the fallback paths) blocks them, as disabling interrupts would.
 
-#[cfg(feature = "capi")]
+#[cfg(pcpu_c_abi)]
 pub mod capi;
 pub(crate) mod host;
 #[cfg(target_arch = "x86")]

@@ -86,7 +86,7 @@ crate=$out/package/$name-$version.crate
 files=$(tar -tzf "$crate" | sed "s|^$name-$version/||" | grep -v '/$' | sort)
 echo "$crate: $(wc -l <<<"$files") files, $(( $(stat -c %s "$crate") / 1024 )) KiB"
 awk -F/ '{ print (NF > 1 ? $1 "/" : $1) }' <<<"$files" | uniq -c
-stray=$(grep -vE '^(src|arch|include)/|^(README\.md|LICENSE|CHANGELOG\.md|Cargo\.toml|Cargo\.toml\.orig|Cargo\.lock|\.cargo_vcs_info\.json)$' <<<"$files" || true)
+stray=$(grep -vE '^(src|arch|include)/|^(build\.rs|README\.md|LICENSE|CHANGELOG\.md|Cargo\.toml|Cargo\.toml\.orig|Cargo\.lock|\.cargo_vcs_info\.json)$' <<<"$files" || true)
 [ -z "$stray" ] || problem "files outside src/, arch/, include/ and the top-level docs are in the package (Cargo.toml's include = [...] should leave them out): $(echo $stray)"
 boot=$(grep -E '(^|/)boot/' <<<"$files" || true)
 [ -z "$boot" ] || problem "boot code is in the package ($(wc -l <<<"$boot") files; it belongs to the test beds): $(echo $boot)"
@@ -250,7 +250,7 @@ for set in "${feature_sets[@]}"; do
         && doc_log=$(in_probe doc --quiet --no-deps --example driver $(features_of "$set") 2>&1); then
         echo "ok: $label: a driver on the kernel API builds, documents and runs: $(tail -1 <<<"$driver_log") ($(since "$t"))"
     else
-        echo "${driver_log:-}${doc_log:-}" | sed 's/^/    /'
+        printf '%s\n%s\n' "${driver_log:-}" "${doc_log:-}" | grep -E '^(error|warning)|^ *-->|panicked' | sed 's/^/    /'
         problem "$label: the probe's driver.rs (the kernel API on a hosted target) does not build, document or run as it must"
     fi
 done

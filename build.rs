@@ -12,9 +12,28 @@
 //! | `pcpu_rseq` | feature `rseq` on x86_64/aarch64 Linux | the `rseq` module (Linux programs) |
 
 use std::env;
+use std::fs;
+use std::path::Path;
+
+/// The manuals in `docs/` rendered into the crate's docs (`pcpu_counter::manual`): the file,
+/// and the module that shows it.
+const MANUALS: [(&str, &str); 11] = [
+    ("kernel.md", "kernel"),
+    ("c.md", "c"),
+    ("linux.md", "linux"),
+    ("firmware.md", "firmware"),
+    ("reading.md", "reading"),
+    ("group.md", "group"),
+    ("design.md", "design"),
+    ("testing.md", "testing"),
+    ("fuzzing.md", "fuzzing"),
+    ("mutation.md", "mutation"),
+    ("BENCHMARKS.md", "benchmarks"),
+];
 
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
+    manuals();
     for name in [
         "pcpu_no_cpu_register",
         "pcpu_hosted_cpus",
@@ -52,4 +71,82 @@ fn main() {
         "pcpu_rseq",
         feature("rseq") && os == "linux" && matches!(arch, "x86_64" | "aarch64"),
     );
+}
+
+/// Writes each manual of `docs/` into `OUT_DIR/manual/`, for `src/manual.rs`, with its links
+/// made to work where it is read then (docs.rs): a link to another manual becomes an
+/// intra-doc link to its module (`crate::manual::c#anchor`, checked by rustdoc), one to the
+/// README the crate root's, one to a file of the repository that the package does not ship
+/// becomes its text, and the throughput plot is drawn inline. In the repository the files
+/// keep their relative links, which work there.
+fn manuals() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Path::new(&env::var("OUT_DIR").expect("OUT_DIR")).join("manual");
+    fs::create_dir_all(&out).expect("OUT_DIR/manual");
+    for (file, module) in MANUALS {
+        let path = root.join("docs").join(file);
+        println!("cargo::rerun-if-changed={}", path.display());
+        // A package without the manuals (a vendored copy that dropped them) still builds.
+        let text = fs::read_to_string(&path).unwrap_or_default();
+        let svg = root.join("docs/throughput.svg");
+        println!("cargo::rerun-if-changed={}", svg.display());
+        let text = text.replace(
+            "![Throughput against writers, log-log](throughput.svg)",
+            &fs::read_to_string(svg).unwrap_or_default(),
+        );
+        fs::write(out.join(format!("{module}.md")), relink(&text)).expect("OUT_DIR/manual/*.md");
+    }
+}
+
+/// `text` with every relative Markdown link `[label](target)` rewritten for the crate's docs.
+fn relink(text: &str) -> String {
+    let mut done = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("](") {
+        let (before, after) = rest.split_at(at);
+        let Some(end) = after.find(')') else { break };
+        let target = &after[2..end];
+        let label_start = before.rfind('[');
+        match (rewrite(target), label_start) {
+            (Some(Some(new)), _) => {
+                done.push_str(before);
+                done.push_str("](");
+                done.push_str(&new);
+                done.push(')');
+            }
+            (Some(None), Some(start)) => {
+                // Not shipped: the label alone.
+                done.push_str(&before[..start]);
+                done.push_str(&before[start + 1..]);
+            }
+            _ => {
+                done.push_str(before);
+                done.push_str(&after[..=end]);
+            }
+        }
+        rest = &after[end + 1..];
+    }
+    done.push_str(rest);
+    done
+}
+
+/// What a link target becomes: `None` to leave it (absolute, an anchor in the page),
+/// `Some(None)` to drop the link and keep its label, `Some(Some(new))` to replace it.
+fn rewrite(target: &str) -> Option<Option<String>> {
+    if target.contains("://") || target.starts_with('#') || target.starts_with("mailto:") {
+        return None;
+    }
+    let (file, anchor) = match target.split_once('#') {
+        Some((file, anchor)) => (file, format!("#{anchor}")),
+        None => (target, String::new()),
+    };
+    if let Some((_, module)) = MANUALS.iter().find(|(name, _)| *name == file) {
+        return Some(Some(format!("crate::manual::{module}{anchor}")));
+    }
+    match file {
+        "../README.md" => Some(Some(format!("crate{anchor}"))),
+        "../CHANGELOG.md" => Some(Some(format!("crate::manual::changelog{anchor}"))),
+        "../src/platform.rs" => Some(Some("crate::platform".into())),
+        _ => Some(None),
+    }
 }

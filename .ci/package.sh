@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # CI part "package": checks the crate a user installs, not the repository.
-#  1. `cargo package`: the .crate holds only what ships (src/, arch/, include/, README.md,
+#  1. `cargo package`: the .crate holds only what ships (src/, arch/, include/, build.rs, the
+#     manuals docs/ and examples/ that the crate docs render, README.md,
 #     LICENSE, CHANGELOG.md and cargo's own files), src/capi/ and include/pcpu_counter.h
 #     among them, and no boot code.
 #  2. The .crate unpacked outside the repository (so none of the repository's .cargo/ or
@@ -86,8 +87,8 @@ crate=$out/package/$name-$version.crate
 files=$(tar -tzf "$crate" | sed "s|^$name-$version/||" | grep -v '/$' | sort)
 echo "$crate: $(wc -l <<<"$files") files, $(( $(stat -c %s "$crate") / 1024 )) KiB"
 awk -F/ '{ print (NF > 1 ? $1 "/" : $1) }' <<<"$files" | uniq -c
-stray=$(grep -vE '^(src|arch|include)/|^(build\.rs|README\.md|LICENSE|CHANGELOG\.md|Cargo\.toml|Cargo\.toml\.orig|Cargo\.lock|\.cargo_vcs_info\.json)$' <<<"$files" || true)
-[ -z "$stray" ] || problem "files outside src/, arch/, include/ and the top-level docs are in the package (Cargo.toml's include = [...] should leave them out): $(echo $stray)"
+stray=$(grep -vE '^(src|arch|include|docs|examples)/|^(build\.rs|README\.md|LICENSE|CHANGELOG\.md|Cargo\.toml|Cargo\.toml\.orig|Cargo\.lock|\.cargo_vcs_info\.json)$' <<<"$files" || true)
+[ -z "$stray" ] || problem "files outside src/, arch/, include/, docs/, examples/ and the top-level docs are in the package (Cargo.toml's include = [...] should leave them out): $(echo $stray)"
 boot=$(grep -E '(^|/)boot/' <<<"$files" || true)
 [ -z "$boot" ] || problem "boot code is in the package ($(wc -l <<<"$boot") files; it belongs to the test beds): $(echo $boot)"
 for required in src/lib.rs src/capi/ include/pcpu_counter.h README.md LICENSE CHANGELOG.md; do

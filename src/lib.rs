@@ -64,3 +64,7 @@ pub mod rseq;
 #[cfg(feature = "sim")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sim")))]
 pub mod sim;
+
+// The manuals, where the crate's docs are read (docs.rs), their Rust examples doctests.
+#[cfg(any(doc, doctest))]
+pub mod manual;

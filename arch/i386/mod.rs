@@ -61,7 +61,8 @@ fn detect_cx8() -> bool {
 /// simulation runs it on a CPU with CX8 this way), `None` asks CPUID again at the next call.
 /// Switch only while no thread is inside an add or a `counter_enter` section: a section
 /// entered on one path and used on the other is not protected.
-#[cfg_attr(not(pcpu_hosted_cpus), allow(dead_code))]
+// Asked only by the host simulation's `force_no_cx8` (src/sim/i386.rs).
+#[allow(dead_code)]
 pub(crate) fn set_cx8_answer(answer: Option<bool>) {
     let cached = match answer {
         Some(true) => 2,

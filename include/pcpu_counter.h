@@ -1,10 +1,12 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * pcpu-counter: per-CPU 64-bit statistics counters, FreeBSD counter(9) for C kernels.
  *
- * Link libpcpu_counter_capi.a (host, built by testbeds/capi-host/) or a Rust kernel built with
- * the crate's `capi` feature. Functions returning int return 0 or a negative PCPU_E* code.
- * The pcpu_sim_* functions exist only in a library built with `sim` (host simulation);
- * define PCPU_COUNTER_SIM before including this header to declare them.
+ * Link libpcpu_counter.a (a C kernel: testbeds/capi-kernel/build.sh, or docs/c.md), a Rust
+ * kernel built with the crate's `capi` feature, or libpcpu_counter_capi.a (host tests).
+ * Functions returning int return 0 or a negative PCPU_E* code. The pcpu_sim_* functions and
+ * PCPU_EBOUND exist only in a library built with `sim` (host simulation); define
+ * PCPU_COUNTER_SIM before including this header to declare them.
  */
 
 #ifndef PCPU_COUNTER_H
@@ -21,503 +23,305 @@
 #define COUNTER_ARRAY_COPY(a, dstp, n) counter_u64_array_copy((a), (uint64_t *)(dstp), (n))
 
 /* Words of pcpu_zone_init's metadata for a zone of `counters` counters: a zero baseline and a
- * bitmap bit per counter (pcpu_counter::meta_words in Rust). */
+ * bitmap bit per counter (ZoneLayout::meta_words_for in Rust). */
 #define PCPU_META_WORDS(counters) ((counters) + ((counters) + 63) / 64)
 
 
-/*
- FreeBSD's `M_NOWAIT`: fail at once when the zone is full.
- */
+// FreeBSD's `M_NOWAIT`: fail at once when the zone is full.
 #define M_NOWAIT 1
 
-/*
- FreeBSD's `M_WAITOK`: wait until a slot is free.
- */
+// FreeBSD's `M_WAITOK`: wait until a slot is free.
 #define M_WAITOK 2
 
-/*
- FreeBSD's `M_ZERO`: accepted and ignored (counters always start at 0).
- */
+// FreeBSD's `M_ZERO`: accepted and ignored (counters always start at 0).
 #define M_ZERO 256
 
-/*
- Success.
- */
+// Success.
 #define PCPU_OK 0
 
-/*
- Zero CPUs ([`Error::NoCpus`]).
- */
+// Zero CPUs (Rust: `Error::NoCpus`).
 #define PCPU_ENOCPUS -1
 
-/*
- A stride not a multiple of 8 ([`Error::StrideNotMultipleOf8`]).
- */
+// A stride not a multiple of 8 (Rust: `Error::StrideNotMultipleOf8`).
 #define PCPU_ESTRIDE -2
 
-/*
- A stride too small for the counter area ([`Error::StrideTooSmall`]).
- */
+// A stride too small for the counter area (Rust: `Error::StrideTooSmall`).
 #define PCPU_ESTRIDESMALL -3
 
-/*
- A misaligned address or offset ([`Error::Misaligned`]).
- */
+// A misaligned address or offset (Rust: `Error::Misaligned`).
 #define PCPU_EMISALIGNED -4
 
-/*
- An empty counter area or one not a multiple of 8 bytes ([`Error::BadAreaLength`]).
- */
+// An empty counter area or one not a multiple of 8 bytes (Rust: `Error::BadAreaLength`).
 #define PCPU_EAREA -5
 
-/*
- Zone metadata too small for the zone ([`Error::MetaTooSmall`]).
- */
+// Zone metadata too small for the zone (Rust: `Error::MetaTooSmall`).
 #define PCPU_EMETA -6
 
-/*
- The zone does not fit in the address space ([`Error::AddressOverflow`]).
- */
+// The zone does not fit in the address space (Rust: `Error::AddressOverflow`).
 #define PCPU_EOVERFLOW -7
 
-/*
- A CPU index out of range ([`Error::CpuOutOfRange`]).
- */
+// A CPU index out of range (Rust: `Error::CpuOutOfRange`).
 #define PCPU_ECPU -8
 
-/*
- The zone (or the handle table) is full ([`Error::ZoneFull`]).
- */
+// The zone (or the handle table) is full (Rust: `Error::ZoneFull`).
 #define PCPU_EFULL -9
 
-/*
- The zone memory already backs a zone ([`Error::MemoryInUse`]).
- */
+// The zone memory already backs a zone (Rust: `Error::MemoryInUse`).
 #define PCPU_EINUSE -10
 
-/*
- A zone (or simulated machine) is already installed ([`Error::AlreadyInstalled`]).
- */
+// A zone (or simulated machine) is already installed (Rust: `Error::AlreadyInstalled`).
 #define PCPU_EINSTALLED -11
 
-/*
- No zone is installed yet ([`Error::NotInstalled`]).
- */
+// No zone is installed yet (Rust: `Error::NotInstalled`).
 #define PCPU_ENOTINSTALLED -12
 
-/*
- The thread already holds a simulated CPU ([`Error::AlreadyBound`]).
- */
+#if defined(PCPU_COUNTER_SIM)
+// The thread already holds a simulated CPU (host simulation only: `Error::AlreadyBound`).
 #define PCPU_EBOUND -13
+#endif
 
-/*
- An invalid argument: a NULL pointer, unknown `wait` flags, a zero length.
- */
+// An invalid argument: a NULL pointer, unknown `wait` flags, a zero length.
 #define PCPU_EINVAL -14
 
-/*
- A failure this version of the header has no code for.
- */
+// A failure this version of the header has no code for.
 #define PCPU_EOTHER -15
 
-/*
- The zone needs other per-CPU register values than the zones of the area in force.
- */
+// The zone needs other per-CPU register values than the zones of the area in force.
 #define PCPU_EAREAMISMATCH -16
 
-/*
- The zone's counter area overlaps a live zone of the same area.
- */
+// The zone's counter area overlaps a live zone of the same area.
 #define PCPU_EOVERLAP -17
 
-/*
- The area already holds its maximum number of zones.
- */
+// The area already holds its maximum number of zones.
 #define PCPU_EZONES -18
 
-/*
- A counter registry name is already registered.
- */
+// A counter registry name is already registered.
 #define PCPU_EEXIST -19
 
-/*
- No counter is registered under this name.
- */
+// No counter is registered under this name.
 #define PCPU_ENOENT -20
 
-/*
- The counter registry holds its maximum number of names (`PCPU_SYSCTL_MAX`).
- */
+// The counter registry holds its maximum number of names (`PCPU_SYSCTL_MAX`).
 #define PCPU_EREGFULL -21
 
-/*
- A registry name or description that is empty (names only), too long or not UTF-8.
- */
+// A registry name or description that is empty (names only), too long or not UTF-8.
 #define PCPU_ENAME -22
 
-/*
- The caller's buffer is too small (`pcpu_sysctl_export`); nothing was read or zeroed.
- */
+// The caller's buffer is too small (`pcpu_sysctl_export`); nothing was read or zeroed.
 #define PCPU_ENOSPC -23
 
-/*
- CPUs the nullary `counter_enter()` keeps nesting for, where the arch needs protection
- */
+// The most CPUs the nullary `counter_enter()` keeps nesting depths for.
 #define PCPU_NEST_CPUS 256
 
-/*
- Names the registry holds at once.
- */
+// Names the registry holds at once.
 #define PCPU_SYSCTL_MAX 64
 
-/*
- Longest name, in bytes (without the NUL).
- */
+// Longest name, in bytes (without the NUL).
 #define PCPU_SYSCTL_NAME_MAX 63
 
-/*
- Longest description, in bytes (without the NUL).
- */
+// Longest description, in bytes (without the NUL).
 #define PCPU_SYSCTL_DESCR_MAX 255
 
-/*
- Most counters under one name (an array); the walk reads them into a stack buffer.
- */
+// Most counters under one name (an array); the walk reads them into a stack buffer.
 #define PCPU_SYSCTL_ARRAY_MAX 64
 
-/*
- `pcpu_sysctl_export` flag: the counts since the last zero, each zeroed with its read.
- */
+// `pcpu_sysctl_export` flag: the counts since the last zero, each zeroed with its read.
 #define PCPU_EXPORT_DELTAS 1
 
-/*
- `pcpu_sysctl_export` flag: OpenMetrics 1.0 text (ending in `# EOF`), not Prometheus 0.0.4.
- */
+// `pcpu_sysctl_export` flag: OpenMetrics 1.0 text (ending in `# EOF`), not Prometheus 0.0.4.
 #define PCPU_EXPORT_OPENMETRICS 2
 
-/*
- Opaque, never dereferenced: a counter_u64_t's value is its slot's offset.
- */
+// Opaque, never dereferenced: a counter_u64_t's value is its slot's offset.
 typedef struct pcpu_counter pcpu_counter;
 
-/*
- An approximate counter (`ApproxCounter`): an O(1) read within a stated bound.
- */
+// An approximate counter (`ApproxCounter`): an O(1) read within a stated bound.
 typedef struct pcpu_approx {
-  /*
-   The counter's slot: its `counter_u64_t` value, widened to 64 bits.
-   */
+  // The counter's slot: its `counter_u64_t` value, widened to 64 bits.
   uint64_t pa_counter;
-  /*
-   The slot of its count of multiples of 16, per CPU (the same way).
-   */
+  // The slot of its count of multiples of 16, per CPU (the same way).
   uint64_t pa_sixteens;
-  /*
-   The batch (a power of two from 16 to 2^32).
-   */
+  // The batch (a power of two from 16 to 2^32).
   uint64_t pa_batch;
-  /*
-   Padding: `pa_total` starts 128 bytes into the struct.
-   */
+  // Padding: `pa_total` starts 128 bytes into the struct.
   uint64_t pa_pad[13];
-  /*
-   The shared approximate total.
-   */
+  // The shared approximate total.
   uint64_t pa_total;
-  /*
-   Padding to 256 bytes.
-   */
+  // Padding to 256 bytes.
   uint64_t pa_pad2[15];
 } pcpu_approx;
 
-/*
- FreeBSD's `counter_u64_t`: the slot's offset from the per-CPU register, or NULL.
- */
+// FreeBSD's `counter_u64_t`: the slot's offset from the per-CPU register, or NULL.
 typedef struct pcpu_counter *counter_u64_t;
 
-/*
- Where a zone's per-CPU memory lies (the C form of [`ZoneLayout`](crate::ZoneLayout)).
- */
+// Where a zone's per-CPU memory lies (Rust: `ZoneLayout`).
 typedef struct pcpu_zone_layout {
-  /*
-   The per-CPU register value of CPU 0: the start of CPU 0's block.
-   */
+  // The per-CPU register value of CPU 0: the start of CPU 0's block.
   size_t base;
-  /*
-   Bytes from one CPU's block to the next.
-   */
+  // Bytes from one CPU's block to the next.
   size_t stride;
-  /*
-   Offset of the counter area inside each block.
-   */
+  // Offset of the counter area inside each block.
   size_t offset;
-  /*
-   Bytes of counter area in each block: 8 per counter.
-   */
+  // Bytes of counter area in each block: 8 per counter.
   size_t len;
-  /*
-   Number of possible CPUs.
-   */
+  // Number of possible CPUs.
   size_t ncpus;
 } pcpu_zone_layout;
 
-/*
- The state `pcpu_counter_enter_state()` hands to `pcpu_counter_exit_state()` (opaque).
- */
+// The state `pcpu_counter_enter_state()` hands to `pcpu_counter_exit_state()` (opaque).
 typedef struct pcpu_protect_t {
   uint64_t opaque[2];
 } pcpu_protect_t;
 
-/*
- FreeBSD's `struct counter_rate`: the state of one `counter_ratecheck` limit.
- */
+// FreeBSD's `struct counter_rate`: the state of one `counter_ratecheck` limit.
 typedef struct counter_rate {
-  /*
-   Events since the last second (a counter handle).
-   */
+  // Events since the last second (a counter handle).
   counter_u64_t cr_rate;
-  /*
-   1 while a CPU resets the second.
-   */
+  // 1 while a CPU resets the second.
   int cr_lock;
-  /*
-   Ticks at the last reset.
-   */
+  // Ticks at the last reset.
   int cr_ticks;
-  /*
-   -1 once over the limit in the current second, else 0.
-   */
+  // -1 once over the limit in the current second, else 0.
   int cr_over;
 } counter_rate;
 
-/*
- The callback of [`pcpu_sysctl_walk`], called once per name; nonzero stops the walk.
- */
+// The callback of `pcpu_sysctl_walk`, called once per name; nonzero stops the walk.
 typedef int (*pcpu_sysctl_walk_fn)(const char *name, const char *descr, const uint64_t *values, size_t n, void *arg);
 
-/*
- Sets up `a` with two new slots of the C zone and batch `batch`; it reads 0.
- */
+// Sets up `a` with two new slots of the C zone and batch `batch`; it reads 0.
 int pcpu_approx_init(struct pcpu_approx *a, uint64_t batch);
 
-/*
- Adds `v` on the current CPU.
- */
+// Adds `v` on the current CPU.
 void pcpu_approx_add(struct pcpu_approx *a, int64_t v);
 
-/*
- The approximate value: one load.
- */
+// The approximate value: one load.
 uint64_t pcpu_approx_read(const struct pcpu_approx *a);
 
-/*
- The precise value: every CPU's slot summed, less the zero baseline.
- */
+// The precise value: every CPU's slot summed, less the zero baseline.
 uint64_t pcpu_approx_precise(const struct pcpu_approx *a);
 
-/*
- Writes the bound: how far the approximate value can be under and over the precise one.
- */
+// Writes the bound: how far the approximate value can be under and over the precise one.
 void pcpu_approx_accuracy(const struct pcpu_approx *a, uint64_t *under, uint64_t *over);
 
-/*
- -1, 0 or 1 as the value (as an `int64_t`) is below, at or above `threshold`.
- */
+// -1, 0 or 1 as the value (as an `int64_t`) is below, at or above `threshold`.
 int pcpu_approx_compare(const struct pcpu_approx *a, int64_t threshold);
 
-/*
- Returns the count since the last zero and zeroes it, as one step (exact).
- */
+// Returns the count since the last zero and zeroes it, as one step (exact).
 uint64_t pcpu_approx_fetch_and_zero(struct pcpu_approx *a);
 
-/*
- Returns `a`'s two slots to the zone; NULL is fine. `a` may be set up again afterwards.
- */
+// Returns `a`'s two slots to the zone; NULL is fine. `a` may be set up again afterwards.
 void pcpu_approx_free(struct pcpu_approx *a);
 
-/*
- FreeBSD's `counter_u64_alloc(wait)`: a new counter reading 0, or NULL.
- */
+// FreeBSD's `counter_u64_alloc(wait)`: a new counter reading 0, or NULL.
 counter_u64_t counter_u64_alloc(int wait);
 
-/*
- FreeBSD's `counter_u64_free(c)`; NULL is fine.
- */
+// FreeBSD's `counter_u64_free(c)`; NULL is fine.
 void counter_u64_free(counter_u64_t c);
 
-/*
- The out-of-line add behind `counter_u64_add(c, v)`: adds `v` on the current CPU.
- */
+// The out-of-line add behind `counter_u64_add(c, v)`: adds `v` on the current CPU.
 void pcpu_counter_add(counter_u64_t c, int64_t v);
 
-/*
- FreeBSD's `counter_u64_fetch(c)`: the sum over all CPUs since the last zero.
- */
+// FreeBSD's `counter_u64_fetch(c)`: the sum over all CPUs since the last zero.
 uint64_t counter_u64_fetch(counter_u64_t c);
 
-/*
- FreeBSD's `counter_u64_zero(c)`, lossless without an IPI.
- */
+// FreeBSD's `counter_u64_zero(c)`, lossless without an IPI.
 void counter_u64_zero(counter_u64_t c);
 
-/*
- Returns the count since the last zero and zeroes it, as one step: no add is lost
- */
+// Returns the count since the last zero and zeroes it, as one step: no add is lost.
 uint64_t pcpu_counter_fetch_and_zero(counter_u64_t c);
 
-/*
- `COUNTER_ARRAY_ALLOC(a, n, wait)`: `n` counters in one run of slots, handles in `a`.
- */
+// `COUNTER_ARRAY_ALLOC(a, n, wait)`: `n` counters in one run of slots, handles in `a`.
 int counter_u64_array_alloc(counter_u64_t *a, size_t n, int wait);
 
-/*
- Frees `n` handles of `a` (FreeBSD's `COUNTER_ARRAY_FREE(a, n)`); NULL entries are fine.
- */
+// Frees `n` handles of `a` (FreeBSD's `COUNTER_ARRAY_FREE(a, n)`); NULL entries are fine.
 void counter_u64_array_free(counter_u64_t *a, size_t n);
 
-/*
- Zeroes `n` counters of `a` (FreeBSD's `COUNTER_ARRAY_ZERO(a, n)`).
- */
+// Zeroes `n` counters of `a` (FreeBSD's `COUNTER_ARRAY_ZERO(a, n)`).
 void counter_u64_array_zero(const counter_u64_t *a, size_t n);
 
-/*
- Fetches `n` counters of `a` into `dst[0..n]` (FreeBSD's `COUNTER_ARRAY_COPY(a, dst, n)`).
- */
+// Fetches `n` counters of `a` into `dst[0..n]` (FreeBSD's `COUNTER_ARRAY_COPY(a, dst, n)`).
 void counter_u64_array_copy(const counter_u64_t *a, uint64_t *dst, size_t n);
 
-/*
- A static, NUL-terminated description of the code `err` (never NULL).
- */
+// A static, NUL-terminated description of the code `err` (never NULL).
 const char *pcpu_strerror(int err);
 
-/*
- Reads the `n` adjacent counters from `first` into `dst[0..n]`, in one pass over the CPUs.
- */
+// Reads the `n` adjacent counters from `first` into `dst[0..n]`, in one pass over the CPUs.
 int pcpu_counter_group_fetch(counter_u64_t first, size_t n, uint64_t *dst);
 
-/*
- As `pcpu_counter_group_fetch`, and zeroes each counter losslessly with its read.
- */
+// As `pcpu_counter_group_fetch`, and zeroes each counter losslessly with its read.
 int pcpu_counter_group_fetch_and_zero(counter_u64_t first, size_t n, uint64_t *dst);
 
-/*
- Installs the global zone on the memory `layout` describes (once), and gives every
- */
+// Installs the global zone on the memory `layout` describes, once, with the early counters.
 int pcpu_zone_init(const struct pcpu_zone_layout *layout, uint64_t *meta, size_t meta_words);
 
-/*
- Says what the boot CPU's per-CPU register holds until `pcpu_zone_init`, so that early
- */
+// Says what the boot CPU's per-CPU register holds until `pcpu_zone_init` (for early counters).
 int pcpu_early_base(size_t base);
 
-/*
- FreeBSD's `counter_enter()`: enters local protection where the arch's add needs it.
- */
+// FreeBSD's `counter_enter()`: enters local protection where the arch's add needs it.
 void counter_enter(void);
 
-/*
- FreeBSD's `counter_exit()`: leaves the innermost `counter_enter()` of this CPU.
- */
+// FreeBSD's `counter_exit()`: leaves the innermost `counter_enter()` of this CPU.
 void counter_exit(void);
 
-/*
- `counter_enter()` with the state in the caller's hands instead of a per-CPU table.
- */
+// `counter_enter()` with the state in the caller's hands instead of a per-CPU table.
 struct pcpu_protect_t pcpu_counter_enter_state(void);
 
-/*
- `counter_exit()` for [`pcpu_counter_enter_state`]: leaves the section `state` came from.
- */
+// `counter_exit()` for `pcpu_counter_enter_state`: leaves the section `state` came from.
 void pcpu_counter_exit_state(struct pcpu_protect_t state);
 
-/*
- The out-of-line add behind `counter_u64_add_protected(c, v)`, between `counter_enter`
- */
+// The out-of-line add behind `counter_u64_add_protected(c, v)`, inside `counter_enter()`.
 void pcpu_counter_add_protected(counter_u64_t c, int64_t v);
 
-/*
- Sets the tick source of `counter_ratecheck`: `now()` ticks, `hz` per second.
- */
+// Sets the tick source of `counter_ratecheck`: `now()` ticks, `hz` per second.
 void pcpu_set_ticks(uint32_t (*now)(void), uint32_t hz);
 
-/*
- FreeBSD's `counter_ratecheck(cr, limit)`: 0 under the limit, -1 over, >0 at a new second.
- */
+// FreeBSD's `counter_ratecheck(cr, limit)`: 0 under the limit, -1 over, >0 at a new second.
 int64_t counter_ratecheck(struct counter_rate *cr, int64_t limit);
 
-/*
- `SYSCTL_ADD_COUNTER_U64`: registers counter `c` as `name`, described by `descr`.
- */
+// `SYSCTL_ADD_COUNTER_U64`: registers counter `c` as `name`, described by `descr`.
 int pcpu_sysctl_add_counter(const char *name, const char *descr, counter_u64_t c);
 
-/*
- `SYSCTL_ADD_COUNTER_U64_ARRAY`: registers the `n` counters of `a` as `name`.
- */
+// `SYSCTL_ADD_COUNTER_U64_ARRAY`: registers the `n` counters of `a` as `name`.
 int pcpu_sysctl_add_counter_array(const char *name, const char *descr, const counter_u64_t *a, size_t n);
 
-/*
- Removes `name` (FreeBSD's `sysctl_remove_oid`); its counters stay allocated.
- */
+// Removes `name` (FreeBSD's `sysctl_remove_oid`); its counters stay allocated.
 int pcpu_sysctl_remove(const char *name);
 
-/*
- Zeroes every counter registered as `name` (a sysctl write), losslessly.
- */
+// Zeroes every counter registered as `name` (a sysctl write), losslessly.
 int pcpu_sysctl_zero(const char *name);
 
-/*
- Calls `cb` for each registered name, in table order, with its values read just before.
- */
+// Calls `cb` for each registered name, in table order, with its values read just before.
 int pcpu_sysctl_walk(pcpu_sysctl_walk_fn cb, void *arg);
 
-/*
- Writes the registry into `buf` as Prometheus text; never loses a delta to a short buffer.
- */
+// Writes the registry into `buf` as Prometheus text; never loses a delta to a short buffer.
 int pcpu_sysctl_export(char *buf, size_t *len, int flags);
 
-/*
- Stores in `*base` the value CPU `cpu`'s per-CPU register must hold.
- */
+// Stores in `*base` the value CPU `cpu`'s per-CPU register must hold.
 int pcpu_zone_cpu_base(size_t cpu, size_t *base);
 
-/*
- Kernel only: points this CPU's per-CPU register at CPU `cpu`'s block.
- */
+// Kernel only: points this CPU's per-CPU register at CPU `cpu`'s block.
 int pcpu_set_cpu_base(size_t cpu);
 
-/*
- Counters the installed zone holds at once (0 when none is installed).
- */
+// Counters the installed zone holds at once (0 when none is installed).
 size_t pcpu_zone_capacity(void);
 
-/*
- Slots of the installed zone in use now (0 when none is installed).
- */
+// Slots of the installed zone in use now (0 when none is installed).
 size_t pcpu_zone_in_use(void);
 
-/*
- The number of CPUs of the installed zone (0 when none is installed).
- */
+// The number of CPUs of the installed zone (0 when none is installed).
 size_t pcpu_zone_ncpus(void);
 
 #if defined(PCPU_COUNTER_SIM)
-/*
- Host simulation: makes the process's simulated machine (once), and gives every
- */
+// Host simulation: makes the process's simulated machine, once, with the early counters.
 int pcpu_sim_machine_new(size_t ncpus, size_t counters);
 #endif
 
 #if defined(PCPU_COUNTER_SIM)
-/*
- Host simulation: the calling thread takes simulated CPU `cpu`.
- */
+// Host simulation: the calling thread takes simulated CPU `cpu`.
 int pcpu_sim_bind(size_t cpu);
 #endif
 
 #if defined(PCPU_COUNTER_SIM)
-/*
- Leaves the simulated CPU the calling thread holds; nothing if it holds none.
- */
+// Leaves the simulated CPU the calling thread holds; nothing if it holds none.
 void pcpu_sim_unbind(void);
 #endif
 

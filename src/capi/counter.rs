@@ -173,8 +173,9 @@ pub unsafe extern "C" fn counter_u64_zero(c: counter_u64_t) {
     }
 }
 
-/// Returns the count since the last zero and zeroes it, as one step: no add is lost
-/// between the read and the zero ([`crate::Counter::fetch_and_zero`]).
+/// Returns the count since the last zero and zeroes it, as one step: no add is lost.
+///
+/// As [`crate::Counter::fetch_and_zero`].
 ///
 /// # Safety
 /// `c` is a live handle, or before any zone exists an early counter.

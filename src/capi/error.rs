@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! The C ABI's error codes: 0 for success, a negative `PCPU_E*` for each failure.
 
 use core::ffi::{c_char, c_int};
@@ -6,31 +7,34 @@ use crate::Error;
 
 /// Success.
 pub const PCPU_OK: c_int = 0;
-/// Zero CPUs ([`Error::NoCpus`]).
+/// Zero CPUs (Rust: `Error::NoCpus`).
 pub const PCPU_ENOCPUS: c_int = -1;
-/// A stride not a multiple of 8 ([`Error::StrideNotMultipleOf8`]).
+/// A stride not a multiple of 8 (Rust: `Error::StrideNotMultipleOf8`).
 pub const PCPU_ESTRIDE: c_int = -2;
-/// A stride too small for the counter area ([`Error::StrideTooSmall`]).
+/// A stride too small for the counter area (Rust: `Error::StrideTooSmall`).
 pub const PCPU_ESTRIDESMALL: c_int = -3;
-/// A misaligned address or offset ([`Error::Misaligned`]).
+/// A misaligned address or offset (Rust: `Error::Misaligned`).
 pub const PCPU_EMISALIGNED: c_int = -4;
-/// An empty counter area or one not a multiple of 8 bytes ([`Error::BadAreaLength`]).
+/// An empty counter area or one not a multiple of 8 bytes (Rust: `Error::BadAreaLength`).
 pub const PCPU_EAREA: c_int = -5;
-/// Zone metadata too small for the zone ([`Error::MetaTooSmall`]).
+/// Zone metadata too small for the zone (Rust: `Error::MetaTooSmall`).
 pub const PCPU_EMETA: c_int = -6;
-/// The zone does not fit in the address space ([`Error::AddressOverflow`]).
+/// The zone does not fit in the address space (Rust: `Error::AddressOverflow`).
 pub const PCPU_EOVERFLOW: c_int = -7;
-/// A CPU index out of range ([`Error::CpuOutOfRange`]).
+/// A CPU index out of range (Rust: `Error::CpuOutOfRange`).
 pub const PCPU_ECPU: c_int = -8;
-/// The zone (or the handle table) is full ([`Error::ZoneFull`]).
+/// The zone (or the handle table) is full (Rust: `Error::ZoneFull`).
 pub const PCPU_EFULL: c_int = -9;
-/// The zone memory already backs a zone ([`Error::MemoryInUse`]).
+/// The zone memory already backs a zone (Rust: `Error::MemoryInUse`).
 pub const PCPU_EINUSE: c_int = -10;
-/// A zone (or simulated machine) is already installed ([`Error::AlreadyInstalled`]).
+/// A zone (or simulated machine) is already installed (Rust: `Error::AlreadyInstalled`).
 pub const PCPU_EINSTALLED: c_int = -11;
-/// No zone is installed yet ([`Error::NotInstalled`]).
+/// No zone is installed yet (Rust: `Error::NotInstalled`).
 pub const PCPU_ENOTINSTALLED: c_int = -12;
-/// The thread already holds a simulated CPU ([`Error::AlreadyBound`]).
+/// The thread already holds a simulated CPU (host simulation only: `Error::AlreadyBound`).
+///
+/// The header declares it under `PCPU_COUNTER_SIM`; -13 is no other code's.
+#[cfg(feature = "sim")]
 pub const PCPU_EBOUND: c_int = -13;
 /// An invalid argument: a NULL pointer, unknown `wait` flags, a zero length.
 pub const PCPU_EINVAL: c_int = -14;
@@ -71,6 +75,7 @@ pub(crate) fn code(e: Error) -> c_int {
         Error::MemoryInUse => PCPU_EINUSE,
         Error::AlreadyInstalled => PCPU_EINSTALLED,
         Error::NotInstalled => PCPU_ENOTINSTALLED,
+        #[cfg(feature = "sim")]
         Error::AlreadyBound => PCPU_EBOUND,
         Error::NotInZone { .. } => PCPU_EINVAL,
         Error::BadBatch { .. } => PCPU_EINVAL,
@@ -102,6 +107,7 @@ pub extern "C" fn pcpu_strerror(err: c_int) -> *const c_char {
         PCPU_EINUSE => c"zone memory already in use",
         PCPU_EINSTALLED => c"already installed",
         PCPU_ENOTINSTALLED => c"no zone installed",
+        #[cfg(feature = "sim")]
         PCPU_EBOUND => c"thread already bound to a simulated CPU",
         PCPU_EINVAL => c"invalid argument",
         PCPU_EOTHER => c"an error this header has no code for",
@@ -162,6 +168,7 @@ mod tests {
             (Error::MemoryInUse, PCPU_EINUSE),
             (Error::AlreadyInstalled, PCPU_EINSTALLED),
             (Error::NotInstalled, PCPU_ENOTINSTALLED),
+            #[cfg(feature = "sim")]
             (Error::AlreadyBound, PCPU_EBOUND),
             (Error::NotInZone { offset: 8, len: 2 }, PCPU_EINVAL),
             (Error::OutOfMemory { bytes: usize::MAX }, PCPU_EOTHER),

@@ -12,8 +12,9 @@ use super::slot;
 use super::zone::{current_zone, pcpu_zone_layout};
 use crate::{arch, baseline, freebsd, Zone, ZoneLayout};
 
-/// Installs the global zone on the memory `layout` describes (once), and gives every
-/// `COUNTER_U64_DEFINE_EARLY` counter of the program a slot, with its early count.
+/// Installs the global zone on the memory `layout` describes, once, with the early counters.
+///
+/// Every `COUNTER_U64_DEFINE_EARLY` counter of the program gets a slot, with its early count.
 ///
 /// `meta` (`meta_words` 64-bit words: a zero baseline per counter and a bitmap bit per
 /// counter, `len / 8 + len / 8 / 64` rounded up) is the zone's metadata.
@@ -71,8 +72,9 @@ pub unsafe extern "C" fn pcpu_zone_init(
     }
 }
 
-/// Says what the boot CPU's per-CPU register holds until `pcpu_zone_init`, so that early
-/// counters are right whatever it holds.
+/// Says what the boot CPU's per-CPU register holds until `pcpu_zone_init` (for early counters).
+///
+/// Early counters are then right whatever the register holds.
 ///
 /// The inline `counter_u64_add` adds at register + `name`; an early counter's `name` starts
 /// as its word's address, right while the register is 0. A kernel whose register holds

@@ -15,8 +15,10 @@ use super::slot::{self, counter_u64_t};
 use crate::platform::{self, Protection};
 use crate::{arch, Protected};
 
-/// CPUs the nullary `counter_enter()` keeps nesting for, where the arch needs protection
-/// (`pcpu_zone_init` refuses a zone with more CPUs there: `PCPU_ECPU`).
+/// The most CPUs the nullary `counter_enter()` keeps nesting depths for.
+///
+/// Where the arch's add needs protection, `pcpu_zone_init` refuses a zone with more CPUs
+/// (`PCPU_ECPU`).
 pub const PCPU_NEST_CPUS: usize = 256;
 
 /// One CPU's nesting: the depth, and the outermost section's protection while it is above 0.
@@ -186,7 +188,7 @@ pub extern "C" fn pcpu_counter_enter_state() -> pcpu_protect_t {
     state
 }
 
-/// `counter_exit()` for [`pcpu_counter_enter_state`]: leaves the section `state` came from.
+/// `counter_exit()` for `pcpu_counter_enter_state`: leaves the section `state` came from.
 ///
 /// # Safety
 /// `state` is the value of a `pcpu_counter_enter_state` on this CPU not yet passed here,
@@ -203,8 +205,7 @@ pub unsafe extern "C" fn pcpu_counter_exit_state(state: pcpu_protect_t) {
     drop(unsafe { state.opaque.as_ptr().cast::<Protected>().read() })
 }
 
-/// The out-of-line add behind `counter_u64_add_protected(c, v)`, between `counter_enter`
-/// and `counter_exit`.
+/// The out-of-line add behind `counter_u64_add_protected(c, v)`, inside `counter_enter()`.
 ///
 /// # Safety
 /// As `pcpu_counter_add`, and the caller is inside `counter_enter()` on this CPU.

@@ -387,7 +387,7 @@ pub unsafe extern "C" fn pcpu_sysctl_zero(name: *const c_char) -> c_int {
     REGISTRY.zero(name).map_or_else(code, |()| PCPU_OK)
 }
 
-/// The callback of [`pcpu_sysctl_walk`], called once per name; nonzero stops the walk.
+/// The callback of `pcpu_sysctl_walk`, called once per name; nonzero stops the walk.
 ///
 /// It gets one registered name, its description, its `n` values (1 for a counter) and the
 /// walk's `arg`. The pointers are valid only during the call.

@@ -43,7 +43,7 @@ pub(crate) fn resolve(c: counter_u64_t) -> (&'static Zone<'static>, usize) {
     (zone, off)
 }
 
-/// Where a zone's per-CPU memory lies (the C form of [`ZoneLayout`](crate::ZoneLayout)).
+/// Where a zone's per-CPU memory lies (Rust: `ZoneLayout`).
 ///
 /// `ncpus` blocks `stride` bytes apart from `base`, each with `len` bytes of counter area at `offset`.
 #[repr(C)]

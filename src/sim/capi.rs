@@ -23,8 +23,10 @@ pub(crate) fn machine() -> Option<&'static Machine> {
     MACHINE.get().copied()
 }
 
-/// Host simulation: makes the process's simulated machine (once), and gives every
-/// `COUNTER_U64_DEFINE_EARLY` counter a slot with its early count, as `pcpu_zone_init` does.
+/// Host simulation: makes the process's simulated machine, once, with the early counters.
+///
+/// Every `COUNTER_U64_DEFINE_EARLY` counter gets a slot with its early count, as
+/// `pcpu_zone_init` does.
 ///
 /// The machine has `ncpus` CPUs and room for at least `counters` counters. From then on the C ABI allocates from its zone. Once per process; a second
 /// call with the same sizes returns 0, with other sizes `PCPU_EINSTALLED`.

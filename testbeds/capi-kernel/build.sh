@@ -1,29 +1,87 @@
 #!/usr/bin/env bash
 # Builds libpcpu_counter.a, the C ABI for kernels written only in C, for each bare-metal
-# target given (default: x86_64-unknown-none aarch64-unknown-none-softfloat i586-unknown-none),
-# into target/capi-lib/<target>/libpcpu_counter.a, and checks with nm that the library defines
-# the C ABI and needs nothing but the kernel's four pcpu_platform_* hooks (and the bounds of
-# the early-counter linker set, which the linker defines).
+# target given (default: x86_64-unknown-none aarch64-unknown-none-softfloat i586-unknown-none
+# riscv64gc-unknown-none-elf riscv64imac-unknown-none-elf), into
+# target/capi-lib/<target>/libpcpu_counter.a, and checks with nm that the library defines the
+# C ABI and needs nothing but the kernel's four pcpu_platform_* hooks (and the bounds of the
+# early-counter linker set, which the linker defines).
+#
 # i586-unknown-none is the JSON spec arch/i386/i586-unknown-none.json (a Pentium without
 # MMX/SSE, soft float; as the i386 QEMU kernel); a path to another *.json spec works too, and
 # its output folder is the file stem, as cargo names it. riscv64: riscv64gc-unknown-none-elf
 # is the lp64d ABI (what riscv64-linux-gnu-gcc emits), riscv64imac-unknown-none-elf lp64
 # (soft float, -march=rv64imac -mabi=lp64): link the one whose ABI the kernel's objects have.
-# Needs Debian's cargo with the library source (rustc-web cargo-web rust-web-src), or a
-# rustup toolchain with rust-src (set CARGO to it), and binutils. BUILD_STD=0 uses the
-# target's prebuilt core instead (rustup target add <target>; CARGO=~/.cargo/bin/cargo), for
-# targets rustup ships (x86_64-unknown-none, aarch64-unknown-none-softfloat and both riscv64
-# ones; not the i586 JSON spec).
+#
+# Needs a Rust toolchain and binutils (objcopy, nm). It says which cargo it takes and how it
+# gets `core`, per target, on one line each:
+# - cargo: $CARGO if set; else rustup's (`rustup which cargo`); else Debian's /usr/bin/cargo.
+#   Without CARGO, a target that rustup's toolchain cannot build as installed and rustup does
+#   not ship (the JSON specs) goes to Debian's cargo when that has the library source.
+# - core: the toolchain's prebuilt one where it has the target (`rustup target add <target>`,
+#   which the script runs when rustup ships the target: all but the JSON specs); else built
+#   from the library source (-Zbuild-std, with RUSTC_BOOTSTRAP=1 on a stable toolchain;
+#   `rustup component add rust-src`, which the script runs for a rustup toolchain without it).
+#   BUILD_STD=1 always builds core from source, BUILD_STD=0 never.
+# A prebuilt core takes about 10 s per target; -Zbuild-std about a minute per target the
+# first time (core and compiler_builtins from source), then seconds.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(x86_64-unknown-none aarch64-unknown-none-softfloat i586-unknown-none
     riscv64gc-unknown-none-elf riscv64imac-unknown-none-elf)
-cargo_bin="${CARGO:-/usr/bin/cargo}"
-if ! [ -x "$cargo_bin" ]; then
-    echo "missing: a cargo with the library source (apt-get install rustc-web cargo-web rust-web-src)"
-    exit 1
-fi
+
+rustup_bin="$(command -v rustup || true)"
+[ -z "$rustup_bin" ] && [ -x "$HOME/.cargo/bin/rustup" ] && rustup_bin="$HOME/.cargo/bin/rustup"
+debian_cargo=/usr/bin/cargo
+
+# The sysroot of the rustc next to cargo $1.
+sysroot() { "$(dirname "$1")/rustc" --print sysroot 2>/dev/null; }
+# Whether cargo $1's toolchain has target $2's prebuilt standard library.
+has_prebuilt() { [[ "$2" != *.json ]] && [ -d "$(sysroot "$1")/lib/rustlib/$2/lib" ]; }
+# Whether cargo $1's toolchain has the library source for -Zbuild-std.
+has_source() { [ -f "$(sysroot "$1")/lib/rustlib/src/rust/library/core/src/lib.rs" ]; }
+# Whether a cargo at $1 can build target $2 without installing anything.
+can_build() {
+    [ -x "$1" ] || return 1
+    case "${BUILD_STD:-}" in
+        1) has_source "$1" ;;
+        0) has_prebuilt "$1" "$2" ;;
+        *) has_prebuilt "$1" "$2" || has_source "$1" ;;
+    esac
+}
+
+# Picks the cargo for target $1 into $cargo_bin and $cargo_from: $CARGO; else rustup's if it
+# can build the target as installed; else rustup's after `rustup target add` where rustup
+# ships the target; else Debian's with the library source; else rustup's after
+# `rustup component add rust-src`.
+pick_cargo() {
+    local rustup_cargo="" shipped=""
+    if [ -n "${CARGO:-}" ]; then
+        cargo_bin="$CARGO" cargo_from="CARGO"
+        return
+    fi
+    [ -n "$rustup_bin" ] && rustup_cargo="$("$rustup_bin" which cargo 2>/dev/null || true)"
+    cargo_bin="$rustup_cargo" cargo_from="rustup"
+    [ -n "$rustup_cargo" ] && can_build "$rustup_cargo" "$1" && return
+    if [ -n "$rustup_cargo" ] && [[ "$1" != *.json ]] && [ "${BUILD_STD:-}" != 1 ]; then
+        shipped="$("$rustup_bin" target list 2>/dev/null | cut -d' ' -f1)"
+        if grep -qx "$1" <<<"$shipped"; then
+            echo "   rustup target add $1 (for its prebuilt core)"
+            "$rustup_bin" target add "$1" && return
+        fi
+    fi
+    if can_build "$debian_cargo" "$1"; then
+        cargo_bin="$debian_cargo" cargo_from="Debian"
+    elif [ -n "$rustup_cargo" ]; then
+        echo "   rustup component add rust-src (to build core from source)"
+        "$rustup_bin" component add rust-src
+    else
+        echo "FAIL: no Rust toolchain: install rustup (https://rustup.rs), or" \
+            "apt-get install rustc-web cargo-web rust-web-src"
+        exit 1
+    fi
+}
+
 for spec in "${targets[@]}"; do
     # A JSON spec: --target takes its path, -Zjson-target-spec allows it, and cargo names the
     # target (and its folder under target/) after the file stem.
@@ -36,8 +94,22 @@ for spec in "${targets[@]}"; do
         json=(-Zjson-target-spec)
         t="$(basename "$spec" .json)"
     fi
-    std_flags=(-Zbuild-std=core,compiler_builtins -Zbuild-std-features=compiler-builtins-mem)
-    [ "${BUILD_STD:-1}" = 0 ] && std_flags=()
+    start=$SECONDS
+    echo "== $t"
+    pick_cargo "$spec"
+    echo "   cargo: $cargo_bin ($cargo_from; $("$cargo_bin" --version))"
+    std_flags=()
+    if [ "${BUILD_STD:-}" = 1 ] || { [ "${BUILD_STD:-}" != 0 ] && ! has_prebuilt "$cargo_bin" "$spec"; }; then
+        has_source "$cargo_bin" || {
+            echo "FAIL: $cargo_bin has neither $t's prebuilt core nor the library source:" \
+                "rustup target add $t, or rustup component add rust-src"
+            exit 1
+        }
+        std_flags=(-Zbuild-std=core,compiler_builtins -Zbuild-std-features=compiler-builtins-mem)
+        echo "   core: built from source (-Zbuild-std; a minute the first time)"
+    else
+        echo "   core: prebuilt ($(sysroot "$cargo_bin")/lib/rustlib/$t)"
+    fi
     # RISCV_GP=1: riscv64 libraries that add through gp (feature riscv-gp), into
     # target/capi-lib/<target>-gp/; C for them is compiled with -DPCPU_COUNTER_RISCV_GP.
     feature_flags=() reg=tp
@@ -46,9 +118,14 @@ for spec in "${targets[@]}"; do
     fi
     # The library's panic locations name its source files relative to the checkout
     # (`src/zone.rs`), not by the checkout's path: the library, and its footprint, are the
-    # same in any checkout.
-    RUSTFLAGS="${RUSTFLAGS:-} --remap-path-prefix=$PWD/=" \
-    PATH="$(dirname "$cargo_bin"):$PATH" RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$PWD/target/capi-kernel" \
+    # same in any checkout. RUSTC: the rustc of the chosen cargo (a rustup proxy or an outer
+    # cargo could name another); RUSTC_BOOTSTRAP=1 lets -Zbuild-std and JSON specs run on a
+    # stable toolchain.
+    bootstrap=()
+    [ ${#std_flags[@]} -gt 0 ] || [ ${#json[@]} -gt 0 ] && bootstrap=(RUSTC_BOOTSTRAP=1)
+    env "${bootstrap[@]}" RUSTFLAGS="${RUSTFLAGS:-} --remap-path-prefix=$PWD/=" \
+        PATH="$(dirname "$cargo_bin"):$PATH" RUSTC="$(dirname "$cargo_bin")/rustc" \
+        CARGO_TARGET_DIR="$PWD/target/capi-kernel" \
         "$cargo_bin" build --quiet --release --manifest-path testbeds/capi-kernel/Cargo.toml --target "$spec" \
         "${std_flags[@]}" "${feature_flags[@]}" "${json[@]}"
     out_dir="target/capi-lib/$t"
@@ -64,8 +141,8 @@ for spec in "${targets[@]}"; do
         *) objcopy_bin=objcopy ;;
     esac
     command -v "$objcopy_bin" >/dev/null || objcopy_bin=llvm-objcopy
-    # (rustup's prebuilt compiler_builtins, BUILD_STD=0, can hold relocations an older GNU
-    # objcopy does not know: then llvm-objcopy.)
+    # (rustup's prebuilt compiler_builtins can hold relocations an older GNU objcopy does not
+    # know: then llvm-objcopy.)
     if ! "$objcopy_bin" -R .llvmbc -R .llvmcmd "$lib" 2>/dev/null; then
         cp "target/capi-kernel/$t/release/libpcpu_counter_kernel.a" "$lib"
         llvm-objcopy -R .llvmbc -R .llvmcmd "$lib"
@@ -89,5 +166,5 @@ for spec in "${targets[@]}"; do
     for sym in "${syms[@]}"; do
         grep -qx "$sym" <<<"$defined" || { echo "FAIL: $lib lacks $sym"; exit 1; }
     done
-    echo "ok   $lib ($(du -k "$lib" | cut -f1) KiB; undefined: $(tr '\n' ' ' <<<"$undefined"))"
+    echo "   ok: $lib ($(du -k "$lib" | cut -f1) KiB, $((SECONDS - start)) s; undefined: $(tr '\n' ' ' <<<"$undefined"))"
 done

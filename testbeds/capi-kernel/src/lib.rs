@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! `libpcpu_counter.a` for kernels written only in C: the C ABI of `pcpu-counter` (its `capi`
 //! module, declared in `include/pcpu_counter.h`) as a `no_std` static library, with no
 //! allocator and no Rust code required of the kernel.

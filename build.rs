@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! Names each build condition of the crate once, as a `cfg` of its own (as `heapless` and
 //! `portable-atomic` do), so that the source says what a condition means instead of spelling
 //! out its parts:

@@ -18,13 +18,13 @@ out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 clean_env=(env -i HOME="$HOME" PATH="$(dirname "$rustup_bin"):/usr/local/bin:/usr/bin:/bin")
 
-# The fenced block of kind $2 (sh, c, toml, rust) number $3 (from 1) after the heading $1 of
-# file $4, without its fences.
+# The fenced block of kind $2 (sh, c, toml, rust; `rust,ignore` counts as rust) number $3
+# (from 1) after the heading $1 of file $4, without its fences.
 block() {
     awk -v heading="$1" -v kind="$2" -v nth="$3" '
         $0 == heading { on = 1; next }
         on && /^#/ && !inside { exit }
-        on && !inside && $0 == "```" kind { n++; inside = 1; next }
+        on && !inside && ($0 == "```" kind || index($0, "```" kind ",") == 1) { n++; inside = 1; next }
         inside && /^```$/ { inside = 0; if (n == nth) exit; next }
         inside && n == nth { print }' "$4"
 }

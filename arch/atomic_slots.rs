@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! Slot reads and writes for arches whose aligned 64-bit load and store never tear (x86_64,
 //! aarch64, riscv64): a relaxed `AtomicU64` access, which is the plain `mov`/`ldr`/`ld`.
 //! Used by those arches. `mod.rs`.

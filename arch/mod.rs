@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! The per-arch primitives, one folder per arch, and nothing else: this layer depends on no
 //! type of the crate above it (no zone, no counter), only on the platform's hooks
 //! (`src/platform.rs`) where an arch has no per-CPU register of its own.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! A per-CPU counter with an O(1) approximate read of stated accuracy: [`ApproxCounter`].
 //!
 //! # The carry protocol

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! The per-CPU area: the blocks the CPUs' per-CPU registers point at, and the zones carved
 //! from them.
 //!

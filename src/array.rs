@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! Counter arrays: `N` counters in one contiguous run of slots (FreeBSD's `COUNTER_ARRAY_*`).
 
 use crate::{Error, Protected, Zone};

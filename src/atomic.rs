@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! The crate's atomics: `core`'s where the target has compare-and-swap, `portable-atomic`'s
 //! where it has only loads and stores (`thumbv6m-none-eabi`: Cortex-M0/M0+).
 //!

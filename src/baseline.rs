@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! The baseline words that make `zero` lossless without IPIs.
 //!
 //! A remote CPU cannot clear another CPU's slot: the owner's add is a non-locked

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! The zone's slot allocator: one bit per slot, first fit.
 
 use core::ptr::NonNull;

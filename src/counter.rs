@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! The counter handle: add, fetch, zero.
 
 use crate::protect::Protected;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! Counters usable before the zone exists (FreeBSD's `COUNTER_U64_DEFINE_EARLY`).
 //!
 //! An [`EarlyCounter`] is a `static`. Until [`EarlyCounter::init`] gives it a slot in a

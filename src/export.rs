@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! Counters as Prometheus / OpenMetrics text, written through [`core::fmt::Write`] (no
 //! allocation, `no_std`).
 //!

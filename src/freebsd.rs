@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! FreeBSD's counter(9) names, as `sys/sys/counter.h` spells them: `use
 //! pcpu_counter::freebsd::*` and FreeBSD code reads the same.
 //!

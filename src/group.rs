@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! Group reads: many counters read in one pass, CPU by CPU.
 //!
 //! A counter's `fetch` walks every CPU's block for one slot: one cache miss per CPU per

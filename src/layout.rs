@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! Where a zone's per-CPU memory lies, and the checks that keep every access inside it.
 
 use crate::{AreaShape, Error};

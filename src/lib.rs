@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 #![doc = include_str!("../README.md")]
 #![no_std]
 #![cfg_attr(docsrs, feature(doc_cfg))]

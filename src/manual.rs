@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! The manuals, as the repository's `docs/` folder has them, rendered here so that they are
 //! read where the crate is: on docs.rs (the README's links lead here). Their Rust examples are
 //! doctests, compiled and run by `cargo test` with the rest. Only documentation builds

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! Static zone memory for kernels without an allocator.
 
 use crate::atomic::{AtomicBool, Ordering};

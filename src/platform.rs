@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! The hooks a kernel implements: the current CPU and local protection.
 //!
 //! The number of possible CPUs and where each CPU's block lies are given to the
@@ -59,10 +60,15 @@ pub unsafe trait Platform {
 }
 
 /// CPU `cpu`'s register value in the kernel's one area: [`Platform::cpu_base`]'s default.
+/// The panic is fixed text, not formatted: a C kernel's library links no `core::fmt` for it.
 fn global_cpu_base(cpu: usize) -> usize {
-    crate::area::Area::global()
-        .register(cpu)
-        .unwrap_or_else(|e| panic!("pcpu-counter: an add on CPU {cpu}: {e}"))
+    match crate::area::Area::global().register(cpu) {
+        Ok(base) => base,
+        Err(_) => panic!(
+            "pcpu-counter: an add on a CPU whose index the zone does not have, or before any \
+             zone exists"
+        ),
+    }
 }
 
 /// Installs a [`Platform`] implementation, as `critical_section::set_impl!` does: it defines

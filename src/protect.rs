@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! `counter_enter` / `counter_exit`: paying for local protection once for several adds.
 
 use crate::arch;

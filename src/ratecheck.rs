@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! `counter_ratecheck`: an MP-safe events-per-second limit on a per-CPU counter.
 //!
 //! FreeBSD's contract (`sys/kern/subr_counter.c`): every call counts one event on the

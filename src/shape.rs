@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! The register values of a per-CPU area: plain data, at the bottom of the crate (the error
 //! type names it).
 

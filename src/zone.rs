@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! The per-CPU zone: `ncpus` blocks of dense 8-byte slots and the bitmap that hands them out.
 
 use core::marker::PhantomData;

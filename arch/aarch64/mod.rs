@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! aarch64: the slot address from the per-CPU base plus the offset, then an LL/SC
 //! `ldxr; add; stxr; cbnz` loop, or one LSE `ldadd` where the target enables `lse`.
 //!

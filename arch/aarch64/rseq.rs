@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! The aarch64 rseq critical section of `pcpu_counter::rseq::Counter::add` (included with
 //! `#[path]` by `src/rseq/counter.rs`).
 //!

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! i386: a `cmpxchg8b` loop on an fs-relative slot where the CPU has CX8, else a plain 64-bit
 //! add inside local protection (FreeBSD's i386 `counter_u64_add`).
 //!

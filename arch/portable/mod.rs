@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! The portable fallback: a plain add on the current CPU's slot inside local protection.
 //!
 //! Used on archs without a primitive of their own. There is no per-CPU register: the

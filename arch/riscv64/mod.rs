@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! riscv64: the slot address from the per-CPU base plus the offset, then one
 //! `amoadd.d zero, v, (slot)`.
 //!

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! x86_64: one `add qword ptr gs:[off], v` per add.
 //!
 //! Each CPU's GS base holds that CPU's block of the zone, so the same offset names a different

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! The x86_64 rseq critical section of `pcpu_counter::rseq::Counter::add` (included with
 //! `#[path]` by `src/rseq/counter.rs`).
 //!

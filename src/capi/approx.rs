@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! `struct pcpu_approx`: the approximate counter ([`crate::ApproxCounter`]) from C.
 //!
 //! The caller owns the struct (static, embedded or on its heap); `pcpu_approx_init` gives it

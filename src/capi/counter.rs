@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! `counter_u64_*` and the arrays, with FreeBSD's names.
 
 use core::ffi::c_int;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! `COUNTER_U64_DEFINE_EARLY(name)` from C: counters defined at file scope, usable before the
 //! zone exists, as FreeBSD's `sys/counter.h` allows.
 //!

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! Group reads from C: a run of counters read CPU by CPU in one pass.
 
 use core::ffi::c_int;

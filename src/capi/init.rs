@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! Making the C ABI's zone: `pcpu_zone_init` (and the host simulation's
 //! `pcpu_sim_machine_new`) check that the zone fits the C ABI ([`fits_c`]), install it, and
 //! move every `COUNTER_U64_DEFINE_EARLY` counter's early count into a slot of it

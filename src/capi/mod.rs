@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! The C ABI (feature `capi`): counter(9) with FreeBSD's names, for kernels written in C.
 //!
 //! The header is `include/pcpu_counter.h`, generated from these items by `cbindgen` (and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! `counter_enter()` / `counter_exit()` from C: FreeBSD's nullary form, with the nesting kept
 //! per CPU (as FreeBSD's `critical_enter` keeps it per thread), and the explicit-state form
 //! `pcpu_counter_enter_state` / `pcpu_counter_exit_state`.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! `counter_ratecheck` from C, with FreeBSD's `struct counter_rate` and a tick hook.
 
 use crate::atomic::{AtomicU32, AtomicUsize, Ordering};

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! The counter registry from C: FreeBSD's `SYSCTL_ADD_COUNTER_U64` and
 //! `SYSCTL_ADD_COUNTER_U64_ARRAY`, read by a walk (a sysctl read) and zeroed by name (a
 //! sysctl write).

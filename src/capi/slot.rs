@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! `counter_u64_t`: a counter is its slot, so the C handle is the slot's offset from the
 //! per-CPU register, as a pointer-sized value. No table, no allocation, no claim.
 //!

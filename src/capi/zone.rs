@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! The C ABI's zone: which zone it is ([`current_zone`]), what a `counter_u64_t` names in it
 //! ([`target`], [`resolve`]), what it holds, and the per-CPU register setup from C. Making
 //! the zone is `init.rs`. The other C ABI files look the zone and their counters up here; of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! The registry's unit tests' fixture: one statistic of each kind, with values, and a
 //! registry that names them.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! A named registry of counters, the analogue of FreeBSD's `SYSCTL_COUNTER_U64` and
 //! `SYSCTL_COUNTER_U64_ARRAY`: read is fetch, write is zero.
 //!

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! Reading a [`Registry`]'s values: the [`snapshot`](Registry::snapshot) iterator of
 //! [`Stat`]s, the group reads ([`read_into`](Registry::read_into),
 //! [`fetch_and_zero_into`](Registry::fetch_and_zero_into)) and their [`Values`] with the

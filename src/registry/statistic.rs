@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! [`Statistic`]: what a [`Registry`](super::Registry) can name, and the crate's three
 //! statistics: a [`Counter`], an [`EarlyCounter`] and a [`CounterArray`].
 

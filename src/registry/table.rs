@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! The [`Registry`] itself: its fixed-size table of names, registration, lookup and zero by
 //! name, and [`RegistryError`]. Reading the table's values is `read.rs`'s part.
 

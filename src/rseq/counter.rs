@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! The user-space counter handle and its add.
 
 use core::mem::ManuallyDrop;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! The add's fast path: two packed words, one load each.
 //!
 //! Every add needs the process's rseq values (the area's offset from the thread pointer, which

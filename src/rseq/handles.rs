@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! Counters that need no borrow: [`StaticCounter`] (a `static`, allocated on first use from
 //! the process-wide zone) and [`OwnedCounter`] (a counter that keeps its zone alive).
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! Per-CPU counters for ordinary Linux programs, through restartable sequences (feature
 //! `rseq`; Linux on x86_64 and aarch64).
 //!

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! Finding the thread's rseq area, registering it where glibc did not, and choosing the add
 //! path once per process.
 //!

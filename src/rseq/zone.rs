@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! The user-space zone: `nslots + 1` page-aligned blocks on one lazily backed anonymous
 //! mapping, under the core [`Zone`](crate::Zone).
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! A small C API to the host simulation (features `sim` and `capi`), for C test programs:
 //! `pcpu_sim_machine_new` makes the process's machine and installs its zone as the C ABI's
 //! zone (the global zone, as `pcpu_zone_init` does), `pcpu_sim_bind`/`pcpu_sim_unbind` take

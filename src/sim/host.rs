@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! The simulation's answers to the platform's questions (`src/platform.rs` takes them from
 //! here, and only from here): the current CPU, its per-CPU base, local protection, the add's
 //! check, and where a zone's area lives. Each is a thread-local read, inline.

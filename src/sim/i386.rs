@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! i386 under the simulation: `%fs` of a bound thread is a segment whose base is the CPU's
 //! block; and the test controls of the i386 primitives.
 //!

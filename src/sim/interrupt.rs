@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! Simulated interrupts (a signal delivered to the thread on a simulated CPU) and the local
 //! protection that masks them.
 

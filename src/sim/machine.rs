@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! Simulated machines and the exclusive hold of a simulated CPU.
 
 use core::marker::PhantomData;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! Host mode (feature `sim`): simulated CPUs on threads, so `cargo test` runs the real arch
 //! primitives.
 //!

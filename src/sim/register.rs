@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 //! Binding a thread to a simulated CPU points its per-CPU register at the CPU's block, with
 //! the host's own calls: on x86_64 the real GS base (`arch_prctl(ARCH_SET_GS)`: glibc keeps
 //! TLS in FS, so the real `add gs:[off]` runs), on i386 a `%fs` segment (`i386.rs`). Where a

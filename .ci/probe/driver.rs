@@ -35,7 +35,7 @@ fn main() {
     let mut blocks = vec![0u64; 2 * 16];
     let mut meta = [0u64; 17];
     let layout = ZoneLayout::dense(blocks.as_mut_ptr() as usize, 128, 2);
-    let mut made = vec![
+    let made = vec![
         ("Zone::new", Zone::new(&MEMORY).map(drop)),
         (
             "Zone::from_raw_parts",
@@ -44,7 +44,11 @@ fn main() {
         ),
     ];
     #[cfg(feature = "alloc")]
-    made.push(("Zone::with_capacity", Zone::with_capacity(2, 16).map(drop)));
+    let made = {
+        let mut made = made;
+        made.push(("Zone::with_capacity", Zone::with_capacity(2, 16).map(drop)));
+        made
+    };
     for (what, result) in made {
         if cfg!(feature = "sim") {
             assert_eq!(result, Ok(()), "{what} under sim");

@@ -75,11 +75,6 @@
 // No zone is installed yet (Rust: `Error::NotInstalled`).
 #define PCPU_ENOTINSTALLED -12
 
-#if defined(PCPU_COUNTER_SIM)
-// The thread already holds a simulated CPU (host simulation only: `Error::AlreadyBound`).
-#define PCPU_EBOUND -13
-#endif
-
 // An invalid argument: a NULL pointer, unknown `wait` flags, a zero length.
 #define PCPU_EINVAL -14
 
@@ -130,6 +125,11 @@
 
 // `pcpu_sysctl_export` flag: OpenMetrics 1.0 text (ending in `# EOF`), not Prometheus 0.0.4.
 #define PCPU_EXPORT_OPENMETRICS 2
+
+#if defined(PCPU_COUNTER_SIM)
+// The thread already holds a simulated CPU (`pcpu_sim_bind` only; Rust: `AlreadyBound`).
+#define PCPU_EBOUND -13
+#endif
 
 // Opaque, never dereferenced: a counter_u64_t's value is its slot's offset.
 typedef struct pcpu_counter pcpu_counter;

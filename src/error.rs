@@ -81,9 +81,8 @@ pub enum Error {
     AlreadyInstalled,
     /// No global zone is installed yet (see [`install`](crate::freebsd::install)).
     NotInstalled,
-    /// The calling thread is already bound to a simulated CPU (host simulation only: the
-    /// variant exists with feature `sim`).
-    #[cfg(feature = "sim")]
+    /// The calling thread is already bound to a simulated CPU (returned only by the host
+    /// simulation's `Machine::bind`).
     AlreadyBound,
     /// The zone was asked for more counters than it can hold.
     CapacityTooLarge {
@@ -194,7 +193,6 @@ impl fmt::Display for Error {
             Error::MemoryInUse => write!(f, "this zone memory already backs a zone"),
             Error::AlreadyInstalled => write!(f, "the global zone is already installed"),
             Error::NotInstalled => write!(f, "no global zone is installed"),
-            #[cfg(feature = "sim")]
             Error::AlreadyBound => write!(f, "this thread is already bound to a simulated CPU"),
             Error::CapacityTooLarge { counters, max } => write!(
                 f,

@@ -31,11 +31,6 @@ pub const PCPU_EINUSE: c_int = -10;
 pub const PCPU_EINSTALLED: c_int = -11;
 /// No zone is installed yet (Rust: `Error::NotInstalled`).
 pub const PCPU_ENOTINSTALLED: c_int = -12;
-/// The thread already holds a simulated CPU (host simulation only: `Error::AlreadyBound`).
-///
-/// The header declares it under `PCPU_COUNTER_SIM`; -13 is no other code's.
-#[cfg(feature = "sim")]
-pub const PCPU_EBOUND: c_int = -13;
 /// An invalid argument: a NULL pointer, unknown `wait` flags, a zero length.
 pub const PCPU_EINVAL: c_int = -14;
 /// A failure this version of the header has no code for.
@@ -75,8 +70,6 @@ pub(crate) fn code(e: Error) -> c_int {
         Error::MemoryInUse => PCPU_EINUSE,
         Error::AlreadyInstalled => PCPU_EINSTALLED,
         Error::NotInstalled => PCPU_ENOTINSTALLED,
-        #[cfg(feature = "sim")]
-        Error::AlreadyBound => PCPU_EBOUND,
         Error::NotInZone { .. } => PCPU_EINVAL,
         Error::BadBatch { .. } => PCPU_EINVAL,
         #[allow(unreachable_patterns)] // Variants added later map here until given a code.
@@ -107,8 +100,6 @@ pub extern "C" fn pcpu_strerror(err: c_int) -> *const c_char {
         PCPU_EINUSE => c"zone memory already in use",
         PCPU_EINSTALLED => c"already installed",
         PCPU_ENOTINSTALLED => c"no zone installed",
-        #[cfg(feature = "sim")]
-        PCPU_EBOUND => c"thread already bound to a simulated CPU",
         PCPU_EINVAL => c"invalid argument",
         PCPU_EOTHER => c"an error this header has no code for",
         PCPU_EAREAMISMATCH => {
@@ -168,8 +159,6 @@ mod tests {
             (Error::MemoryInUse, PCPU_EINUSE),
             (Error::AlreadyInstalled, PCPU_EINSTALLED),
             (Error::NotInstalled, PCPU_ENOTINSTALLED),
-            #[cfg(feature = "sim")]
-            (Error::AlreadyBound, PCPU_EBOUND),
             (Error::NotInZone { offset: 8, len: 2 }, PCPU_EINVAL),
             (Error::OutOfMemory { bytes: usize::MAX }, PCPU_EOTHER),
         ];

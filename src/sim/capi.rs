@@ -11,6 +11,13 @@ use std::sync::OnceLock;
 
 use super::{Bound, Machine};
 use crate::capi::{code, PCPU_EINSTALLED, PCPU_ENOTINSTALLED, PCPU_OK};
+use crate::Error;
+
+/// The thread already holds a simulated CPU (`pcpu_sim_bind` only; Rust: `AlreadyBound`).
+///
+/// The simulation's code, not the product's: the header declares it under `PCPU_COUNTER_SIM`,
+/// and -13 is no other code's.
+pub const PCPU_EBOUND: c_int = -13;
 
 static MACHINE: OnceLock<&'static Machine> = OnceLock::new();
 
@@ -92,6 +99,7 @@ pub extern "C" fn pcpu_sim_bind(cpu: usize) -> c_int {
             BOUND.with(|b| *b.borrow_mut() = Some(bound));
             PCPU_OK
         }
+        Err(Error::AlreadyBound) => PCPU_EBOUND,
         Err(e) => code(e),
     }
 }

@@ -23,7 +23,9 @@ mod interrupt;
 mod machine;
 mod register;
 
-pub use interrupt::{interrupt_storm, missed_interrupts, Storm};
+pub use interrupt::{
+    interrupt_storm, interrupt_storm_until, interrupts_handled, missed_interrupts, Storm,
+};
 pub use machine::{Bound, Machine};
 
 #[cfg(test)]

@@ -200,10 +200,14 @@ fn storm<R>(work: impl FnOnce(&dyn Fn() -> Storm) -> R) -> (R, Storm) {
     let stop = AtomicBool::new(false);
     let raised = AtomicU64::new(0);
     let (taken_before, handled_before) = (TAKEN.with(Cell::get), HANDLED.with(Cell::get));
-    let so_far = || Storm {
-        raised: raised.load(Ordering::Relaxed),
-        taken: TAKEN.with(Cell::get) - taken_before,
-        handled: HANDLED.with(Cell::get) - handled_before,
+    let so_far = || {
+        // The counts are written by the signal handler on this thread: read them afresh.
+        core::sync::atomic::compiler_fence(Ordering::SeqCst);
+        Storm {
+            raised: raised.load(Ordering::Relaxed),
+            taken: TAKEN.with(Cell::get) - taken_before,
+            handled: HANDLED.with(Cell::get) - handled_before,
+        }
     };
     let result = std::thread::scope(|s| {
         let raiser = s.spawn(|| {

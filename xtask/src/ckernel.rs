@@ -192,12 +192,7 @@ impl CBuild {
             let mut cc = Command::new(self.cc.0);
             cc.args(COMMON_CFLAGS).args(self.cflags);
             // testbeds/protocol: protocol.h, the check protocol the Rust beds run too.
-            for dir in [
-                "include",
-                "testbeds/ckernel",
-                "testbeds/protocol",
-                "tests/c",
-            ] {
+            for dir in ["include", "testbeds/ckernel", "testbeds/protocol", "tests/c"] {
                 cc.arg("-I").arg(root.join(dir));
             }
             if self.broken {

@@ -1,9 +1,11 @@
 //! `cargo xtask qemu [x86_64|aarch64|i386|riscv64|riscv64-broken|c-x86_64|c-aarch64|c-i386|c-riscv64|c|all]`: builds the QEMU test
 //! kernels (`testbeds/kernel/` in Rust, boot code under its `boot/<arch>/`;
 //! `testbeds/ckernel/` in C only, its glue under its `boot/<arch>/`, booting through the Rust
-//! kernels' entry and linker script), boots each under `qemu-system-*` with a timeout, prints
-//! its serial output and fails on any `FAIL` line, a missing verdict, a wrong exit status or a
-//! hang.
+//! kernels' entry and linker script), boots each under `qemu-system-*`, prints its serial
+//! output and fails on any `FAIL` line, a missing verdict, a wrong exit status or a hang
+//! ([`BOOT_CPU_LIMIT`] of QEMU CPU time, or [`BOOT_SILENCE_LIMIT`] without a serial line:
+//! limits that a loaded host does not use up). Each failed run prints one line, `FAIL [qemu
+//! <run>] <what>`, where it fails and again at the end.
 //!
 //! The runs:
 //!

@@ -12,7 +12,7 @@ use std::cmp::Ordering;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering as MemOrdering};
 
 use common::Workload;
-use pcpu_counter::sim::{interrupt_storm, Machine};
+use pcpu_counter::sim::{interrupt_storm_until, Machine};
 use pcpu_counter::{ApproxCounter, Error};
 use proptest::prelude::*;
 
@@ -156,9 +156,16 @@ fn zeroes_racing_with_carries_lose_nothing() {
 
 /// Interrupts on the same CPU land between an add's `xadd` and its carry: every step of the
 /// slot's chain is carried once.
+///
+/// The storm lasts until 1000 interrupts ran the handler (a count, not a time), on a thread
+/// that holds CPU 1 throughout: an interrupt landing while it held none would run no handler.
 #[cfg(not(miri))]
 #[test]
 fn interrupts_between_an_add_and_its_carry_lose_nothing() {
+    const WANTED: u64 = 1000;
+    const STEP: u64 = 20_000;
+    /// Only turns a storm that never delivers into a failure instead of a hang.
+    const MAX_STEPS: u64 = 100_000;
     let machine = Machine::new(2);
     let c = ApproxCounter::new(machine.alloc().unwrap(), 16).unwrap();
     let in_handler = AtomicU64::new(0);
@@ -166,20 +173,28 @@ fn interrupts_between_an_add_and_its_carry_lose_nothing() {
         c.add(21);
         in_handler.fetch_add(1, MemOrdering::Relaxed);
     };
-    let mut taken = 0;
     let mut adds = 0u64;
-    machine.with_interrupt_handler(&handler, || {
-        // Until enough interrupts landed (a count, not a time).
-        while taken < 1000 {
-            let (_, storm) = interrupt_storm(|| {
-                machine.run_on(1, || (0..20_000).for_each(|_| c.add(7)));
-            });
-            adds += 20_000;
-            taken += storm.taken;
-        }
+    let (steps, storm) = machine.with_interrupt_handler(&handler, || {
+        machine.run_on(1, || {
+            interrupt_storm_until(MAX_STEPS, |storm| {
+                if storm.handled >= WANTED {
+                    return true;
+                }
+                (0..STEP).for_each(|_| c.add(7));
+                adds += STEP;
+                false
+            })
+        })
     });
     let handled = in_handler.load(MemOrdering::Relaxed);
-    assert!(handled > 0);
+    assert!(
+        handled >= WANTED,
+        "only {handled} interrupts ran the handler in {steps} steps ({storm:?}): proves nothing"
+    );
+    assert_eq!(
+        storm.handled, handled,
+        "every handled interrupt ran this handler"
+    );
     assert_eq!(c.precise(), 7 * adds + 21 * handled);
     assert_settled(&c, 2, "after the interrupt storm");
 }

@@ -1,64 +1,70 @@
 //! Simulated interrupts: a handler adds to the same counters, on the same CPU, while the
 //! interrupted thread is adding. Nothing may be lost; a racy add must be caught.
 
-use pcpu_counter::sim::{interrupt_storm, Machine};
+use pcpu_counter::sim::{interrupt_storm_until, Machine, Storm};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// Only turns a storm that never delivers into a failure instead of a hang: runs need a few
+/// dozen steps idle, and a few hundred under load.
+const MAX_STEPS: u64 = 200_000;
+
 /// On every CPU of `machine` at once, a thread under an interrupt storm calls `add` until the
-/// handlers (which call `add` too) have run at least `min_handled` times in all. Returns (adds
-/// the threads made, handler runs, interrupts taken).
+/// handler (which calls `add` too) has run at least its share of `min_handled` times on that
+/// CPU. Returns (adds the threads made, handler runs, interrupts taken).
 ///
-/// The bound is a count, not a time: on a loaded machine the thread that raises the
-/// interrupts may wait for a core, so a thread that saw no interrupt during a chunk of adds
-/// yields it, and the adds go on until the handlers have run often enough. `MAX_ADDS` only
-/// turns a broken storm (no interrupt ever delivered) into a failure instead of a hang; runs
-/// need a few hundred thousand adds idle, and a few million under load.
+/// The wait is for interrupts that ran the handler ([`Storm::handled`]), counted, not for
+/// interrupts raised or taken, nor for a time: on a loaded machine the thread raising them
+/// may wait for a core, and each step that saw none handled yields it
+/// ([`interrupt_storm_until`]).
 fn storm_on_every_cpu(
     machine: &Machine,
     min_handled: u64,
     add: &(dyn Fn() + Sync),
 ) -> (u64, u64, u64) {
-    const CHUNK: u64 = 10_000;
-    const MAX_ADDS: u64 = 2_000_000_000;
+    const STEP: u64 = 10_000;
     let handled = AtomicU64::new(0);
     let handler = |_cpu: usize| {
         add();
         handled.fetch_add(1, Ordering::Relaxed);
     };
+    let share = min_handled.div_ceil(machine.ncpus() as u64);
     let work = || {
         let mut adds = 0;
-        loop {
-            let before = handled.load(Ordering::Relaxed);
-            if before >= min_handled || adds >= MAX_ADDS {
-                return adds;
+        let (_, storm) = interrupt_storm_until(MAX_STEPS, |storm| {
+            if storm.handled >= share {
+                return true;
             }
-            (0..CHUNK).for_each(|_| add());
-            adds += CHUNK;
-            if handled.load(Ordering::Relaxed) == before {
-                std::thread::yield_now();
-            }
-        }
+            (0..STEP).for_each(|_| add());
+            adds += STEP;
+            false
+        });
+        (adds, storm)
     };
-    let (adds, taken) = machine.with_interrupt_handler(&handler, || {
+    let storms: Vec<(u64, Storm)> = machine.with_interrupt_handler(&handler, || {
         std::thread::scope(|s| {
             let threads: Vec<_> = (0..machine.ncpus())
                 .map(|cpu| {
                     let work = &work;
-                    s.spawn(move || machine.run_on(cpu, || interrupt_storm(work)))
+                    s.spawn(move || machine.run_on(cpu, work))
                 })
                 .collect();
-            threads
-                .into_iter()
-                .map(|t| t.join().unwrap())
-                .fold((0, 0), |(a, t), (adds, storm)| (a + adds, t + storm.taken))
+            threads.into_iter().map(|t| t.join().unwrap()).collect()
         })
     });
     let handled = handled.into_inner();
-    assert!(
-        handled >= min_handled,
-        "only {handled} interrupts were handled in {adds} adds: the storm proves nothing"
+    let adds = storms.iter().map(|(adds, _)| adds).sum();
+    let taken = storms.iter().map(|(_, storm)| storm.taken).sum();
+    let per_cpu: Vec<u64> = storms.iter().map(|(_, storm)| storm.handled).collect();
+    assert_eq!(
+        per_cpu.iter().sum::<u64>(),
+        handled,
+        "the storms' handled interrupts are the handler's runs"
     );
-    println!("{handled} interrupts handled in {adds} adds");
+    assert!(
+        per_cpu.iter().all(|&h| h >= share),
+        "interrupts handled per CPU {per_cpu:?} in {adds} adds, wanted {share} each: the storm proves nothing"
+    );
+    println!("{handled} interrupts handled ({per_cpu:?} per CPU) in {adds} adds");
     (adds, handled, taken)
 }
 
@@ -74,41 +80,67 @@ fn handler_adds_interleave_exactly() {
     assert_eq!(c.fetch(), adds + handled);
 }
 
+/// Under `counter_enter` (where the arch's add needs protection) no interrupt runs a handler,
+/// and one raised meanwhile runs at `counter_exit`. The guard is held until the storm has
+/// raised an interrupt after it was taken (a count of raises, not a time).
 #[test]
 fn protection_masks_interrupts() {
+    const STEP: u64 = 1_000;
     let machine = Machine::new(1);
     let c = machine.alloc().unwrap();
     let handled = AtomicU64::new(0);
     let handler = |_cpu: usize| {
         handled.fetch_add(1, Ordering::Relaxed);
     };
-    let mut held = false;
-    machine.with_interrupt_handler(&handler, || {
+    let (mut held, mut inside, mut adds, mut done) = (false, 0, 0u64, false);
+    let storm = machine.with_interrupt_handler(&handler, || {
         machine.run_on(0, || {
-            let (inside, storm) = interrupt_storm(|| {
-                let guard = pcpu_counter::freebsd::counter_enter();
-                held = guard.holds_protection();
-                let before = handled.load(Ordering::Relaxed);
-                for _ in 0..20_000 {
-                    c.add_protected(&guard, 1);
+            let mut guard = None;
+            // The storm's raises as first seen with the guard held.
+            let mut raised_under_guard = None;
+            let mut before = 0;
+            let (_, storm) = interrupt_storm_until(MAX_STEPS, |storm| {
+                match (&guard, raised_under_guard) {
+                    (None, _) => {
+                        let g = pcpu_counter::freebsd::counter_enter();
+                        held = g.holds_protection();
+                        before = handled.load(Ordering::Relaxed);
+                        guard = Some(g);
+                    }
+                    (Some(_), None) => raised_under_guard = Some(storm.raised),
+                    // Raise number `r + 2` began after raise `r + 1` ended, which was after
+                    // `r` was read with the guard held: it was raised under the guard.
+                    (Some(_), Some(r)) if storm.raised >= r + 2 => {
+                        inside = handled.load(Ordering::Relaxed) - before;
+                        pcpu_counter::freebsd::counter_exit(guard.take().unwrap());
+                        done = true;
+                        return true;
+                    }
+                    (Some(_), Some(_)) => {}
                 }
-                let during = handled.load(Ordering::Relaxed) - before;
-                pcpu_counter::freebsd::counter_exit(guard);
-                during
+                let g = guard.as_ref().unwrap();
+                (0..STEP).for_each(|_| c.add_protected(g, 1));
+                adds += STEP;
+                false
             });
-            assert!(storm.raised > 0 && storm.taken > 0);
-            if held {
-                assert_eq!(
-                    inside, 0,
-                    "an interrupt ran inside counter_enter/counter_exit"
-                );
-            } else {
-                // The arch's add needs no protection (x86_64, aarch64, i386 with CX8).
-                assert!(!pcpu_counter::arch::NAME.starts_with("portable"));
-            }
+            storm
         })
     });
-    assert_eq!(c.fetch(), 20_000);
+    assert!(done, "no interrupt raised under the guard in {adds} adds");
+    if held {
+        assert_eq!(
+            inside, 0,
+            "an interrupt ran inside counter_enter/counter_exit"
+        );
+    } else {
+        // The arch's add needs no protection (x86_64, aarch64, i386 with CX8).
+        assert!(!pcpu_counter::arch::NAME.starts_with("portable"));
+    }
+    assert!(
+        storm.handled > 0,
+        "the interrupt raised under the guard never ran: {storm:?}"
+    );
+    assert_eq!(c.fetch(), adds);
 }
 
 /// The same storm against a per-CPU add split into load, add and store (no single
@@ -133,8 +165,8 @@ fn storm_catches_a_racy_per_cpu_add() {
             )
         }
     };
-    // Each try is a storm of at least 2000 handled interrupts on both CPUs; a loss needs one
-    // to land between the load and the store. Tries, not time, bound the search.
+    // Each try is a storm of at least 2000 interrupts handled on the two CPUs; a loss needs
+    // one to land between the load and the store. Tries, not time, bound the search.
     const TRIES: usize = 200;
     let caught = (1..=TRIES).find_map(|try_| {
         let before = c.fetch();

@@ -12,6 +12,9 @@ use super::host::{protect, unprotect, IRQ};
 std::thread_local! {
     /// Interrupts this thread took (whether or not a handler ran).
     static TAKEN: Cell<u64> = const { Cell::new(0) };
+    /// Interrupts that ran a handler on this thread: they landed while it held a simulated
+    /// CPU of a machine with a handler. The count storms wait on (see [`interrupt_storm_until`]).
+    static HANDLED: Cell<u64> = const { Cell::new(0) };
 }
 
 /// Interrupts that arrived on a thread holding no simulated CPU, so no handler ran.
@@ -32,6 +35,7 @@ extern "C" fn on_irq(_signal: libc::c_int) {
                 // SAFETY: `with_interrupt_handler` keeps the handler alive until it has seen
                 // `handlers_running` at 0 after clearing the pointer.
                 unsafe { (*handler)(cpu) };
+                HANDLED.with(|h| h.set(h.get() + 1));
             }
             machine.handlers_running.fetch_sub(1, Ordering::SeqCst);
         }
@@ -114,24 +118,80 @@ impl Machine {
     }
 }
 
-/// What an [`interrupt_storm`] did.
+/// Interrupts that ran a handler on the calling thread so far (in all its storms): those that
+/// landed while it held a simulated CPU of a machine with a handler.
+pub fn interrupts_handled() -> u64 {
+    HANDLED.with(Cell::get)
+}
+
+/// What an [`interrupt_storm`] did (or has done so far, as [`interrupt_storm_until`] shows it
+/// to each step).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Storm {
     /// Signals sent to the working thread.
     pub raised: u64,
-    /// Interrupts the working thread took (signals that arrive while one is pending merge).
+    /// Interrupts the working thread took (signals that arrive while one is pending merge),
+    /// whether or not a handler ran: one that lands while the thread holds no simulated CPU
+    /// runs none.
     pub taken: u64,
+    /// Interrupts that ran a handler on the working thread: it held a simulated CPU of a
+    /// machine with a handler when they landed. The event a test waits for; `raised` and
+    /// `taken` are not (on a loaded machine they land between `run_on` calls, or not at all
+    /// while the raiser waits for a core).
+    pub handled: u64,
 }
 
 /// Runs `work` on the calling thread while another thread interrupts it as fast as it can.
 ///
 /// Handlers run as [`Machine::with_interrupt_handler`] set them up, on the simulated CPU the
 /// thread holds when each interrupt lands. The storm stops, and every interrupt has been taken
-/// or merged, before this returns.
+/// or merged, before this returns. How many interrupts land is up to the host's scheduler
+/// (none, on a loaded machine, during a short `work`): a test that needs interrupts handled
+/// uses [`interrupt_storm_until`], which waits for them by count.
 ///
 /// # Panics
 /// Under Miri, which cannot send or take signals.
 pub fn interrupt_storm<R>(work: impl FnOnce() -> R) -> (R, Storm) {
+    storm(|_| work())
+}
+
+/// Runs `step` again and again on the calling thread under one interrupt storm, until it
+/// returns `true` or `max_steps` steps ran; returns the steps run and the storm.
+///
+/// Each step gets the storm so far, so it can stop once the event it needs has happened,
+/// counted: [`Storm::handled`] (interrupts that ran a handler on this thread), or a count of
+/// its own. A step that saw no interrupt handled yields the core: on a loaded machine the
+/// thread raising them may be waiting for it. `max_steps` is not a time: it only turns a
+/// storm that can never deliver into a failure (the caller checks its count) instead of a
+/// hang, so make it far more steps than an idle machine needs.
+///
+/// Run it on a thread that holds a simulated CPU for the whole storm (inside
+/// [`Machine::run_on`] or a [`Machine::bind`]): an interrupt that lands while the thread holds
+/// none runs no handler, and the yields between steps, where a starved raiser gets the core,
+/// are where most interrupts land on a loaded machine.
+///
+/// # Panics
+/// Under Miri, which cannot send or take signals.
+pub fn interrupt_storm_until(max_steps: u64, mut step: impl FnMut(&Storm) -> bool) -> (u64, Storm) {
+    let (steps, storm) = storm(|so_far| {
+        let mut steps = 0;
+        while steps < max_steps {
+            let before = so_far();
+            if step(&before) {
+                break;
+            }
+            steps += 1;
+            if so_far().handled == before.handled {
+                std::thread::yield_now();
+            }
+        }
+        steps
+    });
+    (steps, storm)
+}
+
+/// The storm itself: `work` gets a function that reads the storm so far.
+fn storm<R>(work: impl FnOnce(&dyn Fn() -> Storm) -> R) -> (R, Storm) {
     if cfg!(miri) {
         panic!("interrupt_storm: simulated interrupts are signals, which Miri does not support");
     }
@@ -139,36 +199,46 @@ pub fn interrupt_storm<R>(work: impl FnOnce() -> R) -> (R, Storm) {
     // SAFETY: pthread_self has no preconditions.
     let target = unsafe { libc::pthread_self() };
     let stop = AtomicBool::new(false);
-    let started = AtomicBool::new(false);
-    let taken_before = TAKEN.with(Cell::get);
-    let (result, raised) = std::thread::scope(|s| {
+    let raised = AtomicU64::new(0);
+    let (taken_before, handled_before) = (TAKEN.with(Cell::get), HANDLED.with(Cell::get));
+    let so_far = || {
+        // The counts are written by the signal handler on this thread: read them afresh.
+        core::sync::atomic::compiler_fence(Ordering::SeqCst);
+        Storm {
+            raised: raised.load(Ordering::Relaxed),
+            taken: TAKEN.with(Cell::get) - taken_before,
+            handled: HANDLED.with(Cell::get) - handled_before,
+        }
+    };
+    let result = std::thread::scope(|s| {
         let raiser = s.spawn(|| {
-            let mut raised = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 // SAFETY: `target` is the thread running `work`, which stays alive (it joins
                 // this thread below) until `stop` is set and this loop has ended.
                 let rc = unsafe { libc::pthread_kill(target, IRQ) };
                 assert_eq!(rc, 0, "pthread_kill failed");
-                raised += 1;
-                started.store(true, Ordering::Release);
+                raised.fetch_add(1, Ordering::Release);
+                // On a core it shares with the target, give the target the core to take this
+                // one (signals raised while one is pending merge); alone on a core, this returns
+                // at once.
+                std::thread::yield_now();
             }
-            raised
         });
         // The storm is on before the work starts.
-        while !started.load(Ordering::Acquire) {
+        while raised.load(Ordering::Acquire) == 0 {
             std::thread::yield_now();
         }
-        let result = work();
+        let result = work(&so_far);
         stop.store(true, Ordering::Relaxed);
-        (result, raiser.join().expect("interrupt raiser panicked"))
+        raiser.join().expect("interrupt raiser panicked");
+        result
     });
     // A signal still pending is taken at the latest when it is unblocked; make sure it is by
     // passing through a point where it is deliverable.
     let state = protect();
     // SAFETY: the matching `protect` just above.
     unsafe { unprotect(state) };
-    let taken = TAKEN.with(Cell::get) - taken_before;
-    (result, Storm { raised, taken })
+    (result, so_far())
 }
 
 #[cfg(test)]
@@ -176,7 +246,10 @@ mod tests {
     use super::*;
     use core::sync::atomic::AtomicU64;
 
-    /// Local protection under simulation really masks the interrupt, and nests.
+    /// Local protection under simulation really masks the interrupt, and nests: a storm run
+    /// entirely inside two `protect`s raises at least once (it starts its work only after the
+    /// first raise) and runs no handler; the inner release keeps the mask; the outer one takes
+    /// the pending interrupt. Every step is an event, none a time.
     #[test]
     #[cfg_attr(
         miri,
@@ -188,36 +261,39 @@ mod tests {
         let handler = |_cpu: usize| {
             handled.fetch_add(1, Ordering::Relaxed);
         };
-        let spin = || {
-            (0..300_000u64).for_each(|i| {
-                core::hint::black_box(i);
-            })
-        };
         machine.with_interrupt_handler(&handler, || {
             machine.run_on(0, || {
-                let ((masked, unmasked), _) = interrupt_storm(|| {
-                    let outer = protect();
-                    let inner = protect();
-                    let before = handled.load(Ordering::Relaxed);
-                    spin();
-                    // SAFETY: LIFO release of the two `protect`s above.
-                    unsafe { unprotect(inner) };
-                    spin(); // still inside `outer`
-                    let masked = handled.load(Ordering::Relaxed) - before;
-                    // SAFETY: as above.
-                    unsafe { unprotect(outer) };
-                    // Unmasked, an interrupt lands soon (bounded, in case the raiser starves).
-                    let before = handled.load(Ordering::Relaxed);
-                    let mut spins = 0u64;
-                    while handled.load(Ordering::Relaxed) == before && spins < 4_000_000_000 {
-                        spins = core::hint::black_box(spins + 1);
-                    }
-                    (masked, handled.load(Ordering::Relaxed) - before)
+                let outer = protect();
+                let inner = protect();
+                let ((), storm) = interrupt_storm(|| {
+                    (0..100_000u64).for_each(|i| {
+                        core::hint::black_box(i);
+                    })
                 });
-                assert_eq!(masked, 0, "an interrupt ran under protection");
+                assert!(storm.raised > 0, "the storm raised nothing");
+                assert_eq!(
+                    (storm.taken, storm.handled),
+                    (0, 0),
+                    "taken under protection"
+                );
+                // SAFETY: LIFO release of the two `protect`s above.
+                unsafe { unprotect(inner) };
+                assert_eq!(
+                    handled.load(Ordering::Relaxed),
+                    0,
+                    "the inner release unmasked"
+                );
+                let before = interrupts_handled();
+                // SAFETY: as above.
+                unsafe { unprotect(outer) };
+                // The interrupt raised under protection is taken as the mask lifts.
                 assert!(
-                    unmasked > 0,
-                    "no interrupt landed while unmasked: the test proves nothing"
+                    handled.load(Ordering::Relaxed) > 0,
+                    "the pending interrupt was lost"
+                );
+                assert_eq!(
+                    interrupts_handled() - before,
+                    handled.load(Ordering::Relaxed)
                 );
             })
         });

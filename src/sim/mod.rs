@@ -12,8 +12,11 @@
 //! Migration is leaving one CPU and taking another ([`Bound::migrate`]). Simulated
 //! interrupts are signals: [`Machine::with_interrupt_handler`] names a handler that runs on
 //! the interrupted thread, on the simulated CPU it holds, and [`interrupt_storm`] fires them
-//! at a thread as fast as the host can while it works. Local protection (the platform hook
-//! behind `counter_enter` and the fallback paths) blocks them, as disabling interrupts would.
+//! at a thread as fast as the host can while it works; [`interrupt_storm_until`] keeps the
+//! storm on until the caller's count is reached, such as [`Storm::handled`], the interrupts
+//! that ran a handler (on a loaded host, raised or taken ones may have run none). Local
+//! protection (the platform hook behind `counter_enter` and the fallback paths) blocks them,
+//! as disabling interrupts would.
 
 #[cfg(pcpu_c_abi)]
 pub mod capi;
@@ -24,7 +27,9 @@ mod interrupt;
 mod machine;
 mod register;
 
-pub use interrupt::{interrupt_storm, missed_interrupts, Storm};
+pub use interrupt::{
+    interrupt_storm, interrupt_storm_until, interrupts_handled, missed_interrupts, Storm,
+};
 pub use machine::{Bound, Machine};
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! Shared test harness: a tiny PRNG and a random workload on simulated CPUs.
 #![allow(dead_code)] // Each test file uses part of it.
 
-use pcpu_counter::sim::Machine;
+use pcpu_counter::sim::{interrupt_storm_until, Machine};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// xorshift64*: deterministic, dependency-free randomness for the tests.
@@ -105,9 +105,14 @@ pub fn disassemble(objdumps: &[&str], extra: &[&str], symbol: &str) -> Vec<Strin
         .collect()
 }
 
-/// Under an interrupt storm on CPU 0, calls `add(&handled)` until it returns true or
-/// `max_adds` calls; the handler adds 2^32 to `c` through `Counter::add` (so its adds land in
-/// the high half). Returns (adds, handled).
+/// Under an interrupt storm on CPU 0, calls `add(&handled)` until it returns true (the event
+/// the caller waits for, which it counts itself: retries, handler runs, a loss) or `max_adds`
+/// calls; the handler adds 2^32 to `c` through `Counter::add` (so its adds land in the high
+/// half) and counts its runs in `handled`. Returns (adds, handled).
+///
+/// The storm is [`interrupt_storm_until`]'s: steps of [`STORM_STEP`] adds, and a step that saw
+/// no interrupt run the handler yields the core (on a loaded machine the raiser may be waiting
+/// for it). `max_adds` only turns a storm that never delivers into a failure, not a hang.
 pub fn storm_on_cpu0(
     machine: &Machine,
     c: &pcpu_counter::Counter<'_>,
@@ -119,34 +124,37 @@ pub fn storm_on_cpu0(
         c.add(1 << 32);
         handled.fetch_add(1, Ordering::Relaxed);
     };
-    let adds = machine.with_interrupt_handler(&handler, || {
+    let (adds, storm) = machine.with_interrupt_handler(&handler, || {
         machine.run_on(0, || {
-            let (adds, storm) = pcpu_counter::sim::interrupt_storm(|| {
-                let mut adds = 0u64;
-                let mut seen = 0;
-                while adds < max_adds {
+            let mut adds = 0u64;
+            let (_, storm) = interrupt_storm_until(max_adds.div_ceil(STORM_STEP), |_| {
+                for _ in 0..STORM_STEP {
                     adds += 1;
                     if add(&handled) {
-                        break;
-                    }
-                    // On a loaded machine the thread raising the interrupts may be waiting for
-                    // this core: yield it when a stretch of adds saw no interrupt.
-                    if adds.is_multiple_of(4096) {
-                        let now = handled.load(Ordering::Relaxed);
-                        if now == seen {
-                            std::thread::yield_now();
-                        }
-                        seen = now;
+                        return true;
                     }
                 }
-                adds
+                false
             });
-            assert!(storm.taken > 0, "no interrupt taken");
-            adds
+            (adds, storm)
         })
     });
-    (adds, handled.into_inner())
+    let handled = handled.into_inner();
+    assert_eq!(
+        storm.handled, handled,
+        "every interrupt handled on CPU 0 ran this handler"
+    );
+    assert!(
+        handled > 0,
+        "no interrupt handled in {adds} adds ({} raised, {} taken)",
+        storm.raised,
+        storm.taken
+    );
+    (adds, handled)
 }
+
+/// Adds per step of [`storm_on_cpu0`]'s storm.
+pub const STORM_STEP: u64 = 1024;
 
 /// A deliberately broken counter: one shared value updated with a plain load and store, as a
 /// racy `+=` would. The harness must catch it losing adds.

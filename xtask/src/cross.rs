@@ -103,6 +103,8 @@ struct Outcome {
     /// builds.
     tests: Option<(u64, u64, u64, u64)>,
     seconds: f64,
+    /// One `FAIL [cross <step>] ...` line per thing that failed.
+    failures: Vec<String>,
 }
 
 pub fn run(args: &[String]) -> Result<(), String> {
@@ -330,11 +332,14 @@ pub fn run(args: &[String]) -> Result<(), String> {
         let outcome = match make() {
             Err(missing) => {
                 println!("    cannot run: {missing}");
+                let failure = format!("FAIL [cross {name}] cannot run: {missing}");
+                println!("{failure}");
                 Outcome {
                     name: name.clone(),
                     ok: false,
                     tests: None,
                     seconds: 0.0,
+                    failures: vec![failure],
                 }
             }
             Ok(cmd) => run_step(name, cmd, step_started),
@@ -359,6 +364,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
         );
     }
     println!("    total {:.1}s", started.elapsed().as_secs_f64());
+    // The failures again, last in the log: one line each, naming the step and the test.
+    for line in outcomes.iter().flat_map(|o| &o.failures) {
+        println!("{line}");
+    }
     let failed: Vec<&str> = outcomes
         .iter()
         .filter(|o| !o.ok)
@@ -414,22 +423,27 @@ fn test_command(tc: &Toolchain, dir: &PathBuf, skip: &[&str], extra: &[&str]) ->
     cmd
 }
 
-/// Runs one step, prints its test results (and all output on failure).
+/// Runs one step, prints its test results, and on failure all its output, then one
+/// `FAIL [cross <step>] <test binary> <test>` line per failed test (or per test binary that
+/// crashed, or for a build that failed), so that one line of a log says what broke.
 fn run_step(name: &str, mut cmd: Command, started: Instant) -> Outcome {
     cmd.current_dir(toolchain::repo_root());
-    let output = cmd.output();
+    // stdout and stderr into one file, in order: cargo names each test binary on stderr
+    // (`Running tests/x.rs`) before the binary's results on stdout.
+    let log = std::env::temp_dir().join(format!("xtask-cross-{}.log", std::process::id()));
+    let output = std::fs::File::create(&log).and_then(|file| {
+        cmd.stdout(file.try_clone()?).stderr(file);
+        cmd.status()
+    });
     let seconds = started.elapsed().as_secs_f64();
     let (ok, text) = match output {
-        Ok(out) => (
-            out.status.success(),
-            format!(
-                "{}{}",
-                String::from_utf8_lossy(&out.stderr),
-                String::from_utf8_lossy(&out.stdout)
-            ),
+        Ok(status) => (
+            status.success(),
+            String::from_utf8_lossy(&std::fs::read(&log).unwrap_or_default()).into_owned(),
         ),
         Err(e) => (false, format!("could not start {cmd:?}: {e}")),
     };
+    let _ = std::fs::remove_file(&log);
     let is_test = text.contains("test result:");
     let mut totals = (0, 0, 0, 0);
     for line in text.lines().filter(|l| l.starts_with("test result:")) {
@@ -444,6 +458,7 @@ fn run_step(name: &str, mut cmd: Command, started: Instant) -> Outcome {
         totals.2 += field("ignored");
         totals.3 += field("filtered out");
     }
+    let mut failures = Vec::new();
     if ok {
         if is_test {
             println!(
@@ -455,11 +470,94 @@ fn run_step(name: &str, mut cmd: Command, started: Instant) -> Outcome {
         }
     } else {
         println!("    FAILED in {seconds:.1}s; output:\n{text}");
+        failures = failed_tests(&text)
+            .into_iter()
+            .map(|what| format!("FAIL [cross {name}] {what}"))
+            .collect();
+        for line in &failures {
+            println!("{line}");
+        }
     }
     Outcome {
         name: name.to_string(),
         ok,
         tests: is_test.then_some(totals),
         seconds,
+        failures,
+    }
+}
+
+/// What failed, from a step's output in order: `<test binary> <test>` for each `test ...
+/// FAILED` line (the binary as cargo's `Running` line names it, e.g. `tests/approx.rs`),
+/// `<test binary> crashed: ...` for a binary that died without a verdict, or the first
+/// build error; else the step's last line.
+fn failed_tests(text: &str) -> Vec<String> {
+    let mut binary = "?";
+    let mut verdicts = 0;
+    let mut failed = Vec::new();
+    for line in text.lines() {
+        let line = line.trim_end();
+        if let Some(rest) = line.trim_start().strip_prefix("Running ") {
+            // `Running tests/x.rs (target/...)` or `Running unittests src/lib.rs (...)`.
+            let rest = rest.strip_prefix("unittests ").unwrap_or(rest);
+            binary = rest.split(" (").next().unwrap_or(rest);
+            verdicts = 0;
+        } else if let Some(test) = line
+            .strip_prefix("test ")
+            .and_then(|l| l.strip_suffix(" ... FAILED"))
+        {
+            failed.push(format!("{binary} {test}"));
+            verdicts += 1;
+        } else if line.starts_with("test result:") {
+            verdicts += 1;
+        } else if line.contains("process didn't exit successfully") && verdicts == 0 {
+            failed.push(format!("{binary} crashed: {}", line.trim_start()));
+        } else if (line.starts_with("error[") || line.starts_with("error: could not compile"))
+            && failed.is_empty()
+        {
+            failed.push(format!("build: {line}"));
+        }
+    }
+    if failed.is_empty() {
+        let last = text
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("no output");
+        failed.push(format!("(no failed test named) {}", last.trim()));
+    }
+    failed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::failed_tests;
+
+    #[test]
+    fn failures_are_named_by_binary_and_test() {
+        let text = "\
+     Running unittests src/lib.rs (target/x/deps/pcpu_counter-1)
+test result: ok. 3 passed; 0 failed
+     Running tests/arch_aarch64.rs (target/x/deps/arch_aarch64-2)
+test interrupts_inside_the_llsc_loop_are_retried_exactly ... FAILED
+test the_storm_catches_a_racy_load_add_store ... ok
+test result: FAILED. 1 passed; 1 failed
+     Running tests/zero.rs (target/x/deps/zero-3)
+error: test failed, to rerun pass `--test zero`
+Caused by:
+  process didn't exit successfully: `qemu-aarch64 zero-3` (signal: 11, SIGSEGV: invalid memory reference)
+";
+        assert_eq!(
+            failed_tests(text),
+            [
+                "tests/arch_aarch64.rs interrupts_inside_the_llsc_loop_are_retried_exactly",
+                "tests/zero.rs crashed: process didn't exit successfully: `qemu-aarch64 zero-3` \
+                 (signal: 11, SIGSEGV: invalid memory reference)",
+            ]
+        );
+        assert_eq!(
+            failed_tests("error[E0425]: cannot find value `x`\nerror: could not compile"),
+            ["build: error[E0425]: cannot find value `x`"]
+        );
     }
 }

@@ -1,9 +1,11 @@
 //! `cargo xtask qemu [x86_64|aarch64|i386|riscv64|riscv64-broken|c-x86_64|c-aarch64|c-i386|c-riscv64|c|all]`: builds the QEMU test
 //! kernels (`testbeds/kernel/` in Rust, boot code under its `boot/<arch>/`;
 //! `testbeds/ckernel/` in C only, its glue under its `boot/<arch>/`, booting through the Rust
-//! kernels' entry and linker script), boots each under `qemu-system-*` with a timeout, prints
-//! its serial output and fails on any `FAIL` line, a missing verdict, a wrong exit status or a
-//! hang.
+//! kernels' entry and linker script), boots each under `qemu-system-*`, prints its serial
+//! output and fails on any `FAIL` line, a missing verdict, a wrong exit status or a hang
+//! ([`BOOT_CPU_LIMIT`] of QEMU CPU time, or [`BOOT_SILENCE_LIMIT`] without a serial line:
+//! limits that a loaded host does not use up). Each failed run prints one line, `FAIL [qemu
+//! <run>] <what>`, where it fails and again at the end.
 //!
 //! The runs:
 //!
@@ -47,8 +49,14 @@ use crate::toolchain::{self, Std};
 // --- Cortex-M firmware (testbeds/firmware/, boot code in its boot/): its builds and boots live there. ---
 mod cortexm;
 
-/// A hung kernel is killed after this long and counts as a failure.
-const BOOT_TIMEOUT: Duration = Duration::from_secs(120);
+/// A kernel is killed as hung, and its run fails, once QEMU has used this much host CPU time:
+/// a measure of the guest's progress whatever the host's load (a kernel spinning in a hang
+/// burns it; a loaded host only makes it take longer). A boot uses a few seconds.
+const BOOT_CPU_LIMIT: Duration = Duration::from_secs(120);
+
+/// ... or once the kernel printed no line for this long of wall time (a hang that halts burns
+/// no CPU). Each check prints a line; on a loaded host one check can take minutes.
+const BOOT_SILENCE_LIMIT: Duration = Duration::from_secs(600);
 
 /// Bare-metal link flags shared by every kernel (GNU ld, no libc, 4 KiB segment alignment).
 const LINK_FLAGS: &str =
@@ -444,21 +452,34 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
     let mut failed = Vec::new();
     let mut passed = Vec::new();
+    // One line per failed run, `FAIL [qemu <run>] <what>`, printed where it happens and again
+    // at the end, so that one line of a log says what broke.
+    let mut fail = |run: &str, why: &str| {
+        let first = why.lines().next().unwrap_or("failed");
+        let line = format!("FAIL [qemu {run}] {first}");
+        if why.contains('\n') {
+            eprintln!("[{run}] {why}");
+        }
+        println!("{line}");
+        failed.push(line);
+    };
     for (build, boots) in &plan {
         // A kernel that does not build fails its runs; the other kernels still run.
         let kernel = match build.build() {
             Ok(kernel) => kernel,
             Err(why) => {
-                eprintln!("[{}] FAILED: {why}", build.name());
-                failed.extend(boots.iter().map(|boot| boot.name));
+                for boot in boots {
+                    fail(boot.name, &format!("build of {}: {why}", build.name()));
+                }
                 continue;
             }
         };
         if let Kernel::Rust(rust) = build {
             if rust.target.starts_with("riscv64") {
                 if let Err(why) = check_riscv64_add(rust, &kernel) {
-                    eprintln!("[{}] FAILED: {why}", rust.name);
-                    failed.extend(boots.iter().map(|boot| boot.name));
+                    for boot in boots {
+                        fail(boot.name, &format!("kernel add: {why}"));
+                    }
                     continue;
                 }
             }
@@ -466,10 +487,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         for boot in boots {
             match boot_kernel(boot, &kernel) {
                 Ok(seconds) => passed.push(format!("{} ({seconds:.1} s)", boot.name)),
-                Err(why) => {
-                    eprintln!("[{}] FAILED: {why}", boot.name);
-                    failed.push(boot.name);
-                }
+                Err(why) => fail(boot.name, &why),
             }
         }
     }
@@ -481,10 +499,13 @@ pub fn run(args: &[String]) -> Result<(), String> {
             passed.join(", ")
         }
     );
+    for line in &failed {
+        println!("{line}");
+    }
     if failed.is_empty() {
         Ok(())
     } else {
-        Err(format!("failed: {}", failed.join(", ")))
+        Err(format!("{} run(s) failed", failed.len()))
     }
 }
 
@@ -718,25 +739,65 @@ fn boot_kernel(boot: &Boot, kernel: &Path) -> Result<f64, String> {
             }
         }
     });
+    let mut lines = Vec::new();
+    let mut last_line = Instant::now();
     let status = loop {
-        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
-            break Some(status);
+        let before = lines.len();
+        lines.extend(lines_rx.try_iter());
+        if lines.len() > before {
+            last_line = Instant::now();
         }
-        if started.elapsed() > BOOT_TIMEOUT {
+        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
+            break Ok(status);
+        }
+        let cpu = cpu_time(child.id());
+        let hung = if cpu > BOOT_CPU_LIMIT {
+            Some(format!(
+                "hung: killed after {} s of QEMU CPU time",
+                BOOT_CPU_LIMIT.as_secs()
+            ))
+        } else if last_line.elapsed() > BOOT_SILENCE_LIMIT {
+            Some(format!(
+                "hung: killed after {} s without a serial line",
+                BOOT_SILENCE_LIMIT.as_secs()
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = hung {
             let _ = child.kill();
             let _ = child.wait();
-            break None;
+            break Err(why);
         }
         std::thread::sleep(Duration::from_millis(20));
     };
     let seconds = started.elapsed().as_secs_f64();
     let _ = reader.join();
-    let lines: Vec<String> = lines_rx.try_iter().collect();
-    let Some(status) = status else {
-        return Err(format!("hung: killed after {} s", BOOT_TIMEOUT.as_secs()));
-    };
+    lines.extend(lines_rx.try_iter());
+    let status = status.map_err(|why| match lines.last() {
+        Some(last) => format!("{why} (last line: {last})"),
+        None => format!("{why} (no serial line)"),
+    })?;
     judge(boot, status.code(), &lines)?;
     Ok(seconds)
+}
+
+/// The host CPU time process `pid` has used (all its threads): `utime + stime` of
+/// `/proc/<pid>/stat`, in clock ticks of 1/100 s (Linux's `USER_HZ`). Zero where unreadable.
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the command name (which may hold spaces, and ends with `)`): state is
+    // the first, utime and stime the 12th and 13th.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
+    let tick = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    Duration::from_millis((tick(11) + tick(12)) * 10)
 }
 
 /// A run passes only with the pass status, a `DONE ... 0 failed` line, no `FAIL` line, the
@@ -745,8 +806,14 @@ fn judge(boot: &Boot, code: Option<i32>, lines: &[String]) -> Result<(), String>
     if let Some(wanted) = boot.must_fail {
         return judge_broken(boot, wanted, code, lines);
     }
-    if let Some(fail) = lines.iter().find(|l| l.contains("FAIL")) {
-        return Err(format!("kernel reported: {fail}"));
+    let fails: Vec<&String> = lines.iter().filter(|l| l.contains("FAIL")).collect();
+    if let Some(fail) = fails.first() {
+        // `FAIL timer adds + ... expected X got Y`: the check's name and what it saw.
+        let more = match fails.len() {
+            1 => String::new(),
+            n => format!(" (and {} more FAIL lines)", n - 1),
+        };
+        return Err(format!("{}{more}", fail.trim_start_matches("FAIL ")));
     }
     if !lines.iter().any(|l| l.contains(boot.expect)) {
         return Err(format!(

@@ -111,4 +111,17 @@ start=$SECONDS
 (cd "$out/crate" && "${clean_env[@]}" CARGO_TARGET_DIR="$root/target/cquickstart" bash -c "$build --quiet")
 echo "   took $((SECONDS - start)) s"
 link "$root/target/cquickstart/x86_64-unknown-none/release/libpcpu_counter_c.a" crate
+
+echo "== every C block of the manuals compiles against the header (the README's is linked above)"
+for doc in docs/*.md; do
+    n=$(grep -c '^```c$' "$doc" || true)
+    for i in $(seq 1 "$n"); do
+        awk -v nth="$i" '/^```c$/ { n++; inside = (n == nth); next } inside && /^```$/ { exit } inside' \
+            "$doc" > "$out/block.c"
+        gcc -std=c11 -fsyntax-only -Wall -Wextra -Werror -Iinclude \
+            -include stdint.h -include stddef.h -include pcpu_counter.h "$out/block.c" \
+            || { echo "FAIL: C block $i of $doc does not compile"; exit 1; }
+        echo "ok   $doc, C block $i"
+    done
+done
 echo "cquickstart: all checks passed"

@@ -14,8 +14,12 @@
 //! - a metric name keeps ASCII letters, digits and `_`; every other character (`.` of a
 //!   sysctl-style name, `-`, a space, `:`, which Prometheus keeps for recording rules, any
 //!   non-ASCII character) becomes `_`, and a
-//!   name that starts with a digit gets a leading `_`. Two names that differ only there
-//!   (`a.b`, `a_b`) export as the same metric: register names that stay apart.
+//!   name that starts with a digit gets a leading `_`.
+//! - a registry accepts only names that export well ([`name_is_valid`]: a name starts with an
+//!   ASCII letter, so its metric name does) and that stay apart from every registered name
+//!   ([`names_clash`]: `a.b` and `a_b` export as one metric; `x_total` and `x_created` are
+//!   names OpenMetrics reserves for the samples of counter `x`). So a registry's export never
+//!   holds a metric twice, a name OpenMetrics reserves, or a name that starts with `_`.
 //! - help text escapes `\` as `\\` and a line feed as `\n`; OpenMetrics also escapes `"`
 //!   as `\"`. An empty description is replaced by the registered name (Prometheus' checker
 //!   flags a metric without help).
@@ -45,14 +49,59 @@ pub enum Format {
 /// assert_eq!(s, "net_inet_tcp_rcv_2 _9lives");
 /// ```
 pub fn write_name(w: &mut dyn Write, name: &str) -> fmt::Result {
-    if name.starts_with(|c: char| c.is_ascii_digit()) || name.is_empty() {
-        w.write_char('_')?;
-    }
-    for c in name.chars() {
-        let keep = c.is_ascii_alphanumeric() || c == '_';
-        w.write_char(if keep { c } else { '_' })?;
-    }
-    Ok(())
+    metric_chars(name).try_for_each(|c| w.write_char(c))
+}
+
+/// The characters of `name`'s metric name: a `_` first if `name` is empty or starts with a
+/// digit, then ASCII letters, digits and `_` as they are and every other character as `_`.
+fn metric_chars(name: &str) -> impl Iterator<Item = char> + '_ {
+    let digit_first = name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit());
+    let keep = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let escaped = name.chars().map(move |c| if keep(c) { c } else { '_' });
+    digit_first.then_some('_').into_iter().chain(escaped)
+}
+
+/// Whether `name` is a name a registry accepts: it starts with an ASCII letter, so its
+/// metric name starts with that letter. An empty name has no metric name; OpenMetrics
+/// reserves names that start with `_`, which any other first character becomes (a digit
+/// gets a `_` before it).
+///
+/// ```
+/// use pcpu_counter::export::name_is_valid;
+/// assert!(name_is_valid("net.rx") && name_is_valid("café"));
+/// assert!(!name_is_valid("") && !name_is_valid("9x") && !name_is_valid("_x"));
+/// assert!(!name_is_valid(".x") && !name_is_valid("é"));
+/// ```
+pub fn name_is_valid(name: &str) -> bool {
+    name.starts_with(|c: char| c.is_ascii_alphabetic())
+}
+
+/// The suffixes of a counter's samples in OpenMetrics: `_total`, which the export writes, and
+/// `_created`, which the format reserves for a counter's creation time. A counter family `x`
+/// owns the names `x`, `x_total` and `x_created`.
+pub const COUNTER_SUFFIXES: [&str; 2] = ["_total", "_created"];
+
+/// Whether `a` and `b` cannot both be exported: their metric names are the same (`a.b` and
+/// `a_b`, `café` and `cafè`), or one is the other's with a suffix of
+/// [`COUNTER_SUFFIXES`] (`x` and `x_total`, `x` and `x.created`). Promtool rejects the first
+/// (a second `# HELP` for the metric), OpenMetrics parsers both (the name clashes with the
+/// other family's samples). In the Prometheus format every family is `<name>_total`, so the
+/// same names are the only clash there; the rule covers both formats.
+///
+/// ```
+/// use pcpu_counter::export::names_clash;
+/// assert!(names_clash("a.b", "a_b") && names_clash("x", "x_total"));
+/// assert!(names_clash("x.created", "x") && names_clash("x", "x"));
+/// assert!(names_clash("9x", "_9x"));
+/// assert!(!names_clash("x", "x_count") && !names_clash("x", "x_total_total"));
+/// ```
+pub fn names_clash(a: &str, b: &str) -> bool {
+    let extends = |long: &str, short: &str| {
+        [""].iter()
+            .chain(COUNTER_SUFFIXES.iter())
+            .any(|suffix| metric_chars(long).eq(metric_chars(short).chain(suffix.chars())))
+    };
+    extends(a, b) || extends(b, a)
 }
 
 /// Writes help text escaped for `format` (`\` and line feeds; for OpenMetrics also `"`).

@@ -821,7 +821,7 @@ fn step(m: &mut Model, op: &Op) {
             // SAFETY: never NULL, a static NUL-terminated string.
             let text = unsafe { CStr::from_ptr(p) }.to_str().expect("UTF-8");
             assert!(!text.is_empty());
-            let known = (PCPU_ENOSPC..=PCPU_OK).contains(&code);
+            let known = (PCPU_ECLASH..=PCPU_OK).contains(&code);
             assert_eq!(text != "unknown error", known, "pcpu_strerror({code})");
         }
     }

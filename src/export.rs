@@ -49,16 +49,34 @@ pub enum Format {
 /// assert_eq!(s, "net_inet_tcp_rcv_2 _9lives");
 /// ```
 pub fn write_name(w: &mut dyn Write, name: &str) -> fmt::Result {
-    metric_chars(name).try_for_each(|c| w.write_char(c))
+    if name.starts_with(|c: char| c.is_ascii_digit()) || name.is_empty() {
+        w.write_char('_')?;
+    }
+    for c in name.chars() {
+        let keep = c.is_ascii_alphanumeric() || c == '_';
+        w.write_char(if keep { c } else { '_' })?;
+    }
+    Ok(())
 }
 
-/// The characters of `name`'s metric name: a `_` first if `name` is empty or starts with a
-/// digit, then ASCII letters, digits and `_` as they are and every other character as `_`.
-fn metric_chars(name: &str) -> impl Iterator<Item = char> + '_ {
-    let digit_first = name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit());
-    let keep = |c: char| c.is_ascii_alphanumeric() || c == '_';
-    let escaped = name.chars().map(move |c| if keep(c) { c } else { '_' });
-    digit_first.then_some('_').into_iter().chain(escaped)
+/// The bytes of the metric name [`write_name`] writes for `name` (all ASCII): a `_` first if
+/// `name` is empty or starts with a digit, then one byte per character, the character itself
+/// if it is an ASCII letter, digit or `_`, else `_`. A character's first byte stands for it
+/// (UTF-8's continuation bytes, `0b10xx_xxxx`, are skipped): bytes, not decoded characters,
+/// so that a kernel's library stays small (`tests/c/footprint.sh`).
+fn metric_bytes(name: &str) -> impl Iterator<Item = u8> + '_ {
+    let digit_first = name.as_bytes().first().is_none_or(u8::is_ascii_digit);
+    let lead: &[u8] = if digit_first { b"_" } else { b"" };
+    lead.iter()
+        .chain(name.as_bytes())
+        .filter(|&&b| b & 0xc0 != 0x80)
+        .map(|&b| {
+            if b.is_ascii_alphanumeric() || b == b'_' {
+                b
+            } else {
+                b'_'
+            }
+        })
 }
 
 /// Whether `name` is a name a registry accepts: it starts with an ASCII letter, so its
@@ -73,7 +91,7 @@ fn metric_chars(name: &str) -> impl Iterator<Item = char> + '_ {
 /// assert!(!name_is_valid(".x") && !name_is_valid("é"));
 /// ```
 pub fn name_is_valid(name: &str) -> bool {
-    name.starts_with(|c: char| c.is_ascii_alphabetic())
+    name.as_bytes().first().is_some_and(u8::is_ascii_alphabetic)
 }
 
 /// The suffixes of a counter's samples in OpenMetrics: `_total`, which the export writes, and
@@ -96,12 +114,30 @@ pub const COUNTER_SUFFIXES: [&str; 2] = ["_total", "_created"];
 /// assert!(!names_clash("x", "x_count") && !names_clash("x", "x_total_total"));
 /// ```
 pub fn names_clash(a: &str, b: &str) -> bool {
-    let extends = |long: &str, short: &str| {
-        [""].iter()
-            .chain(COUNTER_SUFFIXES.iter())
-            .any(|suffix| metric_chars(long).eq(metric_chars(short).chain(suffix.chars())))
-    };
     extends(a, b) || extends(b, a)
+}
+
+/// Whether `long`'s metric name is `short`'s, or `short`'s with a suffix of
+/// [`COUNTER_SUFFIXES`].
+fn extends(long: &str, short: &str) -> bool {
+    let mut rest = metric_bytes(long);
+    for b in metric_bytes(short) {
+        if rest.next() != Some(b) {
+            return false;
+        }
+    }
+    // What `long` has after `short`, if it is no longer than the longest suffix.
+    let mut tail = [0u8; 8]; // the longest suffix, `_created`
+    let mut len = 0;
+    for b in rest {
+        match tail.get_mut(len) {
+            Some(t) => *t = b,
+            None => return false,
+        }
+        len += 1;
+    }
+    let tail = &tail[..len];
+    tail.is_empty() || COUNTER_SUFFIXES.iter().any(|s| s.as_bytes() == tail)
 }
 
 /// Writes help text escaped for `format` (`\` and line feeds; for OpenMetrics also `"`).
@@ -200,6 +236,33 @@ fn write_decimal(w: &mut dyn Write, mut v: u64) -> fmt::Result {
 
 #[cfg(test)]
 mod tests {
+    /// `names_clash` compares the very names `write_name` writes.
+    #[test]
+    fn metric_bytes_are_the_name_write_name_writes() {
+        for name in [
+            "",
+            "a",
+            "9x",
+            "_9x",
+            "a.b",
+            "café",
+            "é9",
+            "x:y-z",
+            "日本 語",
+            "𝄞a",
+            "A_1",
+        ] {
+            let mut written = alloc::string::String::new();
+            super::write_name(&mut written, name).unwrap();
+            let bytes: alloc::vec::Vec<u8> = super::metric_bytes(name).collect();
+            assert_eq!(
+                core::str::from_utf8(&bytes),
+                Ok(written.as_str()),
+                "{name:?}"
+            );
+        }
+    }
+
     #[test]
     fn decimal_digits_at_every_width() {
         for v in [

@@ -9,8 +9,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v promtool >/dev/null || { echo "FAIL: promtool missing (apt-get install prometheus)"; exit 1; }
+# PyPI's prometheus-client; a Debian python3 (externally managed, PEP 668) needs the flag.
 if ! python3 -c 'import prometheus_client' 2>/dev/null; then
-    python3 -m pip install --quiet prometheus-client
+    python3 -m pip install --quiet prometheus-client \
+        || python3 -m pip install --quiet --break-system-packages prometheus-client
 fi
 
 # Parses stdin with prometheus_client's parser $1 (prometheus or openmetrics); fails if it

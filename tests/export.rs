@@ -148,9 +148,13 @@ fn python_parser(format: &str, text: &str) -> Option<String> {
     if out.status.code() == Some(3) {
         assert!(
             !required,
-            "PCPU_REQUIRE_PY_PARSERS=1 but prometheus_client is missing: {stdout}"
+            "PCPU_REQUIRE_PY_PARSERS=1 but prometheus_client is missing: {}",
+            stdout.trim_end()
         );
-        println!("{stdout}: the Python parser checks are skipped (pip install prometheus-client)");
+        println!(
+            "{}: the Python parser checks are skipped (pip install prometheus-client)",
+            stdout.trim_end()
+        );
         return None;
     }
     assert!(

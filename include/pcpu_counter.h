@@ -99,11 +99,14 @@
 // The counter registry holds its maximum number of names (`PCPU_SYSCTL_MAX`).
 #define PCPU_EREGFULL -21
 
-// A registry name or description that is empty (names only), too long or not UTF-8.
+// A bad registry name (empty, too long, not UTF-8 or not led by a letter) or description.
 #define PCPU_ENAME -22
 
 // The caller's buffer is too small (`pcpu_sysctl_export`); nothing was read or zeroed.
 #define PCPU_ENOSPC -23
+
+// A registry name whose metric name clashes with a registered one's (`a.b` and `a_b`).
+#define PCPU_ECLASH -24
 
 // The most CPUs the nullary `counter_enter()` keeps nesting depths for.
 #define PCPU_NEST_CPUS 256

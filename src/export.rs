@@ -15,8 +15,12 @@
 //! - a metric name keeps ASCII letters, digits and `_`; every other character (`.` of a
 //!   sysctl-style name, `-`, a space, `:`, which Prometheus keeps for recording rules, any
 //!   non-ASCII character) becomes `_`, and a
-//!   name that starts with a digit gets a leading `_`. Two names that differ only there
-//!   (`a.b`, `a_b`) export as the same metric: register names that stay apart.
+//!   name that starts with a digit gets a leading `_`.
+//! - a registry accepts only names that export well ([`name_is_valid`]: a name starts with an
+//!   ASCII letter, so its metric name does) and that stay apart from every registered name
+//!   ([`names_clash`]: `a.b` and `a_b` export as one metric; `x_total` and `x_created` are
+//!   names OpenMetrics reserves for the samples of counter `x`). So a registry's export never
+//!   holds a metric twice, a name OpenMetrics reserves, or a name that starts with `_`.
 //! - help text escapes `\` as `\\` and a line feed as `\n`; OpenMetrics also escapes `"`
 //!   as `\"`. An empty description is replaced by the registered name (Prometheus' checker
 //!   flags a metric without help).
@@ -54,6 +58,87 @@ pub fn write_name(w: &mut dyn Write, name: &str) -> fmt::Result {
         w.write_char(if keep { c } else { '_' })?;
     }
     Ok(())
+}
+
+/// The bytes of the metric name [`write_name`] writes for `name` (all ASCII): a `_` first if
+/// `name` is empty or starts with a digit, then one byte per character, the character itself
+/// if it is an ASCII letter, digit or `_`, else `_`. A character's first byte stands for it
+/// (UTF-8's continuation bytes, `0b10xx_xxxx`, are skipped): bytes, not decoded characters,
+/// so that a kernel's library stays small (`tests/c/footprint.sh`).
+fn metric_bytes(name: &str) -> impl Iterator<Item = u8> + '_ {
+    let digit_first = name.as_bytes().first().is_none_or(u8::is_ascii_digit);
+    let lead: &[u8] = if digit_first { b"_" } else { b"" };
+    lead.iter()
+        .chain(name.as_bytes())
+        .filter(|&&b| b & 0xc0 != 0x80)
+        .map(|&b| {
+            if b.is_ascii_alphanumeric() || b == b'_' {
+                b
+            } else {
+                b'_'
+            }
+        })
+}
+
+/// Whether `name` is a name a registry accepts: it starts with an ASCII letter, so its
+/// metric name starts with that letter. An empty name has no metric name; OpenMetrics
+/// reserves names that start with `_`, which any other first character becomes (a digit
+/// gets a `_` before it).
+///
+/// ```
+/// use pcpu_counter::export::name_is_valid;
+/// assert!(name_is_valid("net.rx") && name_is_valid("café"));
+/// assert!(!name_is_valid("") && !name_is_valid("9x") && !name_is_valid("_x"));
+/// assert!(!name_is_valid(".x") && !name_is_valid("é"));
+/// ```
+pub fn name_is_valid(name: &str) -> bool {
+    name.as_bytes().first().is_some_and(u8::is_ascii_alphabetic)
+}
+
+/// The suffixes of a counter's samples in OpenMetrics: `_total`, which the export writes, and
+/// `_created`, which the format reserves for a counter's creation time. A counter family `x`
+/// owns the names `x`, `x_total` and `x_created`.
+pub const COUNTER_SUFFIXES: [&str; 2] = ["_total", "_created"];
+
+/// Whether `a` and `b` cannot both be exported: their metric names are the same (`a.b` and
+/// `a_b`, `café` and `cafè`), or one is the other's with a suffix of
+/// [`COUNTER_SUFFIXES`] (`x` and `x_total`, `x` and `x.created`). Promtool rejects the first
+/// (a second `# HELP` for the metric), OpenMetrics parsers both (the name clashes with the
+/// other family's samples). In the Prometheus format every family is `<name>_total`, so the
+/// same names are the only clash there; the rule covers both formats.
+///
+/// ```
+/// use pcpu_counter::export::names_clash;
+/// assert!(names_clash("a.b", "a_b") && names_clash("x", "x_total"));
+/// assert!(names_clash("x.created", "x") && names_clash("x", "x"));
+/// assert!(names_clash("9x", "_9x"));
+/// assert!(!names_clash("x", "x_count") && !names_clash("x", "x_total_total"));
+/// ```
+pub fn names_clash(a: &str, b: &str) -> bool {
+    extends(a, b) || extends(b, a)
+}
+
+/// Whether `long`'s metric name is `short`'s, or `short`'s with a suffix of
+/// [`COUNTER_SUFFIXES`].
+fn extends(long: &str, short: &str) -> bool {
+    let mut rest = metric_bytes(long);
+    for b in metric_bytes(short) {
+        if rest.next() != Some(b) {
+            return false;
+        }
+    }
+    // What `long` has after `short`, if it is no longer than the longest suffix.
+    let mut tail = [0u8; 8]; // the longest suffix, `_created`
+    let mut len = 0;
+    for b in rest {
+        match tail.get_mut(len) {
+            Some(t) => *t = b,
+            None => return false,
+        }
+        len += 1;
+    }
+    let tail = &tail[..len];
+    tail.is_empty() || COUNTER_SUFFIXES.iter().any(|s| s.as_bytes() == tail)
 }
 
 /// Writes help text escaped for `format` (`\` and line feeds; for OpenMetrics also `"`).
@@ -152,6 +237,33 @@ fn write_decimal(w: &mut dyn Write, mut v: u64) -> fmt::Result {
 
 #[cfg(test)]
 mod tests {
+    /// `names_clash` compares the very names `write_name` writes.
+    #[test]
+    fn metric_bytes_are_the_name_write_name_writes() {
+        for name in [
+            "",
+            "a",
+            "9x",
+            "_9x",
+            "a.b",
+            "café",
+            "é9",
+            "x:y-z",
+            "日本 語",
+            "𝄞a",
+            "A_1",
+        ] {
+            let mut written = alloc::string::String::new();
+            super::write_name(&mut written, name).unwrap();
+            let bytes: alloc::vec::Vec<u8> = super::metric_bytes(name).collect();
+            assert_eq!(
+                core::str::from_utf8(&bytes),
+                Ok(written.as_str()),
+                "{name:?}"
+            );
+        }
+    }
+
     #[test]
     fn decimal_digits_at_every_width() {
         for v in [

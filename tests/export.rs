@@ -1,12 +1,17 @@
 //! The registry's Prometheus and OpenMetrics text: the exact text (names and help escaped,
 //! arrays as labelled series, cumulative and delta values), the same from C into a caller's
-//! buffer (a short buffer takes nothing), and Prometheus' own parser (`promtool check
-//! metrics`) accepting it. Without `promtool` on the PATH that check says so and passes,
-//! unless `PCPU_REQUIRE_PROMTOOL=1` (as CI sets it, after installing Debian's `prometheus`).
+//! buffer (a short buffer takes nothing), and three parsers accepting it, whatever names the
+//! registry was given: Prometheus' own (`promtool check metrics`) and the two of Python's
+//! `prometheus_client` (its Prometheus text parser and its OpenMetrics parser, which rejects
+//! a metric named twice and names that clash with a counter's `_total` and `_created`).
+//! Without `promtool` on the PATH its check says so and passes, unless
+//! `PCPU_REQUIRE_PROMTOOL=1` (as CI sets it, after installing Debian's `prometheus`); without
+//! `python3` or its `prometheus_client` (`pip install prometheus-client`) the Python checks
+//! do the same, unless `PCPU_REQUIRE_PY_PARSERS=1`.
 
 use pcpu_counter::array::CounterArray;
 use pcpu_counter::capi::*;
-use pcpu_counter::registry::Registry;
+use pcpu_counter::registry::{Registry, RegistryError, Statistic};
 use pcpu_counter::sim::capi::*;
 use pcpu_counter::sim::Machine;
 use std::io::Write;
@@ -15,11 +20,11 @@ use std::process::{Command, Stdio};
 const EXPECTED_PROMETHEUS: &str = r#"# HELP net_rx_packets_total Packets received
 # TYPE net_rx_packets_total counter
 net_rx_packets_total 42
-# HELP _2xx_ok_total Answers "ok" \\ 2xx\nby code
-# TYPE _2xx_ok_total counter
-_2xx_ok_total{index="0"} 7
-_2xx_ok_total{index="1"} 0
-_2xx_ok_total{index="2"} 18446744073709551615
+# HELP http_2xx_ok_total Answers "ok" \\ 2xx\nby code
+# TYPE http_2xx_ok_total counter
+http_2xx_ok_total{index="0"} 7
+http_2xx_ok_total{index="1"} 0
+http_2xx_ok_total{index="2"} 18446744073709551615
 # HELP caf__total café
 # TYPE caf__total counter
 caf__total 3
@@ -28,15 +33,26 @@ caf__total 3
 const EXPECTED_OPENMETRICS: &str = r#"# TYPE net_rx_packets counter
 # HELP net_rx_packets Packets received
 net_rx_packets_total 42
-# TYPE _2xx_ok counter
-# HELP _2xx_ok Answers \"ok\" \\ 2xx\nby code
-_2xx_ok_total{index="0"} 7
-_2xx_ok_total{index="1"} 0
-_2xx_ok_total{index="2"} 18446744073709551615
+# TYPE http_2xx_ok counter
+# HELP http_2xx_ok Answers \"ok\" \\ 2xx\nby code
+http_2xx_ok_total{index="0"} 7
+http_2xx_ok_total{index="1"} 0
+http_2xx_ok_total{index="2"} 18446744073709551615
 # TYPE caf_ counter
 # HELP caf_ café
 caf__total 3
 # EOF
+"#;
+
+/// What both Python parsers read in [`EXPECTED_PROMETHEUS`] and [`EXPECTED_OPENMETRICS`].
+const READ_BY_PYTHON: &str = r#"family net_rx_packets counter 'Packets received'
+  net_rx_packets_total{} 42
+family http_2xx_ok counter 'Answers "ok" \\ 2xx\nby code'
+  http_2xx_ok_total{index=0} 7
+  http_2xx_ok_total{index=1} 0
+  http_2xx_ok_total{index=2} 18446744073709551615
+family caf_ counter 'café'
+  caf__total{} 3
 "#;
 
 /// Runs `promtool check metrics` on `text`: `Some(output)` when it ran (and then it must have
@@ -79,6 +95,76 @@ fn promtool(text: &str) -> Option<String> {
     Some(said)
 }
 
+/// Reads stdin with `prometheus_client`'s parser named by `argv[1]` and prints what it read:
+/// `family <name> <type> <help>` for each family, then `  <sample>{<labels>} <value>` for each
+/// of its samples. Exits with 3 when `prometheus_client` cannot be imported.
+const PY_PARSE: &str = r#"
+import sys
+try:
+    from prometheus_client.parser import text_string_to_metric_families as prometheus
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics
+except ImportError as e:
+    print(e)
+    sys.exit(3)
+parse = {"prometheus": prometheus, "openmetrics": openmetrics}[sys.argv[1]]
+for family in parse(sys.stdin.read()):
+    print("family", family.name, family.type, repr(family.documentation))
+    for s in family.samples:
+        labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
+        print(f"  {s.name}{{{labels}}} {s.value!r}")
+"#;
+
+/// What Python's `prometheus_client` reads in `text` with its `format` parser
+/// ("prometheus" or "openmetrics"), as [`PY_PARSE`] prints it: `Some(reading)` when it ran
+/// (and then it must have accepted the text), `None` when there is no `python3` or no
+/// `prometheus_client` and none is required (`PCPU_REQUIRE_PY_PARSERS=1`).
+fn python_parser(format: &str, text: &str) -> Option<String> {
+    let required = std::env::var("PCPU_REQUIRE_PY_PARSERS").is_ok_and(|v| v == "1");
+    let child = Command::new("python3")
+        .args(["-c", PY_PARSE, format])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let mut child = match child {
+        Ok(child) => child,
+        Err(e) => {
+            assert!(
+                !required,
+                "PCPU_REQUIRE_PY_PARSERS=1 but python3 cannot run: {e}"
+            );
+            println!("python3 not found ({e}): the Python parser checks are skipped");
+            return None;
+        }
+    };
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    if out.status.code() == Some(3) {
+        assert!(
+            !required,
+            "PCPU_REQUIRE_PY_PARSERS=1 but prometheus_client is missing: {}",
+            stdout.trim_end()
+        );
+        println!(
+            "{}: the Python parser checks are skipped (pip install prometheus-client)",
+            stdout.trim_end()
+        );
+        return None;
+    }
+    assert!(
+        out.status.success(),
+        "Python's {format} parser rejected:\n{text}\nit said: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(stdout)
+}
+
 #[test]
 fn the_registry_writes_the_exact_text_and_promtool_accepts_it() {
     let machine = Machine::new(3);
@@ -90,7 +176,7 @@ fn the_registry_writes_the_exact_text_and_promtool_accepts_it() {
         .register("net.rx.packets", "Packets received", &rx)
         .unwrap();
     stats
-        .register("2xx:ok", "Answers \"ok\" \\ 2xx\nby code", &codes)
+        .register("http.2xx:ok", "Answers \"ok\" \\ 2xx\nby code", &codes)
         .unwrap();
     stats.register("café", "", &cafe).unwrap();
     machine.run_on(2, || {
@@ -113,6 +199,12 @@ fn the_registry_writes_the_exact_text_and_promtool_accepts_it() {
     if let Some(said) = promtool(&text) {
         println!("promtool accepted the text: {said:?}");
     }
+    if let Some(read) = python_parser("prometheus", &text) {
+        assert_eq!(read, READ_BY_PYTHON);
+    }
+    if let Some(read) = python_parser("openmetrics", &om) {
+        assert_eq!(read, READ_BY_PYTHON);
+    }
 
     // Deltas: the first export takes everything, the second only what was added since.
     let mut delta = String::new();
@@ -134,13 +226,14 @@ fn the_registry_writes_the_exact_text_and_promtool_accepts_it() {
         samples,
         [
             "net_rx_packets_total 0",
-            "_2xx_ok_total{index=\"0\"} 0",
-            "_2xx_ok_total{index=\"1\"} 9",
-            "_2xx_ok_total{index=\"2\"} 0",
+            "http_2xx_ok_total{index=\"0\"} 0",
+            "http_2xx_ok_total{index=\"1\"} 9",
+            "http_2xx_ok_total{index=\"2\"} 0",
             "caf__total 0"
         ]
     );
     promtool(&delta);
+    python_parser("prometheus", &delta);
 }
 
 /// A writer that fails after `room` bytes (a full buffer, a closed socket).
@@ -248,6 +341,7 @@ fn c_export_into_a_buffer_loses_nothing_on_a_short_buffer() {
     assert_eq!(std::str::from_utf8(&buf[..len]).unwrap(), expected);
     assert_eq!(buf[len], 0);
     promtool(expected);
+    python_parser("prometheus", expected);
     assert_eq!(
         unsafe { (counter_u64_fetch(c), counter_u64_fetch(a[1])) },
         (0, 0)
@@ -263,6 +357,7 @@ fn c_export_into_a_buffer_loses_nothing_on_a_short_buffer() {
     assert!(std::str::from_utf8(&buf[..len])
         .unwrap()
         .ends_with("\n# EOF\n"));
+    python_parser("openmetrics", std::str::from_utf8(&buf[..len]).unwrap());
     for (bad_flags, bad_len) in [(4, bound), (0, 0)] {
         let mut len = bad_len;
         let rc = unsafe { pcpu_sysctl_export(buf.as_mut_ptr().cast(), &mut len, bad_flags) };
@@ -294,5 +389,93 @@ fn c_export_into_a_buffer_loses_nothing_on_a_short_buffer() {
         assert_eq!(pcpu_sysctl_remove(c"tcp.drops".as_ptr()), 0);
         counter_u64_array_free(a.as_mut_ptr(), 2);
         counter_u64_free(c);
+    }
+}
+
+/// Whatever names come in, the registry takes those that export as a metric of their own and
+/// refuses the others, so every export is one family per name taken, which promtool and both
+/// Python parsers accept. The names: every one and two pieces of the issue's names and of
+/// the characters and suffixes that make clashes (`a.c` and `a_c`, `9x` and `_9x`, `foo` and
+/// `foo_total` or `foo_created`, `é`, `:`), registered in turn as a counter and an array.
+/// (Not `a.b`, the issue's: promtool's style lint reads its `_b_` as an abbreviated unit,
+/// and flags capitals as camelCase; those judge the names as the user chose them.)
+#[test]
+fn whatever_names_come_in_every_parser_reads_one_family_per_name_taken() {
+    const PIECES: [&str; 12] = [
+        "a", "a.c", "a_c", "9x", "_9x", "foo", "_total", "_created", ".created", "é", ":", "x",
+    ];
+    let names: Vec<String> = PIECES
+        .iter()
+        .map(|p| p.to_string())
+        .chain(
+            PIECES
+                .iter()
+                .flat_map(|p| PIECES.iter().map(move |q| format!("{p}{q}"))),
+        )
+        .collect();
+    assert_eq!(names.len(), 156);
+    let machine = Machine::new(2);
+    let c = machine.alloc().unwrap();
+    let arr: CounterArray<'_, 2> = CounterArray::new(machine.zone()).unwrap();
+    machine.run_on(1, || {
+        c.add(7);
+        arr.add(1, 5);
+    });
+    let stats: Registry<'_, 160> = Registry::new();
+    let mut taken: Vec<&str> = Vec::new();
+    let (mut bad, mut clashes) = (0, 0);
+    for (i, name) in names.iter().enumerate() {
+        let stat: &dyn Statistic = if i % 2 == 0 { &c } else { &arr };
+        match stats.register(name, "", stat) {
+            Ok(()) => taken.push(name),
+            Err(RegistryError::BadName { name: refused }) => {
+                assert_eq!(refused, name);
+                assert!(!name.starts_with(|c: char| c.is_ascii_alphabetic()));
+                bad += 1;
+            }
+            Err(RegistryError::Clash {
+                name: refused,
+                registered,
+            }) => {
+                assert_eq!(refused, name);
+                assert!(
+                    taken.contains(&registered),
+                    "{name:?} clashed with {registered:?}"
+                );
+                clashes += 1;
+            }
+            Err(e) => panic!("{name:?}: {e}"),
+        }
+    }
+    assert_eq!((bad, clashes), (91, 33));
+    assert_eq!(
+        taken,
+        [
+            "a", "a.c", "foo", "x", "aa", "aa.c", "a9x", "a_9x", "afoo", "aé", "ax", "a.ca",
+            "a.ca.c", "a.c9x", "a.c_9x", "a.cfoo", "a.cé", "a.cx", "fooa", "fooa.c", "foo9x",
+            "foo_9x", "foofoo", "fooé", "foox", "xa", "xa.c", "x9x", "x_9x", "xfoo", "xé", "xx"
+        ]
+    );
+    let mut buf = [0u64; 320];
+    let values = stats.read_into(&mut buf).unwrap();
+    let (mut prometheus, mut openmetrics) = (String::new(), String::new());
+    values.write_prometheus(&mut prometheus).unwrap();
+    values.write_openmetrics(&mut openmetrics).unwrap();
+    promtool(&prometheus);
+    for (format, text) in [("prometheus", &prometheus), ("openmetrics", &openmetrics)] {
+        let Some(read) = python_parser(format, text) else {
+            continue;
+        };
+        let families: Vec<&str> = read.lines().filter(|l| l.starts_with("family ")).collect();
+        let mut distinct = families.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(
+            (families.len(), distinct.len()),
+            (taken.len(), taken.len()),
+            "{format}: one family per name taken"
+        );
+        let samples: Vec<&str> = read.lines().filter(|l| l.starts_with("  ")).collect();
+        assert_eq!(samples.len(), values.values().len(), "{format}");
     }
 }

@@ -43,7 +43,7 @@ enum Text {
     Repeat(u8, u16),
 }
 
-const POOL: [&str; 8] = [
+const POOL: [&str; 10] = [
     "rx",
     "tx",
     "net.inet.tcp.drops",
@@ -52,6 +52,8 @@ const POOL: [&str; 8] = [
     "b",
     "errs",
     "x.y",
+    "x_y",
+    "rx_total",
 ];
 
 impl Text {
@@ -235,6 +237,32 @@ fn name_ok(b: &Option<Vec<u8>>) -> Result<(), c_int> {
         Some(b) if b.is_empty() || b.len() > PCPU_SYSCTL_NAME_MAX => Err(PCPU_ENAME),
         Some(b) => std::str::from_utf8(b).map(drop).map_err(|_| PCPU_ENAME),
     }
+}
+
+/// A name's code for registering it: as [`name_ok`], and `PCPU_ENAME` unless it starts
+/// with an ASCII letter.
+fn register_name_ok(b: &Option<Vec<u8>>) -> Result<(), c_int> {
+    name_ok(b)?;
+    match b.as_ref().and_then(|b| b.first()) {
+        Some(c) if c.is_ascii_alphabetic() => Ok(()),
+        _ => Err(PCPU_ENAME),
+    }
+}
+
+/// Whether two registrable names clash as metric names: each character outside
+/// `[A-Za-z0-9_]` read as `_`, they are equal, or one is the other with `_total` or
+/// `_created` after it.
+fn names_clash(a: &[u8], b: &[u8]) -> bool {
+    let metric = |n: &[u8]| -> String {
+        let n = std::str::from_utf8(n).expect("registered names are UTF-8");
+        n.chars()
+            .map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' })
+            .collect()
+    };
+    let (a, b) = (metric(a), metric(b));
+    ["", "_total", "_created"]
+        .iter()
+        .any(|s| a == format!("{b}{s}") || b == format!("{a}{s}"))
 }
 
 /// A description's code: NULL is ""; over 255 bytes or not UTF-8 `PCPU_ENAME`.
@@ -652,7 +680,7 @@ fn step(m: &mut Model, op: &Op) {
             let (np, nb) = m.c_string(name);
             let (dp, db) = m.c_string(descr);
             let expect = slot_ok(c)
-                .and_then(|_| name_ok(&nb))
+                .and_then(|_| register_name_ok(&nb))
                 .and_then(|()| descr_ok(&db));
             register(m, expect, np, nb, dp, db, c, 1, false, || {
                 // SAFETY: NUL-terminated strings the model keeps until they are removed.
@@ -699,7 +727,7 @@ fn step(m: &mut Model, op: &Op) {
             };
             let got_first = handles();
             let expect = got_first
-                .and_then(|_| name_ok(&nb))
+                .and_then(|_| register_name_ok(&nb))
                 .and_then(|()| descr_ok(&db));
             let ap = if *null_a { null() } else { a.as_ptr() };
             register(
@@ -797,7 +825,7 @@ fn step(m: &mut Model, op: &Op) {
                 let name = Text::Bytes(format!("fill.{i}").into_bytes());
                 i += 1;
                 let (np, nb) = m.c_string(&name);
-                let expect = name_ok(&nb);
+                let expect = register_name_ok(&nb);
                 register(m, expect, np, nb, null(), None, c, 1, false, || {
                     // SAFETY: a NUL-terminated name the model keeps until it is removed.
                     unsafe { pcpu_sysctl_add_counter(np, null(), c as counter_u64_t) }
@@ -822,7 +850,7 @@ fn step(m: &mut Model, op: &Op) {
             let text = unsafe { CStr::from_ptr(p) }.to_str().expect("UTF-8");
             assert!(!text.is_empty());
             // -13 is the simulation's own code (`PCPU_EBOUND`), outside the product ABI.
-            let known = (PCPU_ENOSPC..=PCPU_OK).contains(&code) && code != PCPU_EBOUND;
+            let known = (PCPU_ECLASH..=PCPU_OK).contains(&code) && code != PCPU_EBOUND;
             assert_eq!(text != "unknown error", known, "pcpu_strerror({code})");
         }
     }
@@ -830,7 +858,7 @@ fn step(m: &mut Model, op: &Op) {
 
 /// Runs a registration and checks it against the model: `expect` is the code of the checks
 /// before the table (handles, name, description); then a full table is `PCPU_EREGFULL` and a
-/// name taken `PCPU_EEXIST`.
+/// name taken `PCPU_EEXIST`, and a name that clashes with a registered one `PCPU_ECLASH`.
 #[allow(clippy::too_many_arguments)]
 fn register(
     m: &mut Model,
@@ -855,6 +883,14 @@ fn register(
                 .any(|e| Some(&e.name) == nb.as_ref()) =>
         {
             PCPU_EEXIST
+        }
+        Ok(())
+            if m.table
+                .iter()
+                .flatten()
+                .any(|e| names_clash(&e.name, nb.as_deref().unwrap_or_default())) =>
+        {
+            PCPU_ECLASH
         }
         Ok(()) => PCPU_OK,
     };

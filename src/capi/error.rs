@@ -47,10 +47,12 @@ pub const PCPU_EEXIST: c_int = -19;
 pub const PCPU_ENOENT: c_int = -20;
 /// The counter registry holds its maximum number of names (`PCPU_SYSCTL_MAX`).
 pub const PCPU_EREGFULL: c_int = -21;
-/// A registry name or description that is empty (names only), too long or not UTF-8.
+/// A bad registry name (empty, too long, not UTF-8 or not led by a letter) or description.
 pub const PCPU_ENAME: c_int = -22;
 /// The caller's buffer is too small (`pcpu_sysctl_export`); nothing was read or zeroed.
 pub const PCPU_ENOSPC: c_int = -23;
+/// A registry name whose metric name clashes with a registered one's (`a.b` and `a_b`).
+pub const PCPU_ECLASH: c_int = -24;
 
 /// The C code of `e`.
 pub(crate) fn code(e: Error) -> c_int {
@@ -110,8 +112,11 @@ pub extern "C" fn pcpu_strerror(err: c_int) -> *const c_char {
         PCPU_EEXIST => c"a counter with this name is registered",
         PCPU_ENOENT => c"no counter with this name is registered",
         PCPU_EREGFULL => c"the counter registry is full",
-        PCPU_ENAME => c"name or description is empty, too long or not UTF-8",
+        PCPU_ENAME => {
+            c"name or description empty, too long or not UTF-8, or a name not led by a letter"
+        }
         PCPU_ENOSPC => c"the buffer is too small",
+        PCPU_ECLASH => c"the name exports as a metric that clashes with a registered name's",
         _ => c"unknown error",
     };
     text.as_ptr()

@@ -20,12 +20,12 @@ use crate::atomic::{AtomicBool, AtomicUsize, Ordering};
 use core::ffi::{c_char, c_int, c_void};
 
 use super::error::{
-    PCPU_EEXIST, PCPU_EINVAL, PCPU_ENAME, PCPU_ENOENT, PCPU_ENOSPC, PCPU_ENOTINSTALLED,
-    PCPU_EREGFULL, PCPU_OK,
+    PCPU_ECLASH, PCPU_EEXIST, PCPU_EINVAL, PCPU_ENAME, PCPU_ENOENT, PCPU_ENOSPC,
+    PCPU_ENOTINSTALLED, PCPU_EREGFULL, PCPU_OK,
 };
 use super::slot::{self, counter_u64_t};
 use super::zone::{self, current_zone};
-use crate::registry::{Registry, RegistryError, Statistic};
+use crate::registry::{Registry, RegistryError, Slots, Statistic};
 
 /// Names the registry holds at once.
 ///
@@ -107,16 +107,20 @@ impl Statistic for Cell {
     fn is_array(&self) -> bool {
         self.array.load(Ordering::Relaxed)
     }
-    fn slots(&self) -> Option<(&crate::Zone<'_>, usize)> {
-        Some(self.slot(0))
+    /// The cell's run of counters: slots a C caller named as counters (`counter_u64_t`).
+    fn slots(&self) -> Option<Slots<'_>> {
+        let (zone, off) = self.slot(0);
+        Some(Slots { zone, off })
     }
 }
 
 /// The C code of a registry error.
-fn code(e: RegistryError) -> c_int {
+fn code(e: RegistryError<'_>) -> c_int {
     match e {
         RegistryError::Full { .. } => PCPU_EREGFULL,
         RegistryError::Duplicate => PCPU_EEXIST,
+        RegistryError::BadName { .. } => PCPU_ENAME,
+        RegistryError::Clash { .. } => PCPU_ECLASH,
         RegistryError::NotFound => PCPU_ENOENT,
         RegistryError::BufferTooSmall { .. } => PCPU_ENOSPC,
     }
@@ -182,6 +186,10 @@ unsafe fn add(
         Ok(strings) => strings,
         Err(e) => return e,
     };
+    // The registry checks it too; here it comes before the table, as the other name checks.
+    if !crate::export::name_is_valid(name) {
+        return PCPU_ENAME;
+    }
     let Some(cell) = CELLS.iter().find(|c| {
         c.claimed
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
@@ -213,14 +221,17 @@ fn slot_of(c: counter_u64_t) -> Result<usize, c_int> {
 
 /// `SYSCTL_ADD_COUNTER_U64`: registers counter `c` as `name`, described by `descr`.
 ///
-/// `name` (1 to `PCPU_SYSCTL_NAME_MAX` bytes of UTF-8) and `descr` (up to
-/// `PCPU_SYSCTL_DESCR_MAX` bytes of UTF-8; NULL is "") are borrowed, not copied: keep them
+/// `name` (1 to `PCPU_SYSCTL_NAME_MAX` bytes of UTF-8, starting with an ASCII letter) and
+/// `descr` (up to `PCPU_SYSCTL_DESCR_MAX` bytes of UTF-8; NULL is "") are borrowed, not
+/// copied: keep them
 /// valid and unchanged until `pcpu_sysctl_remove(name)` returns (string literals are). A
 /// counter may be registered under several names; remove its names before freeing it.
 ///
 /// Returns 0, `PCPU_EINVAL` (NULL `name`, `c` NULL or not a counter of the zone),
-/// `PCPU_ENOTINSTALLED`, `PCPU_ENAME`, `PCPU_EEXIST` (the name is taken) or
-/// `PCPU_EREGFULL` (`PCPU_SYSCTL_MAX` names are registered).
+/// `PCPU_ENOTINSTALLED`, `PCPU_ENAME` (the strings' rules above), `PCPU_EREGFULL`
+/// (`PCPU_SYSCTL_MAX` names are registered), `PCPU_EEXIST` (the name is taken) or
+/// `PCPU_ECLASH` (its metric name clashes with a registered name's: `a.b` and `a_b`, `x`
+/// and `x_total` or `x_created`; see the crate's `export::names_clash`).
 ///
 /// # Safety
 /// `name` and `descr` are NULL or NUL-terminated strings, valid as above.
@@ -233,6 +244,8 @@ fn slot_of(c: counter_u64_t) -> Result<usize, c_int> {
 ///     assert_eq!(pcpu_sysctl_add_counter(c"rx".as_ptr(), c"packets".as_ptr(), c), 0);
 ///     assert_eq!(pcpu_sysctl_add_counter(c"rx".as_ptr(), c"again".as_ptr(), c), PCPU_EEXIST);
 ///     assert_eq!(pcpu_sysctl_add_counter(c"".as_ptr(), c"empty".as_ptr(), c), PCPU_ENAME);
+///     assert_eq!(pcpu_sysctl_add_counter(c"9x".as_ptr(), c"digit".as_ptr(), c), PCPU_ENAME);
+///     assert_eq!(pcpu_sysctl_add_counter(c"rx_total".as_ptr(), c"".as_ptr(), c), PCPU_ECLASH);
 ///     assert_eq!(pcpu_sysctl_remove(c"rx".as_ptr()), 0);
 ///     counter_u64_free(c);
 /// }
@@ -258,7 +271,8 @@ pub unsafe extern "C" fn pcpu_sysctl_add_counter(
 ///
 /// Returns 0, `PCPU_EINVAL` (NULL `a` or `name`, `n` 0 or over `PCPU_SYSCTL_ARRAY_MAX`, a
 /// handle NULL, not of the zone or not adjacent to the one before), `PCPU_ENOTINSTALLED`,
-/// `PCPU_ENAME`, `PCPU_EEXIST` or `PCPU_EREGFULL`.
+/// `PCPU_ENAME`, `PCPU_EREGFULL`, `PCPU_EEXIST` or `PCPU_ECLASH`, as
+/// [`pcpu_sysctl_add_counter`].
 ///
 /// # Safety
 /// `a` is NULL or valid for reading `n` handles; the strings as for

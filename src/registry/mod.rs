@@ -6,8 +6,8 @@
 //! with [`Registry::snapshot`], an iterator of [`Stat`] items that allocates nothing: a
 //! kernel's stats dump or a `/proc`-like file formats them as it goes.
 //!
-//! One concept per file: `statistic.rs`, what a registry can name ([`Statistic`] and its
-//! impls); `table.rs`, the registry's table (registration, lookup, zero by name,
+//! One concept per file: `statistic.rs`, what a registry can name ([`Statistic`], its
+//! impls and the [`Slots`] a group read takes); `table.rs`, the registry's table (registration, lookup, zero by name,
 //! [`RegistryError`]); `read.rs`, reading the values ([`Snapshot`], the group reads and their
 //! [`Values`], the C ABI's walk). The imports run one way: `read` uses `table` and
 //! `statistic`, `table` uses `statistic`.
@@ -17,7 +17,7 @@ mod statistic;
 mod table;
 
 pub use read::{Snapshot, Stat, Values};
-pub use statistic::Statistic;
+pub use statistic::{Slots, Statistic};
 pub use table::{Registry, RegistryError};
 
 #[cfg(test)]

@@ -82,7 +82,10 @@ impl<'a, const N: usize> Registry<'a, N> {
     /// let names: Vec<_> = values.iter().map(|s| s.to_string()).collect();
     /// assert_eq!(names, ["rx = 5", "tx = 0", "errs[0] = 0", "errs[1] = 2"]);
     /// ```
-    pub fn read_into<'o>(&self, out: &'o mut [u64]) -> Result<Values<'o, 'a, N>, RegistryError> {
+    pub fn read_into<'o>(
+        &self,
+        out: &'o mut [u64],
+    ) -> Result<Values<'o, 'a, N>, RegistryError<'static>> {
         self.group(out, false)
     }
 
@@ -110,7 +113,7 @@ impl<'a, const N: usize> Registry<'a, N> {
     pub fn fetch_and_zero_into<'o>(
         &self,
         out: &'o mut [u64],
-    ) -> Result<Values<'o, 'a, N>, RegistryError> {
+    ) -> Result<Values<'o, 'a, N>, RegistryError<'static>> {
         self.group(out, true)
     }
 
@@ -118,7 +121,7 @@ impl<'a, const N: usize> Registry<'a, N> {
         &self,
         out: &'o mut [u64],
         zero: bool,
-    ) -> Result<Values<'o, 'a, N>, RegistryError> {
+    ) -> Result<Values<'o, 'a, N>, RegistryError<'static>> {
         let entries = *self.entries.lock();
         let needed = entries.iter().flatten().map(|e| e.stat.len()).sum();
         if out.len() < needed {
@@ -252,7 +255,7 @@ const BATCH_PIECES: usize = 16;
 /// Values `first..first + len` of `stat` as a part of a group read.
 fn part_of<'s>(stat: &'s dyn Statistic, first: usize, len: usize) -> Part<'s> {
     match stat.slots() {
-        Some((zone, off)) => Part::slots(zone, off + 8 * first, len),
+        Some(slots) => Part::slots(slots.zone, slots.off + 8 * first, len),
         None => Part::other(len),
     }
 }

@@ -1,10 +1,47 @@
 // SPDX-License-Identifier: BSD-2-Clause
-//! [`Statistic`]: what a [`Registry`](super::Registry) can name, and the crate's three
-//! statistics: a [`Counter`], an [`EarlyCounter`] and a [`CounterArray`].
+//! [`Statistic`]: what a [`Registry`](super::Registry) can name, the [`Slots`] a group read
+//! takes, and the crate's four statistics: a [`Counter`], an [`EarlyCounter`], a
+//! [`CounterArray`] and an [`ApproxCounter`].
 
 use crate::array::CounterArray;
 use crate::early::EarlyCounter;
-use crate::{Counter, Zone};
+use crate::{ApproxCounter, Counter, Zone};
+
+/// Adjacent slots of one zone that a group read takes together: a [`Counter`]'s slot or a
+/// [`CounterArray`]'s run, and nothing else. Each of these slots, less its baseline, is the
+/// whole of its counter's value, so a group zero (which moves the baselines alone) zeroes
+/// the counter. A kind whose value is more than its slot cannot be named: an
+/// [`ApproxCounter`]'s shared approximate total would stay behind when its slot was zeroed.
+///
+/// ```compile_fail,E0451
+/// # use pcpu_counter::{registry::Slots, sim::Machine, ApproxCounter};
+/// # let machine = Machine::new(1);
+/// let c = ApproxCounter::new(machine.alloc().unwrap(), 16).unwrap();
+/// let slots = Slots { zone: c.zone(), off: c.offset() }; // private fields: no such Slots
+/// ```
+#[derive(Clone, Copy)]
+pub struct Slots<'s> {
+    pub(crate) zone: &'s Zone<'s>,
+    pub(crate) off: usize,
+}
+
+impl<'s> Slots<'s> {
+    /// The slot of `counter`.
+    pub fn counter(counter: &'s Counter<'_>) -> Self {
+        Slots {
+            zone: counter.zone(),
+            off: counter.offset(),
+        }
+    }
+
+    /// The run of `array`'s slots.
+    pub fn array<const N: usize>(array: &'s CounterArray<'_, N>) -> Self {
+        Slots {
+            zone: array.zone(),
+            off: array.offset(),
+        }
+    }
+}
 
 /// Something a registry can name: one counter or an array of them.
 pub trait Statistic: Sync {
@@ -22,15 +59,17 @@ pub trait Statistic: Sync {
     fn is_array(&self) -> bool {
         false
     }
-    /// Where the values live when they are `len()` adjacent slots of one zone: the zone and
-    /// the first slot's offset. Group reads
+    /// Where the values live when they are `len()` adjacent slots of one zone: a
+    /// [`Counter`]'s or a [`CounterArray`]'s (see [`Slots`]). Group reads
     /// ([`Registry::read_into`](super::Registry::read_into),
     /// [`Registry::snapshot`](super::Registry::snapshot)) then take them CPU by CPU together
-    /// with the group's other slots. `None` (the default): the values are read one by one
-    /// with [`value`](Statistic::value).
+    /// with the group's other slots, and a group zero moves their baselines. `None` (the
+    /// default): the values are read one by one with [`value`](Statistic::value) and taken
+    /// with [`fetch_and_zero_value`](Statistic::fetch_and_zero_value).
     ///
-    /// A run that is not inside the zone makes the group read panic.
-    fn slots(&self) -> Option<(&Zone<'_>, usize)> {
+    /// Fewer than `len()` slots from the first (a counter's slot named with a `len()` over 1)
+    /// make the group read panic.
+    fn slots(&self) -> Option<Slots<'_>> {
         None
     }
     /// Value `i`'s count since its last zero, zeroing it as one step (no add lost or counted
@@ -54,8 +93,8 @@ impl Statistic for Counter<'_> {
     fn zero_value(&self, _i: usize) {
         self.zero()
     }
-    fn slots(&self) -> Option<(&Zone<'_>, usize)> {
-        Some((self.zone(), self.offset()))
+    fn slots(&self) -> Option<Slots<'_>> {
+        Some(Slots::counter(self))
     }
 }
 
@@ -96,8 +135,28 @@ impl<const N: usize> Statistic for CounterArray<'_, N> {
     fn is_array(&self) -> bool {
         true
     }
-    fn slots(&self) -> Option<(&Zone<'_>, usize)> {
-        Some((self.zone(), self.offset()))
+    fn slots(&self) -> Option<Slots<'_>> {
+        Some(Slots::array(self))
+    }
+}
+
+/// Read with [`precise`](ApproxCounter::precise) and taken with its own
+/// [`fetch_and_zero`](ApproxCounter::fetch_and_zero), which moves the approximate total with
+/// the count: a delta export keeps [`approximate`](ApproxCounter::approximate) within its
+/// stated bound. It names no [`Slots`]: a group zero of its slot alone would leave the
+/// approximate total behind.
+impl Statistic for ApproxCounter<'_> {
+    fn len(&self) -> usize {
+        1
+    }
+    fn value(&self, _i: usize) -> u64 {
+        self.precise()
+    }
+    fn zero_value(&self, _i: usize) {
+        self.zero()
+    }
+    fn fetch_and_zero_value(&self, _i: usize) -> u64 {
+        self.fetch_and_zero()
     }
 }
 

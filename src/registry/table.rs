@@ -5,10 +5,12 @@
 use core::fmt;
 
 use super::Statistic;
+use crate::export;
 
-/// Why a registry call failed.
+/// Why a registry call failed. Only [`Registry::register`] names names in its errors (of
+/// lifetime `'a`, the registry's); the other calls' errors are `RegistryError<'static>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RegistryError {
+pub enum RegistryError<'a> {
     /// All `N` entries are in use.
     Full {
         /// The registry's size.
@@ -16,6 +18,21 @@ pub enum RegistryError {
     },
     /// The name is already registered.
     Duplicate,
+    /// The name cannot be exported: it is empty or does not start with an ASCII letter (see
+    /// [`export::name_is_valid`]).
+    BadName {
+        /// The name refused.
+        name: &'a str,
+    },
+    /// The name's metric name clashes with a registered name's: they are the same (`a.b` and
+    /// `a_b`), or one is the other's with `_total` or `_created` after it (see
+    /// [`export::names_clash`]).
+    Clash {
+        /// The name refused.
+        name: &'a str,
+        /// The registered name it clashes with.
+        registered: &'a str,
+    },
     /// No entry has this name.
     NotFound,
     /// The buffer handed to a group read holds fewer values than the registry has.
@@ -25,13 +42,21 @@ pub enum RegistryError {
     },
 }
 
-impl fmt::Display for RegistryError {
+impl fmt::Display for RegistryError<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             RegistryError::Full { capacity } => {
                 write!(f, "registry full: all {capacity} entries are in use")
             }
             RegistryError::Duplicate => write!(f, "a counter with this name is registered"),
+            RegistryError::BadName { name } => write!(
+                f,
+                "{name:?} cannot be exported: a name must start with an ASCII letter"
+            ),
+            RegistryError::Clash { name, registered } => write!(
+                f,
+                "{name:?} and the registered {registered:?} export clashing metric names"
+            ),
             RegistryError::NotFound => write!(f, "no counter with this name is registered"),
             RegistryError::BufferTooSmall { needed } => {
                 write!(
@@ -43,7 +68,7 @@ impl fmt::Display for RegistryError {
     }
 }
 
-impl core::error::Error for RegistryError {}
+impl core::error::Error for RegistryError<'_> {}
 
 /// One registered name.
 #[derive(Clone, Copy)]
@@ -94,16 +119,25 @@ impl<'a, const N: usize> Registry<'a, N> {
 
     /// Registers `stat` under `name` with a one-line `description`.
     ///
-    /// Fails with [`RegistryError::Duplicate`] if `name` is taken and with
-    /// [`RegistryError::Full`] when all `N` entries are used.
+    /// Fails with [`RegistryError::BadName`] if `name` is empty or does not start with an
+    /// ASCII letter, [`RegistryError::Duplicate`] if `name` is taken,
+    /// [`RegistryError::Clash`] if its metric name clashes with a registered name's (`a.b`
+    /// and `a_b`; `x` and `x_total` or `x_created`), and [`RegistryError::Full`] when all `N`
+    /// entries are used. So every name registered exports as a metric of its own, in both
+    /// formats (see [`crate::export`]).
     ///
     /// ```
     /// # use pcpu_counter::registry::{Registry, RegistryError};
     /// # let machine = pcpu_counter::sim::Machine::new(1);
     /// let (a, b) = (machine.alloc().unwrap(), machine.alloc().unwrap());
     /// let stats: Registry<'_, 1> = Registry::new();
-    /// assert_eq!(stats.register("a", "first", &a), Ok(()));
-    /// assert_eq!(stats.register("a", "again", &b), Err(RegistryError::Duplicate));
+    /// assert_eq!(stats.register("a.b", "first", &a), Ok(()));
+    /// assert_eq!(stats.register("a.b", "again", &b), Err(RegistryError::Duplicate));
+    /// assert_eq!(
+    ///     stats.register("a_b", "the same metric", &b),
+    ///     Err(RegistryError::Clash { name: "a_b", registered: "a.b" })
+    /// );
+    /// assert_eq!(stats.register("9x", "", &b), Err(RegistryError::BadName { name: "9x" }));
     /// assert_eq!(stats.register("b", "second", &b), Err(RegistryError::Full { capacity: 1 }));
     /// ```
     pub fn register(
@@ -111,10 +145,23 @@ impl<'a, const N: usize> Registry<'a, N> {
         name: &'a str,
         description: &'a str,
         stat: &'a dyn Statistic,
-    ) -> Result<(), RegistryError> {
+    ) -> Result<(), RegistryError<'a>> {
+        if !export::name_is_valid(name) {
+            return Err(RegistryError::BadName { name });
+        }
         let mut entries = self.entries.lock();
         if entries.iter().flatten().any(|e| e.name == name) {
             return Err(RegistryError::Duplicate);
+        }
+        if let Some(e) = entries
+            .iter()
+            .flatten()
+            .find(|e| export::names_clash(e.name, name))
+        {
+            return Err(RegistryError::Clash {
+                name,
+                registered: e.name,
+            });
         }
         let free = entries
             .iter_mut()
@@ -138,7 +185,7 @@ impl<'a, const N: usize> Registry<'a, N> {
     /// assert_eq!(stats.unregister("a"), Ok(()));
     /// assert!(stats.get("a").is_none());
     /// ```
-    pub fn unregister(&self, name: &str) -> Result<(), RegistryError> {
+    pub fn unregister(&self, name: &str) -> Result<(), RegistryError<'static>> {
         let mut entries = self.entries.lock();
         let entry = entries
             .iter_mut()
@@ -185,7 +232,7 @@ impl<'a, const N: usize> Registry<'a, N> {
     /// assert_eq!(a.fetch(), 0);
     /// assert_eq!(stats.zero("nope"), Err(RegistryError::NotFound));
     /// ```
-    pub fn zero(&self, name: &str) -> Result<(), RegistryError> {
+    pub fn zero(&self, name: &str) -> Result<(), RegistryError<'static>> {
         let entry = self.find(name).ok_or(RegistryError::NotFound)?;
         (0..entry.stat.len()).for_each(|i| entry.stat.zero_value(i));
         Ok(())

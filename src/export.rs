@@ -64,20 +64,41 @@ pub fn write_name(w: &mut dyn Write, name: &str) -> fmt::Result {
 /// `name` is empty or starts with a digit, then one byte per character, the character itself
 /// if it is an ASCII letter, digit or `_`, else `_`. A character's first byte stands for it
 /// (UTF-8's continuation bytes, `0b10xx_xxxx`, are skipped): bytes, not decoded characters,
-/// so that a kernel's library stays small (`tests/c/footprint.sh`).
-fn metric_bytes(name: &str) -> impl Iterator<Item = u8> + '_ {
-    let digit_first = name.as_bytes().first().is_none_or(u8::is_ascii_digit);
-    let lead: &[u8] = if digit_first { b"_" } else { b"" };
-    lead.iter()
-        .chain(name.as_bytes())
-        .filter(|&&b| b & 0xc0 != 0x80)
-        .map(|&b| {
-            if b.is_ascii_alphanumeric() || b == b'_' {
-                b
-            } else {
-                b'_'
+/// and one small loop, so that a kernel's library stays small (`tests/c/footprint.sh`).
+fn metric_bytes(name: &str) -> MetricBytes<'_> {
+    let bytes = name.as_bytes();
+    MetricBytes {
+        lead: bytes.first().is_none_or(u8::is_ascii_digit),
+        rest: bytes,
+    }
+}
+
+/// The iterator [`metric_bytes`] returns.
+#[derive(Clone)]
+struct MetricBytes<'a> {
+    /// A `_` is still to come before the name's own bytes.
+    lead: bool,
+    rest: &'a [u8],
+}
+
+impl Iterator for MetricBytes<'_> {
+    type Item = u8;
+
+    #[inline(never)]
+    fn next(&mut self) -> Option<u8> {
+        if self.lead {
+            self.lead = false;
+            return Some(b'_');
+        }
+        loop {
+            let (&b, rest) = self.rest.split_first()?;
+            self.rest = rest;
+            if b & 0xc0 != 0x80 {
+                let keep = b.is_ascii_alphanumeric() || b == b'_';
+                return Some(if keep { b } else { b'_' });
             }
-        })
+        }
+    }
 }
 
 /// Whether `name` is a name a registry accepts: it starts with an ASCII letter, so its
@@ -122,23 +143,15 @@ pub fn names_clash(a: &str, b: &str) -> bool {
 /// [`COUNTER_SUFFIXES`].
 fn extends(long: &str, short: &str) -> bool {
     let mut rest = metric_bytes(long);
-    for b in metric_bytes(short) {
-        if rest.next() != Some(b) {
-            return false;
-        }
+    if !metric_bytes(short).all(|b| rest.next() == Some(b)) {
+        return false;
     }
-    // What `long` has after `short`, if it is no longer than the longest suffix.
-    let mut tail = [0u8; 8]; // the longest suffix, `_created`
-    let mut len = 0;
-    for b in rest {
-        match tail.get_mut(len) {
-            Some(t) => *t = b,
-            None => return false,
-        }
-        len += 1;
-    }
-    let tail = &tail[..len];
-    tail.is_empty() || COUNTER_SUFFIXES.iter().any(|s| s.as_bytes() == tail)
+    // What `long` has after `short`: nothing, or a whole suffix.
+    let is = |suffix: &str| {
+        let mut tail = rest.clone();
+        suffix.bytes().all(|b| tail.next() == Some(b)) && tail.next().is_none()
+    };
+    is("") || COUNTER_SUFFIXES.iter().any(|s| is(s))
 }
 
 /// Writes help text escaped for `format` (`\` and line feeds; for OpenMetrics also `"`).

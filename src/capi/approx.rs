@@ -17,7 +17,8 @@ use crate::approx;
 ///
 /// `pcpu_approx_read` is one load, at most `ncpus * (batch - 1)` under the precise value.
 /// Set up by `pcpu_approx_init`; touch its fields only through the
-/// `pcpu_approx_*` calls. Aligning it to 128 bytes keeps `pa_total`, which other CPUs write
+/// `pcpu_approx_*` calls, and do not register `pa_counter` with `pcpu_sysctl_add_counter` (a
+/// delta export would zero its slots but not `pa_total`). Aligning it to 128 bytes keeps `pa_total`, which other CPUs write
 /// once every `batch` adds, off the cache lines of the fields every add reads.
 #[repr(C)]
 pub struct pcpu_approx {

@@ -147,7 +147,40 @@ unsafe fn c_str<'s>(s: *const c_char, max: usize) -> Result<&'s str, c_int> {
     }
     // SAFETY: the `len` bytes before the NUL were just read, and stay valid for `'s`.
     let bytes = unsafe { core::slice::from_raw_parts(s.cast::<u8>(), len) };
-    core::str::from_utf8(bytes).map_err(|_| PCPU_ENAME)
+    if !is_utf8(bytes) {
+        return Err(PCPU_ENAME);
+    }
+    // SAFETY: just checked to be UTF-8.
+    Ok(unsafe { core::str::from_utf8_unchecked(bytes) })
+}
+
+/// Whether `b` is UTF-8, as `core::str::from_utf8` decides it (no overlong form, no surrogate,
+/// nothing above U+10FFFF), in one small loop: `core`'s fast validator is about 460 bytes of a
+/// kernel's library (`tests/c/footprint.sh`), and names and descriptions are short.
+fn is_utf8(b: &[u8]) -> bool {
+    let mut i = 0;
+    while let Some(&lead) = b.get(i) {
+        // Continuation bytes, and the smallest code point that needs them.
+        let (more, min) = match lead {
+            0x00..=0x7f => (0, 0),
+            0xc2..=0xdf => (1, 0x80),
+            0xe0..=0xef => (2, 0x800),
+            0xf0..=0xf4 => (3, 0x1_0000),
+            _ => return false,
+        };
+        let mut cp = u32::from(lead) & (0x7f >> more);
+        for k in 1..=more {
+            match b.get(i + k) {
+                Some(&c) if c & 0xc0 == 0x80 => cp = cp << 6 | u32::from(c & 0x3f),
+                _ => return false,
+            }
+        }
+        if cp < min || cp > 0x10_ffff || (0xd800..=0xdfff).contains(&cp) {
+            return false;
+        }
+        i += 1 + more;
+    }
+    true
 }
 
 /// A name to look up: a C string of 1 to `PCPU_SYSCTL_NAME_MAX` bytes of UTF-8.
@@ -607,4 +640,30 @@ pub unsafe extern "C" fn pcpu_sysctl_export(
         *len = w.at;
     }
     PCPU_OK
+}
+
+#[cfg(test)]
+mod tests {
+    /// `is_utf8` decides as `core::str::from_utf8` does: every 1- and 2-byte string, 3-byte
+    /// ones across every lead byte class, and the edges of the 4-byte forms.
+    #[test]
+    fn is_utf8_agrees_with_core() {
+        let agree = |b: &[u8]| {
+            assert_eq!(super::is_utf8(b), core::str::from_utf8(b).is_ok(), "{b:x?}");
+        };
+        for x in 0..=255u8 {
+            agree(&[x]);
+            for y in 0..=255u8 {
+                agree(&[x, y]);
+                agree(&[x, y, 0x80]);
+                agree(&[b'a', x, y]);
+            }
+        }
+        for lead in [0xf0u8, 0xf4, 0xf5] {
+            for second in [0x80u8, 0x8f, 0x90, 0xbf, 0xc0] {
+                agree(&[lead, second, 0x80, 0x80]);
+                agree(&[lead, second, 0x80]);
+            }
+        }
+    }
 }

@@ -223,6 +223,24 @@ mod tests {
         assert_eq!((area.zones(), area.shape()), (0, None));
     }
 
+    /// The lock-free register values follow the shape: none before the first zone and after
+    /// the last, `base + cpu * stride` for a CPU in range, the CPU count otherwise.
+    #[test]
+    fn register_values_follow_the_shape() {
+        let area = Area::new();
+        assert_eq!(area.register(0), Err(Error::NotInstalled));
+        let layout = ZoneLayout::dense(0x1000, 64, 3);
+        area.carve(&layout).unwrap();
+        assert_eq!(area.register(0), Ok(0x1000));
+        assert_eq!(area.register(2), Ok(0x1000 + 2 * 64));
+        assert_eq!(
+            area.register(3),
+            Err(Error::CpuOutOfRange { cpu: 3, ncpus: 3 })
+        );
+        area.release(&layout);
+        assert_eq!(area.register(0), Err(Error::NotInstalled));
+    }
+
     #[test]
     fn debug_shows_the_shape_and_the_zone_count() {
         let area = Area::new();

@@ -665,5 +665,17 @@ mod tests {
                 agree(&[lead, second, 0x80]);
             }
         }
+        // The edges: the last code point, both ends of the surrogates, the last 3-byte one.
+        for edge in [
+            &[0xf4, 0x8f, 0xbf, 0xbf][..],
+            &[0xed, 0x9f, 0xbf],
+            &[0xed, 0xa0, 0x80],
+            &[0xed, 0xbf, 0xbf],
+            &[0xee, 0x80, 0x80],
+            &[0xef, 0xbf, 0xbf],
+            &[0xf0, 0x8f, 0xbf, 0xbf],
+        ] {
+            agree(edge);
+        }
     }
 }

@@ -171,7 +171,7 @@ fn is_utf8(b: &[u8]) -> bool {
         let mut cp = u32::from(lead) & (0x7f >> more);
         for k in 1..=more {
             match b.get(i + k) {
-                Some(&c) if c & 0xc0 == 0x80 => cp = cp << 6 | u32::from(c & 0x3f),
+                Some(&c) if c & 0xc0 == 0x80 => cp = (cp << 6) + u32::from(c & 0x3f),
                 _ => return false,
             }
         }

@@ -28,7 +28,9 @@ fn forced() -> bool {
 #[test]
 fn the_path_is_the_one_the_environment_asks_for() {
     let _s = serial();
-    // Every CPU this runs on (x86_64 hosts in 32-bit mode, qemu-i386) has CX8.
+    // The simulation applies PCPU_COUNTER_FORCE_NO_CX8 as a machine is made (an add needs
+    // one); every CPU this runs on (x86_64 hosts in 32-bit mode, qemu-i386) has CX8.
+    let _machine = Machine::new(1);
     assert_eq!(arch::has_cx8(), !forced());
     let guard = pcpu_counter::freebsd::counter_enter();
     assert_eq!(guard.holds_protection(), forced());

@@ -220,7 +220,7 @@ pub(super) unsafe fn unbind() {
 
 /// `true` makes [`has_cx8`](crate::arch::has_cx8) answer `false` from now on (the no-CX8
 /// path), `false` asks CPUID again at the next call, unless the environment variable
-/// `PCPU_COUNTER_FORCE_NO_CX8` (any value, read at process start) forces the no-CX8 path.
+/// `PCPU_COUNTER_FORCE_NO_CX8` (any value) forces the no-CX8 path.
 /// Switch only while no thread is inside an add or a `counter_enter` section: a section
 /// entered on one path and used on the other is not protected.
 pub fn force_no_cx8(force: bool) {
@@ -228,15 +228,12 @@ pub fn force_no_cx8(force: bool) {
     crate::arch::imp::set_cx8_answer(forced.then_some(false));
 }
 
-/// Applies `PCPU_COUNTER_FORCE_NO_CX8` before `main`, so that no add runs on the other path
-/// first.
-extern "C" fn force_no_cx8_from_environment() {
+/// Applies `PCPU_COUNTER_FORCE_NO_CX8` (any value): called as each simulated machine is made,
+/// before its zone allocates, so that no add runs on the other path (an add needs a machine's
+/// CPU). Until the first machine `pcpu_cx8` stays as the library left it (0 until it first
+/// asks CPUID), as a C program checks (`tests/c/i386_inline_test.c`).
+pub(super) fn force_no_cx8_from_environment() {
     if std::env::var_os("PCPU_COUNTER_FORCE_NO_CX8").is_some() {
         force_no_cx8(true);
     }
 }
-
-/// Runs [`force_no_cx8_from_environment`] from the ELF constructors.
-#[used]
-#[link_section = ".init_array"]
-static FORCE_NO_CX8_FROM_ENVIRONMENT: extern "C" fn() = force_no_cx8_from_environment;

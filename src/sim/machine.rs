@@ -29,6 +29,8 @@ enum MachineZone {
 
 /// A machine's zone: one heap block per CPU.
 pub(super) fn machine_zone(ncpus: usize, counters: usize) -> Result<Zone<'static>, Error> {
+    #[cfg(target_arch = "x86")]
+    super::i386::force_no_cx8_from_environment();
     Zone::on_heap(ncpus, counters, 8)
 }
 

@@ -138,17 +138,6 @@ cfg_if::cfg_if! {
             no_cpu_register()
         }
 
-        /// Before every add: nothing to check (no add can run).
-        #[inline(always)]
-        pub(crate) fn check_add(_area: &crate::area::Area) {}
-
-        /// Zones share one area (none can be made).
-        #[cfg(feature = "alloc")]
-        #[inline(always)]
-        pub(crate) const fn own_areas() -> bool {
-            false
-        }
-
         type State = ();
 
         fn acquire() -> State {}
@@ -185,18 +174,6 @@ cfg_if::cfg_if! {
             unsafe { _pcpu_counter_0_1_cpu_base() }
         }
 
-        /// Before every add: nothing to check in a kernel (its one area is the register's).
-        #[inline(always)]
-        pub(crate) fn check_add(_area: &crate::area::Area) {}
-
-        /// Whether every zone gets an area of its own instead of the kernel's one area: no,
-        /// a kernel's CPUs have one per-CPU register each.
-        #[cfg(feature = "alloc")]
-        #[inline(always)]
-        pub(crate) const fn own_areas() -> bool {
-            false
-        }
-
         cfg_if::cfg_if! {
             if #[cfg(feature = "custom-protection")] {
                 type State = usize;
@@ -228,6 +205,20 @@ cfg_if::cfg_if! {
             }
         }
     }
+}
+
+/// Before every add, where the CPUs are not the simulation's: nothing to check (a kernel's
+/// one area is its register's; a hosted program without the simulation makes no zone).
+#[cfg(not(pcpu_hosted_cpus))]
+#[inline(always)]
+pub(crate) fn check_add(_area: &crate::area::Area) {}
+
+/// Whether every zone gets an area of its own instead of the kernel's one area: not where the
+/// CPUs are not the simulation's (a kernel's CPUs have one per-CPU register each).
+#[cfg(all(not(pcpu_hosted_cpus), feature = "alloc"))]
+#[inline(always)]
+pub(crate) const fn own_areas() -> bool {
+    false
 }
 
 /// Local protection held until drop. Not `Send`: protection belongs to one CPU.

@@ -74,8 +74,22 @@ pub(crate) mod portable;
 )))]
 pub(crate) use self::portable as imp;
 
+pub use imp::REGISTER;
 pub(crate) use imp::{add, add_protected, fetch_add, load_slot, needs_protection, store_slot};
+pub(crate) use imp::{current_base, BASE_FROM_PLATFORM};
 pub use imp::{set_cpu_base, NAME};
+
+/// The other register a kernel may keep its per-CPU pointer in, with its value, where an
+/// arch has two candidates (riscv64: `tp` and `gp`); `None` elsewhere. For the bring-up
+/// check's message.
+#[cfg(target_arch = "riscv64")]
+pub(crate) use imp::other_register;
+
+/// As above: no arch but riscv64 has a second candidate.
+#[cfg(not(target_arch = "riscv64"))]
+pub(crate) fn other_register() -> Option<(&'static str, usize)> {
+    None
+}
 
 /// Adds `v` to the current CPU's slot at `off` and returns how many multiples of 16 the slot
 /// crossed, signed and wrapping: `((old + v) >> 4) - (old >> 4)` modulo 2^60, written as

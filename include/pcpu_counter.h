@@ -108,6 +108,24 @@
 // A registry name whose metric name clashes with a registered one's (`a.b` and `a_b`).
 #define PCPU_ECLASH -24
 
+// The bring-up check: the CPU's index is not below the zone's CPU count (Rust:
+#define PCPU_ENOTINZONE -25
+
+// The bring-up check: the platform's current CPU is another (Rust: `Error::CpuIndexMismatch`).
+#define PCPU_ECPUINDEX -26
+
+// The bring-up check: the CPU's per-CPU register holds 0 (Rust: `Error::CpuRegisterUnset`).
+#define PCPU_EREGUNSET -27
+
+// The bring-up check: the register holds another CPU's block (Rust:
+#define PCPU_EREGFOREIGN -28
+
+// The bring-up check: riscv64, the block is in the other register, `tp` vs `gp` (Rust:
+#define PCPU_EREGWRONG -29
+
+// The bring-up check: the register holds no CPU's block of the zone (Rust:
+#define PCPU_EREGOUTSIDE -30
+
 // The most CPUs the nullary `counter_enter()` keeps nesting depths for.
 #define PCPU_NEST_CPUS 256
 
@@ -303,6 +321,9 @@ int pcpu_zone_cpu_base(size_t cpu, size_t *base);
 
 // Kernel only: points this CPU's per-CPU register at CPU `cpu`'s block.
 int pcpu_set_cpu_base(size_t cpu);
+
+// The bring-up check ([`Zone::check_cpu`]): run once on CPU `cpu`, after its per-CPU
+int pcpu_cpu_check(size_t cpu);
 
 // Counters the installed zone holds at once (0 when none is installed).
 size_t pcpu_zone_capacity(void);

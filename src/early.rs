@@ -133,8 +133,10 @@ impl EarlyCounter {
     /// CPU's slot. Adds running on other CPUs meanwhile are counted once, on one side or
     /// the other (see the module docs for the proof and for where `init` may run).
     ///
-    /// Fails with [`Error::ZoneFull`] (nothing changes) or [`Error::AlreadyInstalled`] when
-    /// the counter already has a slot.
+    /// Fails with [`Error::ZoneFull`] (nothing changes), [`Error::AlreadyInstalled`] when
+    /// the counter already has a slot, or, before anything changes, with the bring-up
+    /// check's error ([`Zone::check_cpu`]) when this CPU's per-CPU register holds no block of
+    /// the zone, where the move would otherwise fault.
     ///
     /// ```
     /// # use pcpu_counter::{early::EarlyCounter, sim::Machine, Error};
@@ -165,6 +167,9 @@ impl EarlyCounter {
         if self.counter.get().is_some() {
             return Err(Error::AlreadyInstalled);
         }
+        // The move below adds through this CPU's register: a register that holds no block of
+        // the zone (never set, or the other riscv64 register) is an error here, not a fault.
+        crate::bringup::register_cpu(zone.layout())?;
         let counter = zone.alloc()?;
         let mut offered = Some(counter);
         self.counter

@@ -148,6 +148,63 @@ pub enum Error {
     /// simulation: an ordinary thread has no per-CPU register for the add, so the kernel API
     /// compiles there (kernel code builds and documents on the host) but makes no zone.
     NoCpuRegister,
+    /// The bring-up check ([`Zone::check_cpu`](crate::Zone::check_cpu)): a CPU is brought up
+    /// whose index is not below the zone's CPU count. The zone was made for fewer CPUs than
+    /// run (`ncpus` must count every possible CPU, not those known when the zone is made):
+    /// this CPU's adds would be counted by no `fetch`.
+    CpuNotInZone {
+        /// The CPU brought up.
+        cpu: usize,
+        /// The zone's CPU count.
+        ncpus: usize,
+    },
+    /// The bring-up check: the platform's `current_cpu` is not the CPU being brought up.
+    CpuIndexMismatch {
+        /// The CPU brought up.
+        cpu: usize,
+        /// What `Platform::current_cpu` returned on it.
+        current: usize,
+    },
+    /// The bring-up check: this CPU's per-CPU register holds 0, so it was never set.
+    CpuRegisterUnset {
+        /// The CPU brought up.
+        cpu: usize,
+        /// The register the add goes through ([`arch::REGISTER`](crate::arch::REGISTER)).
+        register: &'static str,
+    },
+    /// The bring-up check: this CPU's per-CPU register holds another CPU's block of the zone
+    /// (two CPUs' bases swapped, or a wrong CPU index): its adds would count as the other's.
+    CpuRegisterForeign {
+        /// The CPU brought up.
+        cpu: usize,
+        /// The CPU whose block the register holds.
+        other: usize,
+        /// The register the add goes through.
+        register: &'static str,
+    },
+    /// The bring-up check (riscv64): this CPU's block is in the other register than the one
+    /// the add reads (`tp` and `gp`; feature `riscv-gp` selects `gp`).
+    CpuRegisterWrong {
+        /// The CPU brought up.
+        cpu: usize,
+        /// The register that holds the CPU's block.
+        holds_block: &'static str,
+        /// The register the add reads.
+        add_reads: &'static str,
+    },
+    /// The bring-up check: this CPU's per-CPU register holds no CPU's block of the zone: the
+    /// zone's `base` or `stride` is not the kernel's (or the register belongs to something
+    /// else).
+    CpuRegisterOutside {
+        /// The CPU brought up.
+        cpu: usize,
+        /// The register the add goes through.
+        register: &'static str,
+        /// What the register holds.
+        found: usize,
+        /// What the zone says it must hold: `base + cpu * stride`.
+        expected: usize,
+    },
 }
 
 impl fmt::Display for Error {
@@ -238,6 +295,49 @@ impl fmt::Display for Error {
                 "no per-CPU register here: a hosted program's threads have none, so it makes no \
                  zone (a Linux program counts with `pcpu_counter::rseq`; kernel code runs in \
                  its host tests under the `sim` dev-dependency)"
+            ),
+            Error::CpuNotInZone { cpu, ncpus } => write!(
+                f,
+                "CPU {cpu} is brought up, but the zone was made for {ncpus} CPUs: ncpus must \
+                 count every possible CPU, not those known when the zone is made"
+            ),
+            Error::CpuIndexMismatch { cpu, current } => write!(
+                f,
+                "CPU {cpu} is brought up, but Platform::current_cpu() returns {current} on it"
+            ),
+            Error::CpuRegisterUnset { cpu, register } => write!(
+                f,
+                "CPU {cpu}'s per-CPU register ({register}) holds 0: it was never set on this CPU"
+            ),
+            Error::CpuRegisterForeign {
+                cpu,
+                other,
+                register,
+            } => write!(
+                f,
+                "CPU {cpu}'s per-CPU register ({register}) holds CPU {other}'s block of the \
+                 zone: two CPUs' bases are swapped, or {cpu} is not this CPU's index"
+            ),
+            Error::CpuRegisterWrong {
+                cpu,
+                holds_block,
+                add_reads,
+            } => write!(
+                f,
+                "CPU {cpu}'s block is in {holds_block}, but this build adds through \
+                 {add_reads}: build with{} feature riscv-gp",
+                if holds_block == "gp" { "" } else { "out" }
+            ),
+            Error::CpuRegisterOutside {
+                cpu,
+                register,
+                found,
+                expected,
+            } => write!(
+                f,
+                "CPU {cpu}'s per-CPU register ({register}) holds {found:#x}, no CPU's block of \
+                 the zone; its block is at {expected:#x} (base + cpu * stride): the zone's \
+                 base or stride is not the kernel's"
             ),
         }
     }

@@ -36,6 +36,7 @@ mod area;
 mod atomic;
 mod baseline;
 mod bitmap;
+mod bringup;
 mod group;
 mod memory;
 pub mod platform;

@@ -116,6 +116,12 @@ cfg_if::cfg_if! {
         #[allow(unused_imports)]
         pub(crate) use crate::sim::host::{cpu_base, current_cpu};
         use crate::sim::host::{protect as acquire, unprotect as release, ProtectState as State};
+
+        /// What the bound CPU's per-CPU register holds, for the bring-up check: the
+        /// simulation's record of it (`host::cpu_base`), set with the register itself.
+        pub(crate) fn simulated_register() -> Option<usize> {
+            Some(cpu_base())
+        }
     } else if #[cfg(pcpu_no_cpu_register)] {
         // A hosted program without the simulation: its threads have no per-CPU register, so
         // no zone can be made (`Error::NoCpuRegister`) and no add runs. Nothing here is asked
@@ -136,6 +142,11 @@ cfg_if::cfg_if! {
         #[allow(dead_code)]
         pub(crate) fn cpu_base() -> usize {
             no_cpu_register()
+        }
+
+        /// The arch's register is read directly (there is none here: no zone is made).
+        pub(crate) fn simulated_register() -> Option<usize> {
+            None
         }
 
         type State = ();
@@ -172,6 +183,12 @@ cfg_if::cfg_if! {
         pub(crate) fn cpu_base() -> usize {
             // SAFETY: `set_platform!` defines it with the contract of `Platform::cpu_base`.
             unsafe { _pcpu_counter_0_1_cpu_base() }
+        }
+
+        /// A kernel's register is read by the arch (`arch::current_base`), not simulated.
+        #[inline(always)]
+        pub(crate) fn simulated_register() -> Option<usize> {
+            None
         }
 
         cfg_if::cfg_if! {

@@ -189,3 +189,22 @@ pub unsafe fn set_cpu_base(base: usize) -> Result<(), Error> {
     unsafe { asm!("msr tpidr_el1, {}", in(reg) base, options(nostack, preserves_flags)) };
     Ok(())
 }
+
+/// Whether the add takes this CPU's base from the platform's hooks instead of a register.
+pub(crate) const BASE_FROM_PLATFORM: bool = cfg!(pcpu_base_from_platform);
+
+/// The per-CPU register the add goes through, as the bring-up check names it.
+pub const REGISTER: &str = if cfg!(pcpu_base_from_platform) {
+    "Platform::cpu_base"
+} else {
+    "TPIDR_EL1"
+};
+
+/// What the add takes as this CPU's base now: `TPIDR_EL1`, or the platform's answer where
+/// it supplies the base. For the bring-up check.
+///
+/// # Safety
+/// Runs at EL1 unless the platform supplies the base.
+pub(crate) unsafe fn current_base() -> Result<usize, Error> {
+    Ok(cpu_base())
+}

@@ -364,3 +364,40 @@ pub unsafe fn set_cpu_base(entry: &mut u64, selector: u16, base: usize) -> Resul
     unsafe { load_fs(selector) };
     Ok(())
 }
+
+/// Whether the add takes this CPU's base from the platform's hooks instead of a register.
+pub(crate) const BASE_FROM_PLATFORM: bool = false;
+
+/// The per-CPU register the add goes through, as the bring-up check names it.
+pub const REGISTER: &str = "%fs segment base";
+
+/// The base of the segment in `%fs` now, read from this CPU's GDT (`sgdt`, then the
+/// descriptor `%fs` names), for the bring-up check: 0 for the null selector. A selector that
+/// names the LDT is [`Error::BadSelector`] (`set_cpu_base` never loads one).
+///
+/// # Safety
+/// Runs at CPL 0 with this CPU's GDT loaded and its `%fs` descriptor not changed since the
+/// load (what `set_cpu_base` does).
+pub(crate) unsafe fn current_base() -> Result<usize, Error> {
+    let selector: u16;
+    // SAFETY: copies a segment register.
+    unsafe { asm!("mov {0:x}, fs", out(reg) selector, options(nomem, nostack, preserves_flags)) };
+    if selector & !7 == 0 {
+        return Ok(0);
+    }
+    if selector & 4 != 0 {
+        return Err(Error::BadSelector { selector });
+    }
+    let mut gdtr = [0u16; 3];
+    // SAFETY: `sgdt` stores 6 bytes (limit, then base) into `gdtr`.
+    unsafe { asm!("sgdt [{0}]", in(reg) gdtr.as_mut_ptr(), options(nostack, preserves_flags)) };
+    let limit = usize::from(gdtr[0]);
+    let table = usize::from(gdtr[1]) | usize::from(gdtr[2]) << 16;
+    let index = usize::from(selector & !7);
+    if index + 7 > limit {
+        return Err(Error::BadSelector { selector });
+    }
+    // SAFETY: the loaded GDT holds `limit + 1` bytes from `table`, and the entry is inside it.
+    let d = unsafe { ((table + index) as *const u64).read_volatile() };
+    Ok(((d >> 16) & 0xFF_FFFF | ((d >> 56) & 0xFF) << 24) as usize)
+}

@@ -138,3 +138,17 @@ cfg_if::cfg_if! {
 pub unsafe fn set_cpu_base(_base: usize) -> Result<(), Error> {
     Ok(())
 }
+
+/// Whether the add takes this CPU's base from the platform's hooks instead of a register.
+pub(crate) const BASE_FROM_PLATFORM: bool = true;
+
+/// Where the add's base comes from, as the bring-up check names it.
+pub const REGISTER: &str = "Platform::cpu_base";
+
+/// The platform's answer for this CPU's base, for the bring-up check.
+///
+/// # Safety
+/// None needed; `unsafe` to match the other archs.
+pub(crate) unsafe fn current_base() -> Result<usize, Error> {
+    Ok(crate::platform::cpu_base())
+}

@@ -239,3 +239,44 @@ unsafe fn write_base(base: usize) {
 #[cfg(pcpu_base_from_platform)]
 #[inline(always)]
 unsafe fn write_base(_base: usize) {}
+
+/// Whether the add takes this CPU's base from the platform's hooks instead of a register.
+pub(crate) const BASE_FROM_PLATFORM: bool = cfg!(pcpu_base_from_platform);
+
+/// The per-CPU register the add goes through, as the bring-up check names it.
+pub const REGISTER: &str = if cfg!(pcpu_base_from_platform) {
+    "Platform::cpu_base"
+} else if cfg!(feature = "riscv-gp") {
+    "gp"
+} else {
+    "tp"
+};
+
+/// What the add takes as this hart's base now (`tp`, `gp`, or the platform's answer), for
+/// the bring-up check.
+///
+/// # Safety
+/// None needed; `unsafe` to match the other archs.
+pub(crate) unsafe fn current_base() -> Result<usize, Error> {
+    Ok(cpu_base())
+}
+
+/// The other register a riscv64 kernel may keep its per-CPU pointer in (`gp` where the add
+/// reads `tp`, and the reverse), with its value: so that the bring-up check can say "the
+/// block is in `tp`, but this build adds through `gp`". `None` where the platform supplies
+/// the base.
+pub(crate) fn other_register() -> Option<(&'static str, usize)> {
+    if cfg!(pcpu_base_from_platform) {
+        return None;
+    }
+    let value: usize;
+    if cfg!(feature = "riscv-gp") {
+        // SAFETY: copies a register; no memory access.
+        unsafe { asm!("mv {}, tp", out(reg) value, options(nomem, nostack, preserves_flags)) };
+        Some(("tp", value))
+    } else {
+        // SAFETY: copies a register; no memory access.
+        unsafe { asm!("mv {}, gp", out(reg) value, options(nomem, nostack, preserves_flags)) };
+        Some(("gp", value))
+    }
+}

@@ -206,3 +206,17 @@ pub unsafe fn set_cpu_base(base: usize) -> Result<(), Error> {
     ::x86_64::registers::model_specific::GsBase::write(addr);
     Ok(())
 }
+
+/// Whether the add takes this CPU's base from the platform's hooks instead of a register.
+pub(crate) const BASE_FROM_PLATFORM: bool = false;
+
+/// The per-CPU register the add goes through, as the bring-up check names it.
+pub const REGISTER: &str = "GS base";
+
+/// What this CPU's GS base holds now (the `IA32_GS_BASE` MSR), for the bring-up check.
+///
+/// # Safety
+/// Runs at CPL 0 (`rdmsr`).
+pub(crate) unsafe fn current_base() -> Result<usize, Error> {
+    Ok(::x86_64::registers::model_specific::GsBase::read().as_u64() as usize)
+}

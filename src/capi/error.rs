@@ -54,6 +54,23 @@ pub const PCPU_ENOSPC: c_int = -23;
 /// A registry name whose metric name clashes with a registered one's (`a.b` and `a_b`).
 pub const PCPU_ECLASH: c_int = -24;
 
+/// The bring-up check: the CPU's index is not below the zone's CPU count (Rust:
+/// `Error::CpuNotInZone`).
+pub const PCPU_ENOTINZONE: c_int = -25;
+/// The bring-up check: the platform's current CPU is another (Rust: `Error::CpuIndexMismatch`).
+pub const PCPU_ECPUINDEX: c_int = -26;
+/// The bring-up check: the CPU's per-CPU register holds 0 (Rust: `Error::CpuRegisterUnset`).
+pub const PCPU_EREGUNSET: c_int = -27;
+/// The bring-up check: the register holds another CPU's block (Rust:
+/// `Error::CpuRegisterForeign`).
+pub const PCPU_EREGFOREIGN: c_int = -28;
+/// The bring-up check: riscv64, the block is in the other register, `tp` vs `gp` (Rust:
+/// `Error::CpuRegisterWrong`).
+pub const PCPU_EREGWRONG: c_int = -29;
+/// The bring-up check: the register holds no CPU's block of the zone (Rust:
+/// `Error::CpuRegisterOutside`).
+pub const PCPU_EREGOUTSIDE: c_int = -30;
+
 /// The C code of `e`.
 pub(crate) fn code(e: Error) -> c_int {
     match e {
@@ -74,6 +91,12 @@ pub(crate) fn code(e: Error) -> c_int {
         Error::NotInstalled => PCPU_ENOTINSTALLED,
         Error::NotInZone { .. } => PCPU_EINVAL,
         Error::BadBatch { .. } => PCPU_EINVAL,
+        Error::CpuNotInZone { .. } => PCPU_ENOTINZONE,
+        Error::CpuIndexMismatch { .. } => PCPU_ECPUINDEX,
+        Error::CpuRegisterUnset { .. } => PCPU_EREGUNSET,
+        Error::CpuRegisterForeign { .. } => PCPU_EREGFOREIGN,
+        Error::CpuRegisterWrong { .. } => PCPU_EREGWRONG,
+        Error::CpuRegisterOutside { .. } => PCPU_EREGOUTSIDE,
         #[allow(unreachable_patterns)] // Variants added later map here until given a code.
         _ => PCPU_EOTHER,
     }
@@ -117,6 +140,20 @@ pub extern "C" fn pcpu_strerror(err: c_int) -> *const c_char {
         }
         PCPU_ENOSPC => c"the buffer is too small",
         PCPU_ECLASH => c"the name exports as a metric that clashes with a registered name's",
+        PCPU_ENOTINZONE => {
+            c"the CPU's index is not below the zone's CPU count: ncpus must count every possible CPU"
+        }
+        PCPU_ECPUINDEX => c"the platform's current CPU is not the CPU brought up",
+        PCPU_EREGUNSET => c"the CPU's per-CPU register holds 0: never set on this CPU",
+        PCPU_EREGFOREIGN => {
+            c"the CPU's per-CPU register holds another CPU's block: bases swapped or a wrong index"
+        }
+        PCPU_EREGWRONG => {
+            c"the CPU's block is in the other register (riscv64 tp vs gp: PCPU_COUNTER_RISCV_GP)"
+        }
+        PCPU_EREGOUTSIDE => {
+            c"the CPU's per-CPU register holds no CPU's block: the zone's base or stride is wrong"
+        }
         _ => c"unknown error",
     };
     text.as_ptr()
@@ -165,6 +202,43 @@ mod tests {
             (Error::AlreadyInstalled, PCPU_EINSTALLED),
             (Error::NotInstalled, PCPU_ENOTINSTALLED),
             (Error::NotInZone { offset: 8, len: 2 }, PCPU_EINVAL),
+            (Error::CpuNotInZone { cpu: 1, ncpus: 1 }, PCPU_ENOTINZONE),
+            (
+                Error::CpuIndexMismatch { cpu: 1, current: 0 },
+                PCPU_ECPUINDEX,
+            ),
+            (
+                Error::CpuRegisterUnset {
+                    cpu: 1,
+                    register: "tp",
+                },
+                PCPU_EREGUNSET,
+            ),
+            (
+                Error::CpuRegisterForeign {
+                    cpu: 1,
+                    other: 0,
+                    register: "tp",
+                },
+                PCPU_EREGFOREIGN,
+            ),
+            (
+                Error::CpuRegisterWrong {
+                    cpu: 1,
+                    holds_block: "tp",
+                    add_reads: "gp",
+                },
+                PCPU_EREGWRONG,
+            ),
+            (
+                Error::CpuRegisterOutside {
+                    cpu: 1,
+                    register: "tp",
+                    found: 8,
+                    expected: 16,
+                },
+                PCPU_EREGOUTSIDE,
+            ),
             (Error::OutOfMemory { bytes: usize::MAX }, PCPU_EOTHER),
         ];
         for (e, want) in cases {

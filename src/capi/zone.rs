@@ -132,6 +132,43 @@ pub unsafe extern "C" fn pcpu_set_cpu_base(cpu: usize) -> c_int {
     }
 }
 
+/// The bring-up check ([`Zone::check_cpu`]): run once on CPU `cpu`, after its per-CPU
+/// register is set and before it adds. 0 proves that this CPU's adds land in its own block of
+/// the installed zone; otherwise the code names what is wrong:
+///
+/// | code | what is wrong |
+/// |---|---|
+/// | `PCPU_ENOTINZONE` | `cpu` is not below the zone's `ncpus`: the zone was made for fewer CPUs than run |
+/// | `PCPU_ECPUINDEX` | the platform's current CPU (`_pcpu_counter_0_1_current_cpu`) is not `cpu` (the portable add) |
+/// | `PCPU_EREGUNSET` | the register holds 0: never set on this CPU |
+/// | `PCPU_EREGFOREIGN` | it holds another CPU's block: two CPUs' bases swapped, or `cpu` is not this CPU's index |
+/// | `PCPU_EREGWRONG` | riscv64: the block is in the other register (`tp` vs `gp`) |
+/// | `PCPU_EREGOUTSIDE` | it holds no CPU's block: the zone's base or stride is not the kernel's |
+///
+/// and `PCPU_ENOTINSTALLED` before `pcpu_zone_init`. It reads registers and writes nothing.
+///
+/// # Safety
+/// Kernel only: runs on CPU `cpu`, at the privilege the add runs at (CPL 0 / EL1 / S-mode).
+///
+/// ```
+/// use pcpu_counter::{capi::*, sim::capi::*};
+/// assert_eq!(pcpu_sim_machine_new(2, 64), 0);
+/// assert_eq!(pcpu_sim_bind(1), 0);
+/// assert_eq!(unsafe { pcpu_cpu_check(1) }, 0);
+/// assert_eq!(unsafe { pcpu_cpu_check(0) }, PCPU_EREGFOREIGN);
+/// assert_eq!(unsafe { pcpu_cpu_check(2) }, PCPU_ENOTINZONE);
+/// ```
+#[no_mangle]
+pub unsafe extern "C" fn pcpu_cpu_check(cpu: usize) -> c_int {
+    let Some(zone) = current_zone() else {
+        return PCPU_ENOTINSTALLED;
+    };
+    match zone.check_cpu(cpu) {
+        Ok(()) => PCPU_OK,
+        Err(e) => code(e),
+    }
+}
+
 /// Counters the installed zone holds at once (0 when none is installed).
 ///
 /// ```

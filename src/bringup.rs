@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: BSD-2-Clause
+//! The bring-up check: proof, on each CPU, that its adds land in its own block of a zone.
+//!
+//! A wrong set-up counts silently: a zone made for fewer CPUs than run (its `fetch` then
+//! sums only some of them), two CPUs whose registers were swapped, a base or stride that is
+//! not the kernel's, a riscv64 kernel whose per-CPU pointer is in `gp` while the crate adds
+//! through `tp`. [`Zone::check_cpu`], called once by each CPU after its register is set, reads
+//! back what the add will use as this CPU's base (x86_64 the GS base MSR, aarch64
+//! `TPIDR_EL1`, riscv64 `tp` or `gp`, i386 the base of the `%fs` descriptor in this CPU's GDT,
+//! elsewhere the platform's [`cpu_base`](crate::Platform::cpu_base) hook) and compares it
+//! with the zone's block for the CPU, naming what is wrong.
+
+use crate::{arch, platform, Error, Zone, ZoneLayout};
+
+impl Zone<'_> {
+    /// The bring-up check: run once on CPU `cpu`, after its per-CPU register is set (by
+    /// [`arch::set_cpu_base`] or by the kernel itself) and before it adds. `Ok(())` proves
+    /// that this CPU's adds land in its own block of the zone; each wrong set-up has its
+    /// error:
+    ///
+    /// | error | what is wrong |
+    /// |---|---|
+    /// | [`Error::CpuNotInZone`] | `cpu` is not below the zone's `ncpus`: the zone was made for fewer CPUs than run |
+    /// | [`Error::CpuIndexMismatch`] | the platform's [`current_cpu`](crate::Platform::current_cpu) is not `cpu` (where the add asks it) |
+    /// | [`Error::CpuRegisterUnset`] | the register holds 0: never set on this CPU |
+    /// | [`Error::CpuRegisterForeign`] | the register holds another CPU's block: two CPUs' bases swapped, or `cpu` is not this CPU's index |
+    /// | [`Error::CpuRegisterWrong`] | riscv64: this CPU's block is in the other register (`tp` vs `gp`, feature `riscv-gp`) |
+    /// | [`Error::CpuRegisterOutside`] | the register holds no CPU's block of the zone: the zone's base or stride is not the kernel's |
+    ///
+    /// It reads registers only and writes nothing. Where the add reads the register at EL1 or
+    /// CPL 0 (x86_64, aarch64, i386, riscv64 kernels) so does this call: run it in the kernel.
+    ///
+    /// ```
+    /// use pcpu_counter::{sim::Machine, Error};
+    /// let machine = Machine::new(2);
+    /// let zone = machine.zone();
+    /// assert_eq!(machine.run_on(1, || zone.check_cpu(1)), Ok(()));
+    /// assert_eq!(machine.run_on(1, || zone.check_cpu(0)),
+    ///            Err(Error::CpuRegisterForeign { cpu: 0, other: 1, register: pcpu_counter::arch::REGISTER }));
+    /// assert!(matches!(machine.run_on(1, || zone.check_cpu(2)), Err(Error::CpuNotInZone { cpu: 2, ncpus: 2 })));
+    /// ```
+    pub fn check_cpu(&self, cpu: usize) -> Result<(), Error> {
+        check(self.layout(), cpu)
+    }
+}
+
+/// [`Zone::check_cpu`] on a layout.
+pub(crate) fn check(layout: &ZoneLayout, cpu: usize) -> Result<(), Error> {
+    let ncpus = layout.ncpus;
+    if cpu >= ncpus {
+        return Err(Error::CpuNotInZone { cpu, ncpus });
+    }
+    if asks_current_cpu() {
+        let current = platform::current_cpu();
+        if current != cpu {
+            return Err(Error::CpuIndexMismatch { cpu, current });
+        }
+    }
+    let expected = layout.cpu_base(cpu)?;
+    let found = register()?;
+    if found == expected {
+        return Ok(());
+    }
+    Err(diagnose(layout, cpu, found, expected))
+}
+
+/// The CPU whose block of `layout` the running CPU's register holds: what an add through it
+/// reaches. The early counters ask it before they move their counts through the register.
+pub(crate) fn register_cpu(layout: &ZoneLayout) -> Result<usize, Error> {
+    let found = register()?;
+    match block_of(layout, found) {
+        Some(cpu) => Ok(cpu),
+        // Named as if CPU 0 were meant: the message shows what the register holds.
+        None => Err(diagnose(layout, 0, found, layout.base)),
+    }
+}
+
+/// Whether the add asks the platform for the current CPU (the portable fallback, which has
+/// no register of its own): then its answer must be the CPU being brought up.
+fn asks_current_cpu() -> bool {
+    arch::BASE_FROM_PLATFORM && platform::simulated_register().is_none()
+}
+
+/// What the add will use as this CPU's base now.
+fn register() -> Result<usize, Error> {
+    if let Some(base) = platform::simulated_register() {
+        return Ok(base);
+    }
+    // SAFETY: a kernel's bring-up runs at the privilege its add runs at (the caller's
+    // contract, as documented on `check_cpu`); the reads have no side effects.
+    unsafe { arch::current_base() }
+}
+
+/// The index of the CPU whose block `register` is, if any.
+fn block_of(layout: &ZoneLayout, register: usize) -> Option<usize> {
+    let delta = register.wrapping_sub(layout.base);
+    if layout.stride == 0 || delta % layout.stride != 0 {
+        return None;
+    }
+    let cpu = delta / layout.stride;
+    (cpu < layout.ncpus).then_some(cpu)
+}
+
+/// Names what is wrong when CPU `cpu`'s register holds `found` instead of `expected`.
+fn diagnose(layout: &ZoneLayout, cpu: usize, found: usize, expected: usize) -> Error {
+    let register = arch::REGISTER;
+    if found == 0 {
+        return Error::CpuRegisterUnset { cpu, register };
+    }
+    if let Some((other, value)) = arch::other_register() {
+        if value == expected {
+            return Error::CpuRegisterWrong {
+                cpu,
+                holds_block: other,
+                add_reads: register,
+            };
+        }
+    }
+    match block_of(layout, found) {
+        Some(other) => Error::CpuRegisterForeign {
+            cpu,
+            other,
+            register,
+        },
+        None => Error::CpuRegisterOutside {
+            cpu,
+            register,
+            found,
+            expected,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout() -> ZoneLayout {
+        ZoneLayout {
+            base: 0x10_0000,
+            stride: 0x1000,
+            offset: 64,
+            len: 512,
+            ncpus: 4,
+        }
+    }
+
+    #[test]
+    fn block_of_finds_each_cpu_and_nothing_else() {
+        let l = layout();
+        for cpu in 0..4 {
+            assert_eq!(block_of(&l, l.base + cpu * l.stride), Some(cpu));
+        }
+        assert_eq!(
+            block_of(&l, l.base + 4 * l.stride),
+            None,
+            "past the last CPU"
+        );
+        assert_eq!(
+            block_of(&l, l.base + 8),
+            None,
+            "inside a block, not at its start"
+        );
+        assert_eq!(block_of(&l, l.base - l.stride), None, "below CPU 0");
+    }
+
+    #[test]
+    fn diagnose_names_each_wrong_register() {
+        let l = layout();
+        let register = arch::REGISTER;
+        assert_eq!(
+            diagnose(&l, 1, 0, l.base + l.stride),
+            Error::CpuRegisterUnset { cpu: 1, register }
+        );
+        assert_eq!(
+            diagnose(&l, 1, l.base, l.base + l.stride),
+            Error::CpuRegisterForeign {
+                cpu: 1,
+                other: 0,
+                register
+            }
+        );
+        // A kernel whose blocks are 0x2000 apart while the zone says 0x1000.
+        assert_eq!(
+            diagnose(&l, 3, l.base + 3 * 0x2000, l.base + 3 * l.stride),
+            Error::CpuRegisterOutside {
+                cpu: 3,
+                register,
+                found: l.base + 3 * 0x2000,
+                expected: l.base + 3 * l.stride
+            }
+        );
+    }
+
+    /// On the simulation: a CPU checks its own index, another CPU's index (swapped bases),
+    /// and an index the zone lacks (ncpus too small).
+    #[test]
+    fn check_on_simulated_cpus() {
+        let machine = crate::sim::Machine::new(3);
+        let zone = machine.zone();
+        for cpu in 0..3 {
+            assert_eq!(machine.run_on(cpu, || zone.check_cpu(cpu)), Ok(()));
+            assert_eq!(machine.run_on(cpu, || register_cpu(zone.layout())), Ok(cpu));
+        }
+        assert_eq!(
+            machine.run_on(2, || zone.check_cpu(1)),
+            Err(Error::CpuRegisterForeign {
+                cpu: 1,
+                other: 2,
+                register: arch::REGISTER
+            })
+        );
+        assert_eq!(
+            machine.run_on(0, || zone.check_cpu(3)),
+            Err(Error::CpuNotInZone { cpu: 3, ncpus: 3 })
+        );
+    }
+}

@@ -104,9 +104,8 @@ fn block_of(layout: &ZoneLayout, register: usize) -> Option<usize> {
 /// Names what is wrong when CPU `cpu`'s register holds `found` instead of `expected`.
 fn diagnose(layout: &ZoneLayout, cpu: usize, found: usize, expected: usize) -> Error {
     let register = arch::REGISTER;
-    if found == 0 {
-        return Error::CpuRegisterUnset { cpu, register };
-    }
+    // First: a kernel that keeps its per-CPU pointer in the other register may leave the one
+    // the add reads at 0.
     if let Some((other, value)) = arch::other_register() {
         if value == expected {
             return Error::CpuRegisterWrong {
@@ -115,6 +114,9 @@ fn diagnose(layout: &ZoneLayout, cpu: usize, found: usize, expected: usize) -> E
                 add_reads: register,
             };
         }
+    }
+    if found == 0 {
+        return Error::CpuRegisterUnset { cpu, register };
     }
     match block_of(layout, found) {
         Some(other) => Error::CpuRegisterForeign {

@@ -52,8 +52,13 @@ mod protect;
 pub mod ratecheck;
 pub mod registry;
 pub use {
-    approx::ApproxCounter, area::Area, counter::Counter, memory::ZoneMemory, platform::Platform,
-    protect::Protected, zone::Zone,
+    approx::ApproxCounter,
+    area::Area,
+    counter::Counter,
+    memory::{ZoneMemory, ZoneMeta},
+    platform::Platform,
+    protect::Protected,
+    zone::Zone,
 };
 
 // The other faces: C kernels, Linux programs, and the host simulation the tests run on.

@@ -6,7 +6,7 @@ use core::ptr::NonNull;
 
 use crate::area::Area;
 use crate::bitmap::Bitmap;
-use crate::memory::ZoneMemory;
+use crate::memory::{ZoneMemory, ZoneMeta};
 use crate::{arch, baseline, platform, Error, ZoneLayout};
 
 /// Whether the CPUs here have a per-CPU register for the add: not in a hosted program
@@ -211,6 +211,38 @@ impl<'m> Zone<'m> {
             }
             Err(e) => {
                 memory.taken.store(false, crate::atomic::Ordering::Release);
+                Err(e)
+            }
+        }
+    }
+
+    /// A zone hosted in memory the kernel owns (ranges of its own per-CPU blocks), with its
+    /// metadata in a [`ZoneMeta`] `static` instead of a `static mut` array: as
+    /// [`from_raw_parts`](Zone::from_raw_parts), and [`Error::MemoryInUse`] while another
+    /// zone holds `meta`. Dropping the zone hands `meta` back.
+    ///
+    /// # Safety
+    /// For every CPU `i`, the bytes `layout.base + i * layout.stride + layout.offset` to
+    /// `+ layout.len` must be valid for reads and writes for `'m`, and nothing but this zone
+    /// and the counters from it may access them while the zone lives.
+    pub unsafe fn hosted<const WORDS: usize>(
+        layout: ZoneLayout,
+        meta: &'m ZoneMeta<WORDS>,
+    ) -> Result<Self, Error> {
+        cpu_register()?;
+        if !meta.take() {
+            return Err(Error::MemoryInUse);
+        }
+        // SAFETY: `take` made this zone the metadata's only owner until drop releases it.
+        let words = unsafe { &mut *meta.words.get() };
+        // SAFETY: the blocks are the caller's contract; the metadata is the zone's alone.
+        match unsafe { Self::from_raw_parts(layout, words) } {
+            Ok(mut zone) => {
+                zone.backing = Backing::Static(NonNull::from(&meta.taken));
+                Ok(zone)
+            }
+            Err(e) => {
+                meta.taken.store(false, crate::atomic::Ordering::Release);
                 Err(e)
             }
         }

@@ -37,7 +37,7 @@ __attribute__((noreturn)) void arch_exit(int pass);
 unsigned arch_cpu_count(void);
 unsigned arch_start_secondaries(unsigned wanted); /* CPUs 1..wanted-1; returns CPUs running */
 extern const int arch_block_id_from_reset; /* 1: the glue writes word 0, main.c must not */
-int arch_set_cpu_base(unsigned cpu); /* register = pcpu_zone_cpu_base(cpu); 0 or a PCPU_E* code */
+int arch_set_cpu_base(unsigned block); /* register = pcpu_zone_cpu_base(block) (riscv64: set from reset); 0 or a PCPU_E* code */
 unsigned arch_cpu_self(void);      /* the CPU index, read through the register */
 uintptr_t arch_irq_save(void);     /* interrupts off; returns the state from before */
 void arch_irq_restore(uintptr_t state);

@@ -14,6 +14,8 @@ fn main() {
     println!("cargo:rustc-link-arg=-T{script}");
     println!("cargo:rerun-if-changed={script}");
     println!("cargo:rerun-if-changed=build.rs");
+    // src/main.rs reads it with `option_env!` (a bring-up broken on purpose).
+    println!("cargo:rerun-if-env-changed=PCPU_TESTBED_BROKEN_BRINGUP");
     if arch == "x86_64" {
         compile_c_check(&dir);
     }

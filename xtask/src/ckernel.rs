@@ -30,6 +30,20 @@ pub struct CBuild {
     cflags: &'static [&'static str],
     /// Whether `counter_u64_add` is the broken one.
     pub broken: bool,
+    /// A bring-up broken on purpose: main.c's `PCPU_TESTBED_BROKEN_BRINGUP_<VALUE>`
+    /// (`NCPUS`: the zone made for one CPU; `SWAP`: CPUs 0 and 1 take each other's blocks).
+    pub bringup: Option<&'static str>,
+}
+
+impl CBuild {
+    /// This build with its bring-up broken as `value` says, as the run `name`.
+    pub fn with_bringup(self, name: &'static str, value: &'static str) -> CBuild {
+        CBuild {
+            name,
+            bringup: Some(value),
+            ..self
+        }
+    }
 }
 
 const COMMON_CFLAGS: &[&str] = &[
@@ -67,6 +81,7 @@ pub fn x86_64(broken: bool) -> CBuild {
         ld: ("ld", "binutils"),
         cflags: &["-mno-red-zone", "-mgeneral-regs-only", "-mcmodel=small"],
         broken,
+        bringup: None,
     }
 }
 
@@ -88,6 +103,7 @@ pub fn aarch64(broken: bool) -> CBuild {
             "-mno-outline-atomics",
         ],
         broken,
+        bringup: None,
     }
 }
 
@@ -104,6 +120,7 @@ pub fn i386(broken: bool) -> CBuild {
         // by pcpu_cx8 at run time.
         cflags: &["-march=i486", "-mgeneral-regs-only"],
         broken,
+        bringup: None,
     }
 }
 
@@ -128,6 +145,7 @@ pub fn riscv64(broken: bool) -> CBuild {
             "-mcmodel=medany",
         ],
         broken,
+        bringup: None,
     }
 }
 
@@ -192,11 +210,22 @@ impl CBuild {
             let mut cc = Command::new(self.cc.0);
             cc.args(COMMON_CFLAGS).args(self.cflags);
             // testbeds/protocol: protocol.h, the check protocol the Rust beds run too.
-            for dir in ["include", "testbeds/ckernel", "testbeds/protocol", "tests/c"] {
+            for dir in [
+                "include",
+                "testbeds/ckernel",
+                "testbeds/protocol",
+                "tests/c",
+            ] {
                 cc.arg("-I").arg(root.join(dir));
             }
             if self.broken {
                 cc.arg("-include").arg(root.join("tests/c/broken_add.h"));
+            }
+            if let Some(value) = self.bringup {
+                cc.arg(format!(
+                    "-DPCPU_TESTBED_BROKEN_BRINGUP_{}",
+                    value.to_uppercase()
+                ));
             }
             run(cc.arg("-c").arg(&source).arg("-o").arg(&object))?;
             objects.push(object);

@@ -89,6 +89,10 @@ struct Build {
     /// Folder under `target/qemu/` (builds that differ only in features share one, and so
     /// the `core` they build).
     dir: &'static str,
+    /// For a kernel whose bring-up is broken on purpose: `PCPU_TESTBED_BROKEN_BRINGUP`
+    /// (`ncpus`, `swap`, `register`; see `testbeds/kernel/src/main.rs`), read by the kernel
+    /// crate alone, so the build shares its folder and its `core` with the normal one.
+    bringup: Option<&'static str>,
 }
 
 /// One boot of a built kernel.
@@ -106,7 +110,7 @@ struct Boot {
     /// kernel was built with, or the CPU feature it detected).
     expect: &'static str,
     /// For a kernel built broken on purpose: the start of the `FAIL` line its run must print
-    /// (and it must not exit with the pass status).
+    /// (and it must not exit with the pass status); a `*` in it stands for any text.
     must_fail: Option<&'static str>,
 }
 
@@ -119,6 +123,7 @@ fn x86_64_build() -> Build {
         features: "",
         broken: None,
         dir: "",
+        bringup: None,
     }
 }
 
@@ -133,6 +138,7 @@ fn aarch64_build(lse: bool) -> Build {
         features: "",
         broken: None,
         dir: "",
+        bringup: None,
     }
 }
 
@@ -145,6 +151,7 @@ fn i386_build() -> Build {
         features: "",
         broken: None,
         dir: "",
+        bringup: None,
     }
 }
 
@@ -177,7 +184,73 @@ fn riscv64_build(kind: Rv) -> Build {
         } else {
             "riscv64"
         },
+        bringup: None,
     }
+}
+
+/// The runs whose bring-up is broken on purpose: each must stop at the bring-up check with
+/// its message (`FAIL bring-up: ...`). Every arch swaps CPU 0's and CPU 1's blocks (which
+/// proves that the arch reads the register it adds through: the GS base MSR, `TPIDR_EL1`,
+/// the `%fs` descriptor in the GDT, `tp`/`gp`); x86_64 also makes its zone for one CPU; the
+/// riscv64 `gp` build also keeps its block pointer in `tp`.
+const BRINGUPS: &[(&str, &str, &str)] = &[
+    // (run, PCPU_TESTBED_BROKEN_BRINGUP, the start of its FAIL line)
+    (
+        "x86_64-bringup-ncpus",
+        "ncpus",
+        "FAIL bring-up: CPU * is brought up, but the zone was made for 1 CPUs: ncpus must count every possible CPU",
+    ),
+    (
+        "x86_64-bringup-swap",
+        "swap",
+        "FAIL bring-up: CPU 0's per-CPU register (GS base) holds CPU 1's block",
+    ),
+    (
+        "aarch64-bringup-swap",
+        "swap",
+        "FAIL bring-up: CPU 0's per-CPU register (TPIDR_EL1) holds CPU 1's block",
+    ),
+    (
+        "i386-bringup-swap",
+        "swap",
+        "FAIL bring-up: CPU 0's per-CPU register (%fs segment base) holds CPU 1's block",
+    ),
+    (
+        "riscv64-bringup-swap",
+        "swap",
+        "FAIL bring-up: CPU 0's per-CPU register (tp) holds CPU 1's block",
+    ),
+    (
+        "riscv64-bringup-register",
+        "register",
+        "FAIL bring-up: CPU 0's block is in tp, but this build adds through gp: build without feature riscv-gp",
+    ),
+];
+
+/// The build and boot of a broken bring-up run of [`BRINGUPS`] on `build`'s and `boot`'s
+/// kernel and machine.
+fn bringup_run(run: &'static str, build: Build, boot: Boot) -> (Kernel, Vec<Boot>) {
+    let &(_, value, fail_line) = BRINGUPS
+        .iter()
+        .find(|(name, ..)| *name == run)
+        .expect("a run of BRINGUPS");
+    let dir = if build.dir.is_empty() {
+        build.name
+    } else {
+        build.dir
+    };
+    let build = Build {
+        name: run,
+        dir,
+        bringup: Some(value),
+        ..build
+    };
+    let boot = Boot {
+        name: run,
+        must_fail: Some(fail_line),
+        ..boot
+    };
+    (Kernel::Rust(build), vec![boot])
 }
 
 /// `isa-debug-exit` turns the kernel's 0x10 (pass) into `(0x10 << 1) | 1`.
@@ -512,35 +585,108 @@ pub fn run(args: &[String]) -> Result<(), String> {
 fn plan_for(kernel: &str) -> Vec<(Kernel, Vec<Boot>)> {
     use Kernel::{Rust, C};
     match kernel {
-        "x86_64" => vec![(Rust(x86_64_build()), vec![x86_64_boot()])],
+        "x86_64" => vec![
+            (Rust(x86_64_build()), vec![x86_64_boot()]),
+            bringup_run("x86_64-bringup-ncpus", x86_64_build(), x86_64_boot()),
+            bringup_run("x86_64-bringup-swap", x86_64_build(), x86_64_boot()),
+        ],
         "aarch64" => vec![
             (Rust(aarch64_build(false)), vec![aarch64_boot(false)]),
             (Rust(aarch64_build(true)), vec![aarch64_boot(true)]),
+            bringup_run(
+                "aarch64-bringup-swap",
+                aarch64_build(false),
+                aarch64_boot(false),
+            ),
         ],
-        "i386" => vec![(Rust(i386_build()), vec![i386_boot(true), i386_boot(false)])],
+        "i386" => vec![
+            (Rust(i386_build()), vec![i386_boot(true), i386_boot(false)]),
+            bringup_run("i386-bringup-swap", i386_build(), i386_boot(true)),
+        ],
         "riscv64" => [Rv::Tp, Rv::Gp, Rv::Broken]
             .map(|kind| (Rust(riscv64_build(kind)), vec![riscv64_boot(kind)]))
-            .into(),
+            .into_iter()
+            .chain([
+                bringup_run(
+                    "riscv64-bringup-swap",
+                    riscv64_build(Rv::Tp),
+                    riscv64_boot(Rv::Tp),
+                ),
+                bringup_run(
+                    "riscv64-bringup-register",
+                    riscv64_build(Rv::Gp),
+                    riscv64_boot(Rv::Gp),
+                ),
+            ])
+            .collect(),
         "riscv64-broken" => vec![(
             Rust(riscv64_build(Rv::Broken)),
             vec![riscv64_boot(Rv::Broken)],
         )],
         "c-x86_64" => [false, true]
             .map(|broken| (C(ckernel::x86_64(broken)), vec![c_x86_64_boot(broken)]))
-            .into(),
+            .into_iter()
+            .chain([c_bringup_run(
+                "c-x86_64-bringup-swap",
+                ckernel::x86_64(false),
+                c_x86_64_boot(false),
+            )])
+            .collect(),
         "c-i386" => [false, true]
             .map(|broken| {
                 let boots = vec![c_i386_boot(true, broken), c_i386_boot(false, broken)];
                 (C(ckernel::i386(broken)), boots)
             })
-            .into(),
+            .into_iter()
+            .chain([c_bringup_run(
+                "c-i386-bringup-swap",
+                ckernel::i386(false),
+                c_i386_boot(true, false),
+            )])
+            .collect(),
         "c-riscv64" => [false, true]
             .map(|broken| (C(ckernel::riscv64(broken)), vec![c_riscv64_boot(broken)]))
-            .into(),
+            .into_iter()
+            .chain([c_bringup_run(
+                "c-riscv64-bringup-ncpus",
+                ckernel::riscv64(false),
+                c_riscv64_boot(false),
+            )])
+            .collect(),
         _ => [false, true]
             .map(|broken| (C(ckernel::aarch64(broken)), vec![c_aarch64_boot(broken)]))
-            .into(),
+            .into_iter()
+            .chain([c_bringup_run(
+                "c-aarch64-bringup-swap",
+                ckernel::aarch64(false),
+                c_aarch64_boot(false),
+            )])
+            .collect(),
     }
+}
+
+/// A C kernel whose bring-up is broken on purpose (`-DPCPU_TESTBED_BROKEN_BRINGUP_<X>` for
+/// the run `c-<arch>-bringup-<x>`): `pcpu_cpu_check` must stop it with the code's text.
+/// riscv64's register points at the hart's block from reset (no `pcpu_set_cpu_base`, which
+/// would refuse a CPU the zone lacks before the check): it shows a zone made for one CPU.
+fn c_bringup_run(run: &'static str, build: CBuild, boot: Boot) -> (Kernel, Vec<Boot>) {
+    let (value, fail_line) = if run.ends_with("-swap") {
+        (
+            "swap",
+            "FAIL bring-up: CPU 0: the CPU's per-CPU register holds another CPU's block",
+        )
+    } else {
+        (
+            "ncpus",
+            "FAIL bring-up: CPU *: the CPU's index is not below the zone's CPU count: ncpus must count every possible CPU",
+        )
+    };
+    let boot = Boot {
+        name: run,
+        must_fail: Some(fail_line),
+        ..boot
+    };
+    (Kernel::C(build.with_bringup(run, value)), vec![boot])
 }
 
 /// The riscv64 kernels' add, disassembled from `pcpu_probe_riscv64_kernel_add` (in
@@ -647,6 +793,7 @@ fn build_kernel(build: &Build) -> Result<PathBuf, String> {
         .arg("--manifest-path")
         .arg(root.join("testbeds/kernel/Cargo.toml"))
         .env("CARGO_TARGET_DIR", &target_dir)
+        .env_remove("PCPU_TESTBED_BROKEN_BRINGUP")
         .env_remove("RUSTFLAGS")
         .env_remove("CARGO_ENCODED_RUSTFLAGS")
         .env(
@@ -657,6 +804,9 @@ fn build_kernel(build: &Build) -> Result<PathBuf, String> {
                 build.broken.map(broken_cfg).unwrap_or_default()
             ),
         );
+    if let Some(value) = build.bringup {
+        cmd.env("PCPU_TESTBED_BROKEN_BRINGUP", value);
+    }
     println!(
         "[{}] building kernel for {}{} with {}",
         build.name,
@@ -854,7 +1004,7 @@ fn judge_broken(
             boot.expect
         ));
     }
-    let Some(caught) = lines.iter().find(|l| l.starts_with(wanted)) else {
+    let Some(caught) = lines.iter().find(|l| starts_with_pattern(l, wanted)) else {
         return Err(format!(
             "no `{wanted}` line: the checks did not catch the broken add"
         ));
@@ -864,4 +1014,20 @@ fn judge_broken(
     }
     println!("[{}] caught, as it must be: {caught}", boot.name);
     Ok(())
+}
+
+/// Whether `line` starts with `pattern`, where each `*` in the pattern stands for any text.
+fn starts_with_pattern(line: &str, pattern: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or_default();
+    let Some(mut rest) = line.strip_prefix(first) else {
+        return false;
+    };
+    for part in parts {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    true
 }

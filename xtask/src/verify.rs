@@ -277,7 +277,15 @@ fn broken(root: &Path) -> (bool, String) {
 
 fn property(root: &Path) -> (bool, String) {
     let mut cmd = cargo(root);
-    cmd.args(["test", "--test", "model", "--test", "config_fuzz", "--test", "approx"]);
+    cmd.args([
+        "test",
+        "--test",
+        "model",
+        "--test",
+        "config_fuzz",
+        "--test",
+        "approx",
+    ]);
     let (ok, text) = capture(cmd, false);
     let (passed, failed) = test_counts(&text);
     (ok, format!("tests/model.rs + tests/config_fuzz.rs + tests/approx.rs: {passed} passed, {failed} failed (256 cases per property)"))
@@ -286,8 +294,16 @@ fn property(root: &Path) -> (bool, String) {
 fn fuzz(root: &Path) -> (bool, String) {
     let cases = std::env::var("PCPU_FUZZ_CASES").unwrap_or_else(|_| "2000".into());
     let mut cmd = cargo(root);
-    cmd.args(["test", "--test", "model", "--test", "config_fuzz", "--test", "approx"])
-        .env("PROPTEST_CASES", &cases);
+    cmd.args([
+        "test",
+        "--test",
+        "model",
+        "--test",
+        "config_fuzz",
+        "--test",
+        "approx",
+    ])
+    .env("PROPTEST_CASES", &cases);
     let (ok, text) = capture(cmd, false);
     let (passed, failed) = test_counts(&text);
     (

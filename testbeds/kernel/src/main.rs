@@ -46,7 +46,10 @@ mod boot;
 mod checks;
 mod console;
 
+use core::sync::atomic::{AtomicUsize, Ordering};
+
 use console::println;
+use pcpu_counter::{Zone, ZoneLayout, ZoneMeta};
 
 /// The crate's hooks, answered by the boot module.
 struct Kernel;
@@ -80,7 +83,7 @@ pub fn bsp_main() -> ! {
         pcpu_counter::arch::NAME,
         wanted
     );
-    let zone = match boot::make_zone().and_then(pcpu_counter::freebsd::install) {
+    let zone = match make_zone().and_then(pcpu_counter::freebsd::install) {
         Ok(zone) => zone,
         Err(e) => fail_setup("install", e),
     };
@@ -102,16 +105,51 @@ pub fn ap_main(cpu: usize) -> ! {
     boot::halt()
 }
 
-/// Points `cpu`'s per-CPU register at its block of `zone`: what a kernel does once per CPU.
-fn enter_cpu(cpu: usize, zone: &pcpu_counter::Zone<'_>) {
-    match zone.cpu_base(cpu) {
-        Ok(base) => {
-            // SAFETY: runs on `cpu` itself, at kernel privilege, before it adds to any counter.
-            if let Err(e) = unsafe { boot::set_cpu_base(cpu, base) } {
-                fail_setup("set_cpu_base", e)
-            }
-        }
-        Err(e) => fail_setup("cpu_base", e),
+/// A bring-up broken on purpose, for the runs that show the bring-up check catching it
+/// (`cargo xtask qemu` builds them with `PCPU_TESTBED_BROKEN_BRINGUP` set):
+///
+/// | value | the kernel's mistake | the check's error |
+/// |---|---|---|
+/// | `ncpus` | the zone made for the CPUs known at the time (the boot CPU alone) | `CpuNotInZone` on CPU 1 |
+/// | `swap` | CPUs 0 and 1 point their registers at each other's blocks | `CpuRegisterForeign` on CPU 0 |
+/// | `register` | riscv64, built with `riscv-gp`: the kernel keeps its block pointer in `tp` | `CpuRegisterWrong` on CPU 0 |
+pub const BROKEN_BRINGUP: Option<&str> = option_env!("PCPU_TESTBED_BROKEN_BRINGUP");
+
+/// The kernel's per-CPU blocks, CPU 0's and the distance between two: the kernel's own
+/// knowledge of where each CPU's block is, which it points each register at.
+static BLOCKS: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
+
+/// The boot module's zone on the kernel's blocks (for the `ncpus` bring-up: the same blocks
+/// with a CPU count of 1).
+fn make_zone() -> Result<Zone<'static>, pcpu_counter::Error> {
+    let zone = boot::make_zone()?;
+    let layout = *zone.layout();
+    BLOCKS[0].store(layout.base, Ordering::Relaxed);
+    BLOCKS[1].store(layout.stride, Ordering::Relaxed);
+    if BROKEN_BRINGUP != Some("ncpus") {
+        return Ok(zone);
+    }
+    drop(zone);
+    static META: ZoneMeta<{ ZoneLayout::meta_words_for(4096) }> = ZoneMeta::new();
+    // SAFETY: the boot module's zone over these bytes was dropped; nothing else uses them.
+    unsafe { Zone::hosted(ZoneLayout { ncpus: 1, ..layout }, &META) }
+}
+
+/// Points `cpu`'s per-CPU register at its block, as the kernel knows it, and runs the
+/// bring-up check: what a kernel does once per CPU.
+fn enter_cpu(cpu: usize, zone: &Zone<'_>) {
+    let mut block_cpu = cpu;
+    if BROKEN_BRINGUP == Some("swap") && cpu < 2 {
+        block_cpu = cpu ^ 1;
+    }
+    let base = BLOCKS[0].load(Ordering::Relaxed) + block_cpu * BLOCKS[1].load(Ordering::Relaxed);
+    // SAFETY: runs on `cpu` itself, at kernel privilege, before it adds to any counter.
+    if let Err(e) = unsafe { boot::set_cpu_base(cpu, base) } {
+        fail_setup("set_cpu_base", e)
+    }
+    if let Err(e) = zone.check_cpu(cpu) {
+        println!("FAIL bring-up: {e}");
+        boot::exit(false)
     }
 }
 

@@ -79,7 +79,11 @@ pub fn section(o: &mut String, r: &Results) -> Result<(), String> {
          low 4 bits, after a cached check that the CPU has `lahf` (none in a build for x86-64-v2); every 16th add an `xadd` to the count of sixteens, every {batch:.0}th a locked add to the shared word).\n"
     )
     .unwrap();
-    writeln!(o, "| Target (issue 21) | Goal | Measured | |\n|---|---:|---:|---|").unwrap();
+    writeln!(
+        o,
+        "| Target (issue 21) | Goal | Measured | |\n|---|---:|---:|---|"
+    )
+    .unwrap();
     writeln!(
         o,
         "| approximate read, worst CPU count | <= {READ_NS} ns | {worst_read:.2} ns | {} |",

@@ -302,8 +302,18 @@ pub fn markdown(
     });
 
     for (n, cpus, goal) in [(1024, "64", 8.0), (123, "256", 10.0)] {
-        let by_one = r.get("group", &format!("{n} counters: counter by counter"), cpus, None);
-        let group = r.get("group", &format!("{n} counters: group snapshot"), cpus, None);
+        let by_one = r.get(
+            "group",
+            &format!("{n} counters: counter by counter"),
+            cpus,
+            None,
+        );
+        let group = r.get(
+            "group",
+            &format!("{n} counters: group snapshot"),
+            cpus,
+            None,
+        );
         let ratio = match (by_one, group) {
             (Ok(a), Ok(b)) => a / b,
             _ => f64::NAN,
@@ -693,7 +703,10 @@ fn group_section(o: &mut String, r: &Results) -> Result<(), String> {
             let group = r.get("group", &name("group snapshot"), &cpus, None)?;
             let zero = r.get("group", &name("group fetch_and_zero"), &cpus, None)?;
             let cold = |what: &str| r.get("group", &name(what), &cpus, None).ok();
-            let (c1, cg) = (cold("counter by counter, cold"), cold("group snapshot, cold"));
+            let (c1, cg) = (
+                cold("counter by counter, cold"),
+                cold("group snapshot, cold"),
+            );
             let show = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
             let ratio = match (c1, cg) {
                 (Some(a), Some(b)) => x(a / b),

@@ -163,11 +163,17 @@ pub fn make_zone() -> Result<Zone<'static>, Error> {
     Zone::new(&MEMORY)
 }
 
-/// Points this hart's `tp` (`gp`) at `base`.
+/// Points this hart's `tp` (`gp`) at `base`. The `register` broken bring-up writes `tp`
+/// whatever the build adds through, as a kernel that keeps its per-CPU pointer in `tp` does.
 ///
 /// # Safety
 /// Runs in S-mode on the hart whose block `base` is.
 pub unsafe fn set_cpu_base(_cpu: usize, base: usize) -> Result<(), Error> {
+    if crate::BROKEN_BRINGUP == Some("register") {
+        // SAFETY: nothing in this kernel uses tp (no TLS).
+        unsafe { asm!("mv tp, {}", in(reg) base, options(nomem, nostack, preserves_flags)) };
+        return Ok(());
+    }
     // SAFETY: per the caller; nothing else in this kernel uses tp (no TLS) or gp (linked
     // with --no-relax, no `__global_pointer$`).
     unsafe { pcpu_counter::arch::set_cpu_base(base) }

@@ -684,6 +684,8 @@ fn c_bringup_run(run: &'static str, build: CBuild, boot: Boot) -> (Kernel, Vec<B
     let boot = Boot {
         name: run,
         must_fail: Some(fail_line),
+        // The banner: i386 prints its CX8 line only after the bring-up.
+        expect: "pcpu-counter C-only test kernel: ",
         ..boot
     };
     (Kernel::C(build.with_bringup(run, value)), vec![boot])

@@ -3,6 +3,8 @@
 
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(fw_dual)");
+    // src/main.rs reads it with `option_env!` (a bring-up broken on purpose).
+    println!("cargo:rerun-if-env-changed=PCPU_TESTBED_BROKEN_BRINGUP");
     println!(
         "cargo::rustc-check-cfg=cfg(fw_machine, values(\"microbit\", \"mps2-an386\", \"mps2-an521\"))"
     );

@@ -29,6 +29,9 @@
 //! | `c-riscv64` | as `riscv64` | `testbeds/ckernel/` + its `boot/riscv64/ckernel.c` (`tp` = the hart's per-CPU block from reset, hart id in word 0), `riscv64-linux-gnu-gcc -march=rv64imac -mabi=lp64`, the library for `riscv64imac-unknown-none-elf` |
 //! | `c-x86_64-broken`, `c-aarch64-broken`, `c-i386-broken`, `c-i386-486-broken`, `c-riscv64-broken` | as above | the same with `-include tests/c/broken_add.h` (load, add, store): must print `FAIL timer` |
 //!
+//! | `x86_64-bringup-ncpus`, `x86_64-bringup-swap`, `aarch64-bringup-swap`, `i386-bringup-swap`, `riscv64-bringup-swap`, `riscv64-bringup-register` | as above | the kernel crate rebuilt with `PCPU_TESTBED_BROKEN_BRINGUP` = `ncpus` (the zone made for one CPU), `swap` (CPUs 0 and 1 take each other's blocks) or `register` (the `riscv-gp` build with its block pointer in `tp`): each must stop at the bring-up check with its message ([`BRINGUPS`]) |
+//! | `c-x86_64-bringup-swap`, `c-aarch64-bringup-swap`, `c-i386-bringup-swap`, `c-riscv64-bringup-ncpus` | as above | the C kernel with `-DPCPU_TESTBED_BROKEN_BRINGUP_SWAP` or `_NCPUS`: `pcpu_cpu_check` must stop it |
+//!
 //! Every run uses one instruction per translation block (`-singlestep` on QEMU 7.x,
 //! `one-insn-per-tb=on` from 8.1): TCG only takes interrupts between blocks, so without it a
 //! timer interrupt could never land between the load and the store of a broken (non-atomic)

@@ -38,6 +38,31 @@ static BED: protocol::Bed = protocol::Bed {
 };
 
 static MEMORY: ZoneMemory<NCPUS, 1> = ZoneMemory::new();
+
+/// A bring-up broken on purpose (`cargo xtask qemu thumbv8m-dual` builds it with
+/// `PCPU_TESTBED_BROKEN_BRINGUP=ncpus`): the zone made for the boot CPU alone, which the
+/// bring-up check must catch on the second core.
+const BROKEN_BRINGUP: Option<&str> = option_env!("PCPU_TESTBED_BROKEN_BRINGUP");
+static MEMORY_FOR_ONE: ZoneMemory<1, 1> = ZoneMemory::new();
+
+/// The zone: on every CPU's memory, or on one CPU's in the broken bring-up.
+fn make_zone() -> Result<Zone<'static>, pcpu_counter::Error> {
+    if BROKEN_BRINGUP == Some("ncpus") {
+        Zone::new(&MEMORY_FOR_ONE)
+    } else {
+        Zone::new(&MEMORY)
+    }
+}
+
+/// The bring-up check on `cpu`: the platform's `current_cpu` must be `cpu`, and a CPU the zone
+/// has.
+fn bring_up(cpu: usize) {
+    let checked = pcpu_counter::freebsd::global_zone().and_then(|zone| zone.check_cpu(cpu));
+    if let Err(e) = checked {
+        console::println!("FAIL bring-up: {e}");
+        boot::exit(false)
+    }
+}
 /// Set by each CPU once it runs (the other CPU may fail to start).
 static UP: [AtomicBool; NCPUS] = [const { AtomicBool::new(false) }; NCPUS];
 
@@ -70,13 +95,14 @@ pub fn main() -> ! {
         pcpu_counter::arch::NAME,
         NCPUS
     );
-    let zone = match Zone::new(&MEMORY).and_then(pcpu_counter::freebsd::install) {
+    let zone = match make_zone().and_then(pcpu_counter::freebsd::install) {
         Ok(zone) => zone,
         Err(e) => {
             console::println!("FAIL setup zone: {e:?}");
             boot::exit(false)
         }
     };
+    bring_up(0);
     if !protocol::setup(&BED) {
         boot::exit(false)
     }
@@ -109,6 +135,7 @@ pub fn secondary_main(cpu: usize) -> ! {
     if cpu >= NCPUS {
         boot::halt()
     }
+    bring_up(cpu);
     UP[cpu].store(true, Ordering::Release);
     protocol::wait_go();
     protocol::run(cpu);

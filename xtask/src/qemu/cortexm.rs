@@ -7,6 +7,7 @@
 //! | `thumbv7em` | `-M mps2-an386` (Cortex-M4F, one core) | `thumbv7em-none-eabihf` |
 //! | `thumbv8m-dual` | `-M mps2-an521 -smp 2` (SSE-200: two Cortex-M33) | `thumbv8m.main-none-eabihf` |
 //! | `*-broken` | as above | the same with `--cfg pcpu_counter_broken="portable_unprotected_add"` in its rustflags (the crate's portable add without protection): must print `FAIL timer` |
+//! | `thumbv8m-dual-bringup-ncpus` | as `thumbv8m-dual` | the firmware crate rebuilt with `PCPU_TESTBED_BROKEN_BRINGUP=ncpus` (its zone made for one CPU): the second core's bring-up check must stop it |
 //!
 //! Each kind (`cargo xtask qemu thumbv6m`, ...) builds and boots its image, then builds it
 //! broken in a target folder of its own (`<kind>-broken`: its rustflags differ, and target
@@ -48,6 +49,9 @@ pub struct FirmwareBuild {
     dir: &'static str,
     /// Whether the image is built with `--cfg pcpu_counter_broken="portable_unprotected_add"`.
     broken: bool,
+    /// A bring-up broken on purpose: `PCPU_TESTBED_BROKEN_BRINGUP` for the firmware crate
+    /// alone (`ncpus`: the zone made for one CPU), sharing the normal build's folder.
+    bringup: Option<&'static str>,
 }
 
 impl FirmwareBuild {
@@ -75,9 +79,13 @@ impl FirmwareBuild {
             .arg("--manifest-path")
             .arg(root.join("testbeds/firmware/Cargo.toml"))
             .env("CARGO_TARGET_DIR", &target_dir)
+            .env_remove("PCPU_TESTBED_BROKEN_BRINGUP")
             .env_remove("RUSTFLAGS")
             .env_remove("CARGO_ENCODED_RUSTFLAGS")
             .env(tc.target_env("RUSTFLAGS"), format!("{LINK_FLAGS} {broken}"));
+        if let Some(value) = self.bringup {
+            cmd.env("PCPU_TESTBED_BROKEN_BRINGUP", value);
+        }
         println!(
             "[{}] building firmware for {}{} with {}",
             self.name,
@@ -156,13 +164,14 @@ pub fn plan(kind: &str) -> Vec<(FirmwareBuild, Vec<Boot>)> {
         expect,
         must_fail,
     };
-    vec![
+    let mut plan = vec![
         (
             FirmwareBuild {
                 name,
                 target,
                 dir: name,
                 broken: false,
+                bringup: None,
             },
             vec![boot(name, expect, None)],
         ),
@@ -172,8 +181,29 @@ pub fn plan(kind: &str) -> Vec<(FirmwareBuild, Vec<Boot>)> {
                 target,
                 dir: broken_name,
                 broken: true,
+                bringup: None,
             },
             vec![boot(broken_name, broken_expect, Some("FAIL timer"))],
         ),
-    ]
+    ];
+    if cpus == 2 {
+        // The dual-core image with its zone made for one CPU: the second core's bring-up
+        // check must stop it.
+        let run = "thumbv8m-dual-bringup-ncpus";
+        plan.push((
+            FirmwareBuild {
+                name: run,
+                target,
+                dir: name,
+                broken: false,
+                bringup: Some("ncpus"),
+            },
+            vec![boot(
+                run,
+                expect,
+                Some("FAIL bring-up: CPU 1 is brought up, but the zone was made for 1 CPUs"),
+            )],
+        ));
+    }
+    plan
 }

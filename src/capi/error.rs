@@ -140,20 +140,12 @@ pub extern "C" fn pcpu_strerror(err: c_int) -> *const c_char {
         }
         PCPU_ENOSPC => c"the buffer is too small",
         PCPU_ECLASH => c"the name exports as a metric that clashes with a registered name's",
-        PCPU_ENOTINZONE => {
-            c"the CPU's index is not below the zone's CPU count: ncpus must count every possible CPU"
-        }
-        PCPU_ECPUINDEX => c"the platform's current CPU is not the CPU brought up",
-        PCPU_EREGUNSET => c"the CPU's per-CPU register holds 0: never set on this CPU",
-        PCPU_EREGFOREIGN => {
-            c"the CPU's per-CPU register holds another CPU's block: bases swapped or a wrong index"
-        }
-        PCPU_EREGWRONG => {
-            c"the CPU's block is in the other register (riscv64 tp vs gp: PCPU_COUNTER_RISCV_GP)"
-        }
-        PCPU_EREGOUTSIDE => {
-            c"the CPU's per-CPU register holds no CPU's block: the zone's base or stride is wrong"
-        }
+        PCPU_ENOTINZONE => c"CPU index not below the zone's ncpus: count every possible CPU",
+        PCPU_ECPUINDEX => c"the platform's current CPU is another",
+        PCPU_EREGUNSET => c"the per-CPU register holds 0 (never set)",
+        PCPU_EREGFOREIGN => c"the per-CPU register holds another CPU's block (bases swapped?)",
+        PCPU_EREGWRONG => c"the CPU's block is in the other register (riscv64 tp vs gp)",
+        PCPU_EREGOUTSIDE => c"the per-CPU register holds no CPU's block: wrong base or stride",
         _ => c"unknown error",
     };
     text.as_ptr()

@@ -121,9 +121,14 @@ for spec in "${targets[@]}"; do
     # same in any checkout. RUSTC: the rustc of the chosen cargo (a rustup proxy or an outer
     # cargo could name another); RUSTC_BOOTSTRAP=1 lets -Zbuild-std and JSON specs run on a
     # stable toolchain.
+    # Dependencies' locations likewise name `spin-0.10.1/src/once.rs`, not the cargo home.
+    remap="--remap-path-prefix=$PWD/="
+    for registry in "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/; do
+        [ -d "$registry" ] && remap+=" --remap-path-prefix=$registry="
+    done
     bootstrap=()
     [ ${#std_flags[@]} -gt 0 ] || [ ${#json[@]} -gt 0 ] && bootstrap=(RUSTC_BOOTSTRAP=1)
-    env "${bootstrap[@]}" RUSTFLAGS="${RUSTFLAGS:-} --remap-path-prefix=$PWD/=" \
+    env "${bootstrap[@]}" RUSTFLAGS="${RUSTFLAGS:-} $remap" \
         PATH="$(dirname "$cargo_bin"):$PATH" RUSTC="$(dirname "$cargo_bin")/rustc" \
         CARGO_TARGET_DIR="$PWD/target/capi-kernel" \
         "$cargo_bin" build --quiet --release --manifest-path testbeds/capi-kernel/Cargo.toml --target "$spec" \

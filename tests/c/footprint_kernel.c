@@ -55,6 +55,7 @@ uint64_t kmain(void)
 	sum += counter_u64_fetch(early);
 	sum += (uint64_t)pcpu_zone_init(&layout, meta, PCPU_META_WORDS(32));
 	sum += (uint64_t)pcpu_set_cpu_base(0);
+	sum += (uint64_t)pcpu_cpu_check(0);
 	sum += (uint64_t)pcpu_zone_cpu_base(1, &base) + base;
 	c = counter_u64_alloc(M_WAITOK);
 	counter_u64_add(c, 1);

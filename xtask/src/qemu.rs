@@ -676,12 +676,12 @@ fn c_bringup_run(run: &'static str, build: CBuild, boot: Boot) -> (Kernel, Vec<B
     let (value, fail_line) = if run.ends_with("-swap") {
         (
             "swap",
-            "FAIL bring-up: CPU 0: the CPU's per-CPU register holds another CPU's block",
+            "FAIL bring-up: CPU 0: the per-CPU register holds another CPU's block (bases swapped?)",
         )
     } else {
         (
             "ncpus",
-            "FAIL bring-up: CPU *: the CPU's index is not below the zone's CPU count: ncpus must count every possible CPU",
+            "FAIL bring-up: CPU *: CPU index not below the zone's ncpus: count every possible CPU",
         )
     };
     let boot = Boot {

@@ -94,7 +94,7 @@ fn register() -> Result<usize, Error> {
 /// The index of the CPU whose block `register` is, if any.
 fn block_of(layout: &ZoneLayout, register: usize) -> Option<usize> {
     let delta = register.wrapping_sub(layout.base);
-    if layout.stride == 0 || delta % layout.stride != 0 {
+    if layout.stride == 0 || !delta.is_multiple_of(layout.stride) {
         return None;
     }
     let cpu = delta / layout.stride;

@@ -18,6 +18,10 @@
 //! | `set_cpu_base(cpu, base)` | point this CPU's per-CPU register at `base` |
 //! | `start_secondaries(n)` | start CPUs `1..n`, each entering [`ap_main`]; returns how many CPUs run |
 //!
+//! With the feature `percpu-crate` the `percpu` crate owns the per-CPU register instead
+//! ([`percpu_crate`]): `make_zone` and `set_cpu_base` are not used, and on x86_64 `cpu_id`
+//! reads percpu's value.
+//!
 //! Local protection is this CPU's interrupt disable (`custom-protection` and
 //! [`pcpu_counter::set_platform!`]), not a `critical-section` implementation: the only thing on
 //! a CPU of these kernels that can add to a counter behind the running code's back is that
@@ -26,6 +30,9 @@
 #![no_std]
 #![no_main]
 #![warn(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
+// With `percpu-crate` the boot modules' own per-CPU blocks (`make_zone`, `set_cpu_base`) are
+// not used.
+#![cfg_attr(feature = "percpu-crate", allow(dead_code))]
 
 #[cfg(target_arch = "x86_64")]
 #[path = "../boot/x86_64/mod.rs"]
@@ -45,6 +52,8 @@ mod boot;
 
 mod checks;
 mod console;
+#[cfg(feature = "percpu-crate")]
+mod percpu_crate;
 
 use console::println;
 
@@ -80,7 +89,13 @@ pub fn bsp_main() -> ! {
         pcpu_counter::arch::NAME,
         wanted
     );
-    let zone = match boot::make_zone().and_then(pcpu_counter::freebsd::install) {
+    #[cfg(feature = "percpu-crate")]
+    percpu_crate::init_bsp();
+    #[cfg(not(feature = "percpu-crate"))]
+    let zone = boot::make_zone();
+    #[cfg(feature = "percpu-crate")]
+    let zone = percpu_crate::make_zone();
+    let zone = match zone.and_then(pcpu_counter::freebsd::install) {
         Ok(zone) => zone,
         Err(e) => fail_setup("install", e),
     };
@@ -102,7 +117,15 @@ pub fn ap_main(cpu: usize) -> ! {
     boot::halt()
 }
 
+/// With `percpu-crate`: percpu points `cpu`'s register at its area, which holds `cpu`'s
+/// block of the zone.
+#[cfg(feature = "percpu-crate")]
+fn enter_cpu(cpu: usize, _zone: &pcpu_counter::Zone<'_>) {
+    percpu_crate::enter_cpu(cpu)
+}
+
 /// Points `cpu`'s per-CPU register at its block of `zone`: what a kernel does once per CPU.
+#[cfg(not(feature = "percpu-crate"))]
 fn enter_cpu(cpu: usize, zone: &pcpu_counter::Zone<'_>) {
     match zone.cpu_base(cpu) {
         Ok(base) => {

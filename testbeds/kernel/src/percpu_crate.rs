@@ -1,0 +1,127 @@
+//! The `percpu` crate (ArceOS) owns the per-CPU register (feature `percpu-crate`): GS base on
+//! x86_64, `TPIDR_EL1` on aarch64, `gp` on riscv64. The kernel lets percpu set up its areas
+//! (`.percpu`, linked by `boot/percpu.ld`) and its register on every CPU, as ArceOS does, and
+//! hosts the zone in a `def_percpu` array inside those areas; it never calls
+//! `pcpu_counter::arch::set_cpu_base`. [`check`] then proves that percpu's own per-CPU value
+//! and register survived the counting.
+
+use core::ptr::addr_of_mut;
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use pcpu_counter::{Error, Zone, ZoneLayout};
+use pcpu_counter_testbed_protocol as protocol;
+
+use crate::console::println;
+
+#[cfg(all(target_arch = "riscv64", not(feature = "riscv-gp")))]
+compile_error!("percpu keeps its per-CPU pointer in gp on riscv64: build with `riscv-gp` too");
+
+/// Counters per CPU.
+const SLOTS: usize = 128;
+
+/// This CPU's index: a per-CPU value of the kernel's own, read through percpu.
+#[percpu::def_percpu]
+static CPU_ID: usize = usize::MAX;
+
+/// The zone's slots: one array in every CPU's percpu area.
+#[percpu::def_percpu]
+static COUNTERS: [u64; SLOTS] = [0; SLOTS];
+
+/// The zone's metadata: a zero baseline and a bitmap bit per slot.
+static mut META: [u64; ZoneLayout::meta_words_for(SLOTS)] = [0; ZoneLayout::meta_words_for(SLOTS)];
+
+/// The boot CPU, before any counter exists: percpu copies its template (area 0) into every
+/// other area, then points this CPU's register at area 0.
+pub fn init_bsp() {
+    if let Err(e) = percpu::init_in_place() {
+        println!("FAIL setup percpu::init_in_place: {e:?}");
+        crate::boot::exit(false)
+    }
+    enter_cpu(0);
+    let layout = layout();
+    println!(
+        "percpu owns the register: {} areas from {:#x}, {} bytes apart ({} bytes each \
+         unrounded), counters at offset {} ({} bytes)",
+        layout.ncpus,
+        layout.base,
+        percpu::percpu_area_base(1) - layout.base,
+        percpu::percpu_area_size(),
+        layout.offset,
+        layout.len
+    );
+}
+
+/// Every CPU, once (the boot CPU from [`init_bsp`]): percpu points the register at this
+/// CPU's area, and the kernel records its index there.
+pub fn enter_cpu(cpu: usize) {
+    percpu::init_percpu_reg(cpu);
+    CPU_ID.write_current(cpu);
+}
+
+/// The running CPU's index, through percpu.
+pub fn cpu_id() -> usize {
+    CPU_ID.read_current()
+}
+
+/// The zone's layout, from percpu's API alone.
+fn layout() -> ZoneLayout {
+    let base = percpu::percpu_area_base(0);
+    // The areas are `percpu_area_size()` rounded up to 64 apart (the rounding is private to
+    // percpu): the stride is the distance between two areas.
+    #[cfg(not(feature = "percpu-broken-stride"))]
+    let stride = percpu::percpu_area_base(1) - base;
+    #[cfg(feature = "percpu-broken-stride")]
+    let stride = percpu::percpu_area_size();
+    ZoneLayout {
+        base,
+        stride,
+        offset: COUNTERS.offset(),
+        len: core::mem::size_of_val(&[0u64; SLOTS]),
+        ncpus: percpu::percpu_area_num(),
+    }
+}
+
+/// The zone, hosted in the percpu areas' `COUNTERS` arrays.
+pub fn make_zone() -> Result<Zone<'static>, Error> {
+    // SAFETY: the `COUNTERS` arrays of the percpu areas and `META` are used by nothing but
+    // this zone (the `COUNTERS` wrapper is never accessed), which is made once, by the boot
+    // CPU after `init_bsp`, and lives forever; percpu is not initialised again.
+    unsafe { Zone::from_raw_parts(layout(), &mut *addr_of_mut!(META)) }
+}
+
+/// CPUs whose `CPU_ID` read back through percpu is their index, and whose register is still
+/// their percpu area.
+static ID_INTACT: AtomicU64 = AtomicU64::new(0);
+static REGISTER_INTACT: AtomicU64 = AtomicU64::new(0);
+
+/// Every CPU after the counting checks: percpu's value and register are intact (the crate did
+/// not overwrite the kernel's per-CPU pointer or data).
+pub fn check(cpu: usize) {
+    let n = protocol::ncpus();
+    if cpu_id() == cpu {
+        ID_INTACT.fetch_add(1, Ordering::Relaxed);
+    }
+    if percpu::read_percpu_reg() == percpu::percpu_area_base(cpu) {
+        REGISTER_INTACT.fetch_add(1, Ordering::Relaxed);
+    }
+    protocol::barrier(cpu);
+    if cpu == 0 {
+        protocol::report(
+            "percpu",
+            &[
+                (
+                    "CPUs reading their own index through percpu",
+                    n as u64,
+                    ID_INTACT.load(Ordering::Relaxed),
+                ),
+                (
+                    "CPUs whose register is their percpu area",
+                    n as u64,
+                    REGISTER_INTACT.load(Ordering::Relaxed),
+                ),
+            ],
+            n,
+        );
+    }
+    protocol::barrier(cpu);
+}

@@ -212,7 +212,7 @@ fn percpu_boot(kind: Percpu) -> Boot {
     Boot {
         name,
         expect: "percpu owns the register",
-        must_fail: (kind == Percpu::Broken).then_some("FAIL "),
+        must_fail: (kind == Percpu::Broken).then_some("FAIL setup percpu layout"),
         ..base
     }
 }

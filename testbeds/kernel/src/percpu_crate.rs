@@ -81,12 +81,26 @@ fn layout() -> ZoneLayout {
     }
 }
 
-/// The zone, hosted in the percpu areas' `COUNTERS` arrays.
+/// The zone, hosted in the percpu areas' `COUNTERS` arrays. Before anything counts, every
+/// CPU's block of the zone must be where percpu's register will point on that CPU (a zone
+/// with the wrong stride would sum other memory than the adds hit): else it prints
+/// `FAIL setup percpu layout` and leaves QEMU.
 pub fn make_zone() -> Result<Zone<'static>, Error> {
     // SAFETY: the `COUNTERS` arrays of the percpu areas and `META` are used by nothing but
     // this zone (the `COUNTERS` wrapper is never accessed), which is made once, by the boot
     // CPU after `init_bsp`, and lives forever; percpu is not initialised again.
-    unsafe { Zone::from_raw_parts(layout(), &mut *addr_of_mut!(META)) }
+    let zone = unsafe { Zone::from_raw_parts(layout(), &mut *addr_of_mut!(META)) }?;
+    for cpu in 0..zone.layout().ncpus {
+        let (block, area) = (zone.cpu_base(cpu)?, percpu::percpu_area_base(cpu));
+        if block != area {
+            println!(
+                "FAIL setup percpu layout: CPU {cpu}'s block of the zone at {block:#x}, \
+                 its percpu area (register) at {area:#x}"
+            );
+            crate::boot::exit(false)
+        }
+    }
+    Ok(zone)
 }
 
 /// CPUs whose `CPU_ID` read back through percpu is their index, and whose register is still

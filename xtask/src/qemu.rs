@@ -23,9 +23,10 @@
 //! | `x86_64-percpu` | as `x86_64` | the same with feature `percpu-crate`: the `percpu` crate (ArceOS) owns GS base, the zone lives in its areas (`testbeds/kernel/src/percpu_crate.rs`) |
 //! | `aarch64-percpu` | as `aarch64-llsc` | the same with `percpu-crate` (percpu owns `TPIDR_EL1`) |
 //! | `riscv64-percpu` | as `riscv64` | the same with `percpu-crate` and `riscv-gp` (percpu owns `gp`; `--no-relax`, no `__global_pointer$`) |
-//! | `x86_64-percpu-broken` | as `x86_64` | `percpu-broken-stride`: the zone's stride is `percpu_area_size()`, unrounded: must print `FAIL` |
+//! | `x86_64-percpu-broken-stride` | as `x86_64` | `percpu-broken-stride`: the zone's stride is `percpu_area_size()`, unrounded: must print `FAIL setup percpu layout` |
+//! | `aarch64-percpu-broken-reinit` | as `aarch64-llsc` | `percpu-broken-reinit`: a second `percpu::init_in_place()` after counting started: must print `FAIL percpu counter added to on every CPU` |
 //!
-//! `percpu` runs the four `*-percpu` runs.
+//! `percpu` runs these five.
 //!
 //! Before they boot, the riscv64 kernels' add is disassembled and pinned
 //! ([`check_riscv64_add`]): `ld; mv tp (gp); add; amoadd.d zero; ret`, which the broken build
@@ -163,15 +164,18 @@ enum Percpu {
     Aarch64,
     Riscv64,
     /// x86_64 with `percpu-broken-stride`.
-    Broken,
+    BrokenStride,
+    /// aarch64 with `percpu-broken-reinit`.
+    BrokenReinit,
 }
 
 /// The `percpu` runs, in the order `percpu` runs them.
-const PERCPU_RUNS: [Percpu; 4] = [
+const PERCPU_RUNS: [Percpu; 5] = [
     Percpu::X86_64,
     Percpu::Riscv64,
     Percpu::Aarch64,
-    Percpu::Broken,
+    Percpu::BrokenStride,
+    Percpu::BrokenReinit,
 ];
 
 /// The `percpu` run named `name`, if any.
@@ -184,8 +188,9 @@ fn percpu_run(name: &str) -> Option<Percpu> {
 fn percpu_build(kind: Percpu) -> Build {
     let (base, features) = match kind {
         Percpu::X86_64 => (x86_64_build(), "percpu-crate"),
-        Percpu::Broken => (x86_64_build(), "percpu-broken-stride"),
+        Percpu::BrokenStride => (x86_64_build(), "percpu-broken-stride"),
         Percpu::Aarch64 => (aarch64_build(false), "percpu-crate"),
+        Percpu::BrokenReinit => (aarch64_build(false), "percpu-broken-reinit"),
         Percpu::Riscv64 => (riscv64_build(Rv::Gp), "riscv-gp,percpu-crate"),
     };
     Build {
@@ -201,18 +206,28 @@ fn percpu_build(kind: Percpu) -> Build {
 }
 
 /// The `percpu` kernels boot on the arch's plain machine and must print percpu's line; the
-/// broken stride must make a check print `FAIL`.
+/// broken stride must fail the setup's layout check, the second init the `percpu` check's
+/// counter (CPU 0's count copied over the others').
 fn percpu_boot(kind: Percpu) -> Boot {
-    let (name, base) = match kind {
-        Percpu::X86_64 => ("x86_64-percpu", x86_64_boot()),
-        Percpu::Broken => ("x86_64-percpu-broken", x86_64_boot()),
-        Percpu::Aarch64 => ("aarch64-percpu", aarch64_boot(false)),
-        Percpu::Riscv64 => ("riscv64-percpu", riscv64_boot(Rv::Gp)),
+    let (name, base, must_fail) = match kind {
+        Percpu::X86_64 => ("x86_64-percpu", x86_64_boot(), None),
+        Percpu::Aarch64 => ("aarch64-percpu", aarch64_boot(false), None),
+        Percpu::Riscv64 => ("riscv64-percpu", riscv64_boot(Rv::Gp), None),
+        Percpu::BrokenStride => (
+            "x86_64-percpu-broken-stride",
+            x86_64_boot(),
+            Some("FAIL setup percpu layout"),
+        ),
+        Percpu::BrokenReinit => (
+            "aarch64-percpu-broken-reinit",
+            aarch64_boot(false),
+            Some("FAIL percpu counter added to on every CPU"),
+        ),
     };
     Boot {
         name,
         expect: "percpu owns the register",
-        must_fail: (kind == Percpu::Broken).then_some("FAIL setup percpu layout"),
+        must_fail,
         ..base
     }
 }

@@ -8,7 +8,7 @@
 use core::ptr::addr_of_mut;
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use pcpu_counter::{Error, Zone, ZoneLayout};
+use pcpu_counter::{Counter, Error, Zone, ZoneLayout};
 use pcpu_counter_testbed_protocol as protocol;
 
 use crate::console::println;
@@ -103,15 +103,44 @@ pub fn make_zone() -> Result<Zone<'static>, Error> {
     Ok(zone)
 }
 
+/// Adds per CPU to the re-init check's counter (times the CPU's index plus one).
+const REINIT_ADDS: u64 = 1000;
+
+/// The re-init check's counter, allocated by CPU 0.
+static REINIT_COUNTER: spin::Once<Counter<'static>> = spin::Once::new();
+
 /// CPUs whose `CPU_ID` read back through percpu is their index, and whose register is still
 /// their percpu area.
 static ID_INTACT: AtomicU64 = AtomicU64::new(0);
 static REGISTER_INTACT: AtomicU64 = AtomicU64::new(0);
 
-/// Every CPU after the counting checks: percpu's value and register are intact (the crate did
-/// not overwrite the kernel's per-CPU pointer or data).
+/// Every CPU after the counting checks: a counter added to on every CPU is exact after the
+/// point where a second `percpu::init_in_place()` would copy CPU 0's area, counter slots
+/// included, over the others' (the `percpu-broken-reinit` build does it there), and percpu's
+/// value and register are intact (the crate did not overwrite the kernel's per-CPU pointer or
+/// data).
 pub fn check(cpu: usize) {
     let n = protocol::ncpus();
+    if cpu == 0 {
+        match pcpu_counter::freebsd::global_zone().and_then(Zone::alloc) {
+            Ok(counter) => REINIT_COUNTER.call_once(|| counter),
+            Err(e) => crate::fail_setup("percpu re-init counter", e),
+        };
+    }
+    protocol::barrier(cpu);
+    let counter = REINIT_COUNTER.get().expect("allocated before the barrier");
+    for _ in 0..REINIT_ADDS {
+        counter.add(cpu as i64 + 1);
+    }
+    protocol::barrier(cpu);
+    #[cfg(feature = "percpu-broken-reinit")]
+    if cpu == 0 {
+        println!("percpu initialised again (percpu-broken-reinit, test only)");
+        if let Err(e) = percpu::init_in_place() {
+            println!("FAIL setup percpu::init_in_place again: {e:?}");
+        }
+    }
+    protocol::barrier(cpu);
     if cpu_id() == cpu {
         ID_INTACT.fetch_add(1, Ordering::Relaxed);
     }
@@ -123,6 +152,11 @@ pub fn check(cpu: usize) {
         protocol::report(
             "percpu",
             &[
+                (
+                    "counter added to on every CPU",
+                    REINIT_ADDS * protocol::cpus_sum(n as u64),
+                    counter.fetch(),
+                ),
                 (
                     "CPUs reading their own index through percpu",
                     n as u64,

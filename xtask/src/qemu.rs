@@ -19,14 +19,13 @@
 //! | `riscv64` | `qemu-system-riscv64 -M virt -smp 4 -bios default` (OpenSBI, S-mode) | `riscv64imac-unknown-none-elf` (amoadd.d on tp), linked with `--no-relax` |
 //! | `riscv64-gp` | as `riscv64` | the same with feature `riscv-gp` (amoadd.d on gp) |
 //! | `riscv64-broken` | as `riscv64` | the same with `--cfg pcpu_counter_broken="riscv_plain_add"` in its rustflags (ld, add, sd): must print `FAIL timer` |
-//!
 //! | `x86_64-percpu` | as `x86_64` | the same with feature `percpu-crate`: the `percpu` crate (ArceOS) owns GS base, the zone lives in its areas (`testbeds/kernel/src/percpu_crate.rs`) |
 //! | `aarch64-percpu` | as `aarch64-llsc` | the same with `percpu-crate` (percpu owns `TPIDR_EL1`) |
 //! | `riscv64-percpu` | as `riscv64` | the same with `percpu-crate` and `riscv-gp` (percpu owns `gp`; `--no-relax`, no `__global_pointer$`) |
 //! | `x86_64-percpu-broken-stride` | as `x86_64` | `percpu-broken-stride`: the zone's stride is `percpu_area_size()`, unrounded: must print `FAIL setup percpu layout` |
 //! | `aarch64-percpu-broken-reinit` | as `aarch64-llsc` | `percpu-broken-reinit`: a second `percpu::init_in_place()` after counting started: must print `FAIL percpu counter added to on every CPU` |
 //!
-//! `percpu` runs these five.
+//! `percpu` runs the five `*-percpu*` runs.
 //!
 //! Before they boot, the riscv64 kernels' add is disassembled and pinned
 //! ([`check_riscv64_add`]): `ld; mv tp (gp); add; amoadd.d zero; ret`, which the broken build

@@ -70,13 +70,14 @@ fn layout() -> ZoneLayout {
     // percpu): the stride is the distance between two areas.
     #[cfg(not(feature = "percpu-broken-stride"))]
     let stride = percpu::percpu_area_base(1) - base;
+    // The user's pitfall, for the run that must fail (test only).
     #[cfg(feature = "percpu-broken-stride")]
     let stride = percpu::percpu_area_size();
     ZoneLayout {
         base,
         stride,
         offset: COUNTERS.offset(),
-        len: core::mem::size_of_val(&[0u64; SLOTS]),
+        len: core::mem::size_of::<[u64; SLOTS]>(),
         ncpus: percpu::percpu_area_num(),
     }
 }

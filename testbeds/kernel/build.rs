@@ -1,4 +1,6 @@
-//! Passes the arch's linker script (`boot/<arch>/link.ld`, in this bed) to the linker.
+//! Passes the arch's linker script (`boot/<arch>/link.ld`, in this bed) to the linker; with
+//! the feature `percpu-crate`, a copy with `boot/percpu.ld` (the `percpu` crate's `.percpu`
+//! section) at its `PERCPU` marker.
 
 fn main() {
     let arch = match std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() {
@@ -11,11 +13,16 @@ fn main() {
     };
     let dir = std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo");
     let script = format!("{dir}/boot/{arch}/link.ld");
-    println!("cargo:rustc-link-arg=-T{script}");
     println!("cargo:rerun-if-changed={script}");
     println!("cargo:rerun-if-changed=build.rs");
     // src/main.rs reads it with `option_env!` (a bring-up broken on purpose).
     println!("cargo:rerun-if-env-changed=PCPU_TESTBED_BROKEN_BRINGUP");
+    let script = if std::env::var_os("CARGO_FEATURE_PERCPU_CRATE").is_some() {
+        with_percpu_section(&dir, &script)
+    } else {
+        script
+    };
+    println!("cargo:rustc-link-arg=-T{script}");
     if arch == "x86_64" {
         compile_c_check(&dir);
     }
@@ -53,4 +60,23 @@ fn compile_c_check(dir: &str) {
     println!("cargo:rustc-link-arg={obj}");
     println!("cargo:rerun-if-changed={source}");
     println!("cargo:rerun-if-changed={dir}/../../include/pcpu_counter.h");
+}
+
+/// Writes `script` with `boot/percpu.ld` in place of its `PERCPU` marker line into `OUT_DIR`;
+/// returns the copy's path.
+fn with_percpu_section(dir: &str, script: &str) -> String {
+    let percpu = format!("{dir}/boot/percpu.ld");
+    println!("cargo:rerun-if-changed={percpu}");
+    let section = std::fs::read_to_string(&percpu).expect("boot/percpu.ld");
+    let text = std::fs::read_to_string(script).expect("the arch's link.ld");
+    let marker = text
+        .lines()
+        .find(|line| line.trim_start().starts_with("/* PERCPU:"))
+        .unwrap_or_else(|| panic!("{script} has no `/* PERCPU:` marker line"));
+    let out = format!(
+        "{}/link.ld",
+        std::env::var("OUT_DIR").expect("set by cargo")
+    );
+    std::fs::write(&out, text.replacen(marker, &section, 1)).expect("OUT_DIR is writable");
+    out
 }

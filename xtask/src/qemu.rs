@@ -1,4 +1,4 @@
-//! `cargo xtask qemu [x86_64|aarch64|i386|riscv64|riscv64-broken|c-x86_64|c-aarch64|c-i386|c-riscv64|c|all]`: builds the QEMU test
+//! `cargo xtask qemu [x86_64|aarch64|i386|riscv64|riscv64-broken|percpu|<arch>-percpu|c-x86_64|c-aarch64|c-i386|c-riscv64|c|all]`: builds the QEMU test
 //! kernels (`testbeds/kernel/` in Rust, boot code under its `boot/<arch>/`;
 //! `testbeds/ckernel/` in C only, its glue under its `boot/<arch>/`, booting through the Rust
 //! kernels' entry and linker script), boots each under `qemu-system-*`, prints its serial
@@ -19,6 +19,13 @@
 //! | `riscv64` | `qemu-system-riscv64 -M virt -smp 4 -bios default` (OpenSBI, S-mode) | `riscv64imac-unknown-none-elf` (amoadd.d on tp), linked with `--no-relax` |
 //! | `riscv64-gp` | as `riscv64` | the same with feature `riscv-gp` (amoadd.d on gp) |
 //! | `riscv64-broken` | as `riscv64` | the same with `--cfg pcpu_counter_broken="riscv_plain_add"` in its rustflags (ld, add, sd): must print `FAIL timer` |
+//! | `x86_64-percpu` | as `x86_64` | the same with feature `percpu-crate`: the `percpu` crate (ArceOS) owns GS base, the zone lives in its areas (`testbeds/kernel/src/percpu_crate.rs`) |
+//! | `aarch64-percpu` | as `aarch64-llsc` | the same with `percpu-crate` (percpu owns `TPIDR_EL1`) |
+//! | `riscv64-percpu` | as `riscv64` | the same with `percpu-crate` and `riscv-gp` (percpu owns `gp`; `--no-relax`, no `__global_pointer$`) |
+//! | `x86_64-percpu-broken-stride` | as `x86_64` | `percpu-broken-stride`: the zone's stride is `percpu_area_size()`, unrounded: must print `FAIL setup percpu layout` |
+//! | `aarch64-percpu-broken-reinit` | as `aarch64-llsc` | `percpu-broken-reinit`: a second `percpu::init_in_place()` after counting started: must print `FAIL percpu counter added to on every CPU` |
+//!
+//! `percpu` runs the five `*-percpu*` runs.
 //!
 //! Before they boot, the riscv64 kernels' add is disassembled and pinned
 //! ([`check_riscv64_add`]): `ld; mv tp (gp); add; amoadd.d zero; ret`, which the broken build
@@ -155,6 +162,82 @@ fn i386_build() -> Build {
         broken: None,
         dir: "",
         bringup: None,
+    }
+}
+
+/// The kernels where the `percpu` crate owns the per-CPU register (feature `percpu-crate`):
+/// each shares its folder, so its `core`, with the arch's plain build.
+#[derive(Clone, Copy, PartialEq)]
+enum Percpu {
+    X86_64,
+    Aarch64,
+    Riscv64,
+    /// x86_64 with `percpu-broken-stride`.
+    BrokenStride,
+    /// aarch64 with `percpu-broken-reinit`.
+    BrokenReinit,
+}
+
+/// The `percpu` runs, in the order `percpu` runs them.
+const PERCPU_RUNS: [Percpu; 5] = [
+    Percpu::X86_64,
+    Percpu::Riscv64,
+    Percpu::Aarch64,
+    Percpu::BrokenStride,
+    Percpu::BrokenReinit,
+];
+
+/// The `percpu` run named `name`, if any.
+fn percpu_run(name: &str) -> Option<Percpu> {
+    PERCPU_RUNS
+        .into_iter()
+        .find(|&kind| percpu_boot(kind).name == name)
+}
+
+fn percpu_build(kind: Percpu) -> Build {
+    let (base, features) = match kind {
+        Percpu::X86_64 => (x86_64_build(), "percpu-crate"),
+        Percpu::BrokenStride => (x86_64_build(), "percpu-broken-stride"),
+        Percpu::Aarch64 => (aarch64_build(false), "percpu-crate"),
+        Percpu::BrokenReinit => (aarch64_build(false), "percpu-broken-reinit"),
+        Percpu::Riscv64 => (riscv64_build(Rv::Gp), "riscv-gp,percpu-crate"),
+    };
+    Build {
+        name: percpu_boot(kind).name,
+        features,
+        dir: if base.dir.is_empty() {
+            base.name
+        } else {
+            base.dir
+        },
+        ..base
+    }
+}
+
+/// The `percpu` kernels boot on the arch's plain machine and must print percpu's line; the
+/// broken stride must fail the setup's layout check, the second init the `percpu` check's
+/// counter (CPU 0's count copied over the others').
+fn percpu_boot(kind: Percpu) -> Boot {
+    let (name, base, must_fail) = match kind {
+        Percpu::X86_64 => ("x86_64-percpu", x86_64_boot(), None),
+        Percpu::Aarch64 => ("aarch64-percpu", aarch64_boot(false), None),
+        Percpu::Riscv64 => ("riscv64-percpu", riscv64_boot(Rv::Gp), None),
+        Percpu::BrokenStride => (
+            "x86_64-percpu-broken-stride",
+            x86_64_boot(),
+            Some("FAIL setup percpu layout"),
+        ),
+        Percpu::BrokenReinit => (
+            "aarch64-percpu-broken-reinit",
+            aarch64_boot(false),
+            Some("FAIL percpu counter added to on every CPU"),
+        ),
+    };
+    Boot {
+        name,
+        expect: "percpu owns the register",
+        must_fail,
+        ..base
     }
 }
 
@@ -459,11 +542,12 @@ fn machine_args(boot: &Boot) -> &'static [&'static str] {
 }
 
 pub fn run(args: &[String]) -> Result<(), String> {
-    const KERNELS: [&str; 8] = [
+    const KERNELS: [&str; 9] = [
         "x86_64",
         "aarch64",
         "i386",
         "riscv64",
+        "percpu",
         "c-x86_64",
         "c-aarch64",
         "c-i386",
@@ -474,7 +558,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         [one] => one.as_str(),
         _ => {
             return Err(format!(
-                "usage: cargo xtask qemu [{}|riscv64-broken|c|{}|cortex-m|all]",
+                "usage: cargo xtask qemu [{}|riscv64-broken|<arch>-percpu|c|{}|cortex-m|all]",
                 KERNELS.join("|"),
                 cortexm::KINDS.join("|")
             ))
@@ -499,10 +583,12 @@ pub fn run(args: &[String]) -> Result<(), String> {
             .into_iter()
             .flat_map(plan_for)
             .collect(),
-        one if KERNELS.contains(&one) || one == "riscv64-broken" => plan_for(one),
+        one if KERNELS.contains(&one) || one == "riscv64-broken" || percpu_run(one).is_some() => {
+            plan_for(one)
+        }
         other => {
             return Err(format!(
-                "unknown kernel `{other}`: use {}, riscv64-broken, c (every C kernel), {}, \
+                "unknown kernel `{other}`: use {}, riscv64-broken, <arch>-percpu, c (every C kernel), {}, \
                  cortex-m (the three firmware images) or all",
                 KERNELS.join(", "),
                 cortexm::KINDS.join(", ")
@@ -514,7 +600,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         match kernel {
             Kernel::Rust(build) => {
                 toolchain::cargo_for(&build.target)?;
-                if build.name == "x86_64" {
+                if build.target.starts_with("x86_64") {
                     // testbeds/kernel/build.rs compiles tests/c/kernel_check.c into the x86_64 kernel.
                     toolchain::require_tool("gcc", "gcc")?;
                 }
@@ -621,6 +707,13 @@ fn plan_for(kernel: &str) -> Vec<(Kernel, Vec<Boot>)> {
                     riscv64_boot(Rv::Gp),
                 ),
             ])
+            .collect(),
+        "percpu" => PERCPU_RUNS
+            .map(|kind| (Rust(percpu_build(kind)), vec![percpu_boot(kind)]))
+            .into(),
+        one if percpu_run(one).is_some() => percpu_run(one)
+            .map(|kind| (Rust(percpu_build(kind)), vec![percpu_boot(kind)]))
+            .into_iter()
             .collect(),
         "riscv64-broken" => vec![(
             Rust(riscv64_build(Rv::Broken)),

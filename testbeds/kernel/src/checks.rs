@@ -1,7 +1,8 @@
 //! The kernels' checks: the shared protocol (`testbeds/protocol/`, the phases, counters,
 //! exact totals and `PASS`/`FAIL` lines the firmware runs too) with the kernels' numbers, plus
-//! the checks only a kernel runs: one per-CPU area per kernel (`area`), and on x86_64 the C
-//! API counted from every CPU (`c_api`).
+//! the checks only a kernel runs: one per-CPU area per kernel (`area`), on x86_64 the C
+//! API counted from every CPU (`c_api`), and with `percpu-crate` percpu's own per-CPU value
+//! and register intact after the counting (`percpu`).
 
 use pcpu_counter::{Error, Zone, ZoneLayout, ZoneMemory};
 use pcpu_counter_testbed_protocol as protocol;
@@ -41,7 +42,8 @@ pub fn run_ap(cpu: usize) {
     run(cpu);
 }
 
-/// The protocol's phases, then the C API's (x86_64).
+/// The protocol's phases, then the C API's (x86_64), then with `percpu-crate` whether
+/// percpu's own per-CPU value and register survived them.
 fn run(cpu: usize) {
     if cpu >= protocol::ncpus() {
         return;
@@ -49,6 +51,8 @@ fn run(cpu: usize) {
     protocol::run(cpu);
     #[cfg(target_arch = "x86_64")]
     c_api(cpu);
+    #[cfg(feature = "percpu-crate")]
+    crate::percpu_crate::check(cpu);
 }
 
 /// One per-CPU area per kernel: a second zone that would need other per-CPU register values

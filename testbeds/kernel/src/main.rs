@@ -18,6 +18,10 @@
 //! | `set_cpu_base(cpu, base)` | point this CPU's per-CPU register at `base` |
 //! | `start_secondaries(n)` | start CPUs `1..n`, each entering [`ap_main`]; returns how many CPUs run |
 //!
+//! With the feature `percpu-crate` the `percpu` crate owns the per-CPU register instead
+//! ([`percpu_crate`]): `make_zone` and `set_cpu_base` are not used, and on x86_64 `cpu_id`
+//! reads percpu's value.
+//!
 //! Local protection is this CPU's interrupt disable (`custom-protection` and
 //! [`pcpu_counter::set_platform!`]), not a `critical-section` implementation: the only thing on
 //! a CPU of these kernels that can add to a counter behind the running code's back is that
@@ -26,6 +30,9 @@
 #![no_std]
 #![no_main]
 #![warn(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
+// With `percpu-crate` the boot modules' own per-CPU blocks (`make_zone`, `set_cpu_base`) are
+// not used.
+#![cfg_attr(feature = "percpu-crate", allow(dead_code))]
 
 #[cfg(target_arch = "x86_64")]
 #[path = "../boot/x86_64/mod.rs"]
@@ -45,6 +52,8 @@ mod boot;
 
 mod checks;
 mod console;
+#[cfg(feature = "percpu-crate")]
+mod percpu_crate;
 
 use core::sync::atomic::{AtomicUsize, Ordering};
 
@@ -83,6 +92,8 @@ pub fn bsp_main() -> ! {
         pcpu_counter::arch::NAME,
         wanted
     );
+    #[cfg(feature = "percpu-crate")]
+    percpu_crate::init_bsp();
     let zone = match make_zone().and_then(pcpu_counter::freebsd::install) {
         Ok(zone) => zone,
         Err(e) => fail_setup("install", e),
@@ -117,10 +128,12 @@ pub const BROKEN_BRINGUP: Option<&str> = option_env!("PCPU_TESTBED_BROKEN_BRINGU
 
 /// The kernel's per-CPU blocks, CPU 0's and the distance between two: the kernel's own
 /// knowledge of where each CPU's block is, which it points each register at.
+#[cfg(not(feature = "percpu-crate"))]
 static BLOCKS: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
 
 /// The boot module's zone on the kernel's blocks (for the `ncpus` bring-up: the same blocks
 /// with a CPU count of 1).
+#[cfg(not(feature = "percpu-crate"))]
 fn make_zone() -> Result<Zone<'static>, pcpu_counter::Error> {
     let zone = boot::make_zone()?;
     let layout = *zone.layout();
@@ -135,8 +148,23 @@ fn make_zone() -> Result<Zone<'static>, pcpu_counter::Error> {
     unsafe { Zone::hosted(ZoneLayout { ncpus: 1, ..layout }, &META) }
 }
 
+/// With `percpu-crate`: the zone in percpu's areas.
+#[cfg(feature = "percpu-crate")]
+fn make_zone() -> Result<Zone<'static>, pcpu_counter::Error> {
+    percpu_crate::make_zone()
+}
+
+/// With `percpu-crate`: percpu points `cpu`'s register at its area, which holds `cpu`'s
+/// block of the zone; then the bring-up check.
+#[cfg(feature = "percpu-crate")]
+fn enter_cpu(cpu: usize, zone: &Zone<'_>) {
+    percpu_crate::enter_cpu(cpu);
+    check_cpu(cpu, zone)
+}
+
 /// Points `cpu`'s per-CPU register at its block, as the kernel knows it, and runs the
 /// bring-up check: what a kernel does once per CPU.
+#[cfg(not(feature = "percpu-crate"))]
 fn enter_cpu(cpu: usize, zone: &Zone<'_>) {
     let mut block_cpu = cpu;
     if BROKEN_BRINGUP == Some("swap") && cpu < 2 {
@@ -147,6 +175,12 @@ fn enter_cpu(cpu: usize, zone: &Zone<'_>) {
     if let Err(e) = unsafe { boot::set_cpu_base(cpu, base) } {
         fail_setup("set_cpu_base", e)
     }
+    check_cpu(cpu, zone)
+}
+
+/// The bring-up check on `cpu`: its adds land in its own block of `zone`, or the kernel stops
+/// with the check's message.
+fn check_cpu(cpu: usize, zone: &Zone<'_>) {
     if let Err(e) = zone.check_cpu(cpu) {
         println!("FAIL bring-up: {e}");
         boot::exit(false)

@@ -5,7 +5,7 @@
 //! first word is the CPU's index (`cpu_id` reads `gs:[0]`), and the zone is hosted inside
 //! the blocks ([`ZoneLayout`] with `offset` 64), as a kernel that already owns GS does.
 
-use core::arch::{asm, global_asm};
+use core::arch::global_asm;
 use core::ptr::addr_of_mut;
 use core::sync::atomic::AtomicUsize;
 
@@ -71,12 +71,21 @@ pub fn cpu_count() -> usize {
     pc::fw_cfg_cpu_count()
 }
 
+/// The running CPU's index, with `percpu-crate`: percpu's per-CPU value.
+#[cfg(feature = "percpu-crate")]
+pub fn cpu_id() -> usize {
+    crate::percpu_crate::cpu_id()
+}
+
 /// The running CPU's index: word 0 of its per-CPU block.
+#[cfg(not(feature = "percpu-crate"))]
 pub fn cpu_id() -> usize {
     let id: usize;
     // SAFETY: GS base is this CPU's `PerCpu` block (set in `set_cpu_base` before anything
     // asks), whose first word is its index.
-    unsafe { asm!("mov {}, gs:[0]", out(reg) id, options(nostack, readonly, preserves_flags)) };
+    unsafe {
+        core::arch::asm!("mov {}, gs:[0]", out(reg) id, options(nostack, readonly, preserves_flags))
+    };
     id
 }
 

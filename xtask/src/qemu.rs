@@ -22,7 +22,7 @@
 //! | `x86_64-percpu` | as `x86_64` | the same with feature `percpu-crate`: the `percpu` crate (ArceOS) owns GS base, the zone lives in its areas (`testbeds/kernel/src/percpu_crate.rs`) |
 //! | `aarch64-percpu` | as `aarch64-llsc` | the same with `percpu-crate` (percpu owns `TPIDR_EL1`) |
 //! | `riscv64-percpu` | as `riscv64` | the same with `percpu-crate` and `riscv-gp` (percpu owns `gp`; `--no-relax`, no `__global_pointer$`) |
-//! | `x86_64-percpu-broken-stride` | as `x86_64` | `percpu-broken-stride`: the zone's stride is `percpu_area_size()`, unrounded: must print `FAIL setup percpu layout` |
+//! | `x86_64-percpu-broken-stride` | as `x86_64` | `percpu-broken-stride`: the zone's stride is `percpu_area_size()`, unrounded: CPU 1's bring-up check must stop it |
 //! | `aarch64-percpu-broken-reinit` | as `aarch64-llsc` | `percpu-broken-reinit`: a second `percpu::init_in_place()` after counting started: must print `FAIL percpu counter added to on every CPU` |
 //!
 //! `percpu` runs the five `*-percpu*` runs.
@@ -225,7 +225,7 @@ fn percpu_boot(kind: Percpu) -> Boot {
         Percpu::BrokenStride => (
             "x86_64-percpu-broken-stride",
             x86_64_boot(),
-            Some("FAIL setup percpu layout"),
+            Some("FAIL bring-up: CPU *'s per-CPU register (GS base) holds *, no CPU's block of the zone"),
         ),
         Percpu::BrokenReinit => (
             "aarch64-percpu-broken-reinit",

@@ -55,10 +55,13 @@ mod console;
 #[cfg(feature = "percpu-crate")]
 mod percpu_crate;
 
+#[cfg(not(feature = "percpu-crate"))]
 use core::sync::atomic::{AtomicUsize, Ordering};
 
 use console::println;
-use pcpu_counter::{Zone, ZoneLayout, ZoneMeta};
+use pcpu_counter::Zone;
+#[cfg(not(feature = "percpu-crate"))]
+use pcpu_counter::{ZoneLayout, ZoneMeta};
 
 /// The crate's hooks, answered by the boot module.
 struct Kernel;

@@ -5,10 +5,9 @@
 //! `pcpu_counter::arch::set_cpu_base`. [`check`] then proves that percpu's own per-CPU value
 //! and register survived the counting.
 
-use core::ptr::addr_of_mut;
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use pcpu_counter::{Counter, Error, Zone, ZoneLayout};
+use pcpu_counter::{Counter, Error, Zone, ZoneLayout, ZoneMeta};
 use pcpu_counter_testbed_protocol as protocol;
 
 use crate::console::println;
@@ -28,7 +27,7 @@ static CPU_ID: usize = usize::MAX;
 static COUNTERS: [u64; SLOTS] = [0; SLOTS];
 
 /// The zone's metadata: a zero baseline and a bitmap bit per slot.
-static mut META: [u64; ZoneLayout::meta_words_for(SLOTS)] = [0; ZoneLayout::meta_words_for(SLOTS)];
+static META: ZoneMeta<{ ZoneLayout::meta_words_for(SLOTS) }> = ZoneMeta::new();
 
 /// The boot CPU, before any counter exists: percpu copies its template (area 0) into every
 /// other area, then points this CPU's register at area 0.
@@ -82,26 +81,14 @@ fn layout() -> ZoneLayout {
     }
 }
 
-/// The zone, hosted in the percpu areas' `COUNTERS` arrays. Before anything counts, every
-/// CPU's block of the zone must be where percpu's register will point on that CPU (a zone
-/// with the wrong stride would sum other memory than the adds hit): else it prints
-/// `FAIL setup percpu layout` and leaves QEMU.
+/// The zone, hosted in the percpu areas' `COUNTERS` arrays. Each CPU's bring-up check
+/// (`main.rs`) then proves that its block of the zone is where percpu's register points (a
+/// zone with the wrong stride would sum other memory than the adds hit).
 pub fn make_zone() -> Result<Zone<'static>, Error> {
-    // SAFETY: the `COUNTERS` arrays of the percpu areas and `META` are used by nothing but
-    // this zone (the `COUNTERS` wrapper is never accessed), which is made once, by the boot
-    // CPU after `init_bsp`, and lives forever; percpu is not initialised again.
-    let zone = unsafe { Zone::from_raw_parts(layout(), &mut *addr_of_mut!(META)) }?;
-    for cpu in 0..zone.layout().ncpus {
-        let (block, area) = (zone.cpu_base(cpu)?, percpu::percpu_area_base(cpu));
-        if block != area {
-            println!(
-                "FAIL setup percpu layout: CPU {cpu}'s block of the zone at {block:#x}, \
-                 its percpu area (register) at {area:#x}"
-            );
-            crate::boot::exit(false)
-        }
-    }
-    Ok(zone)
+    // SAFETY: the `COUNTERS` arrays of the percpu areas are used by nothing but this zone (the
+    // `COUNTERS` wrapper is never accessed), which is made once, by the boot CPU after
+    // `init_bsp`, and lives forever; percpu is not initialised again.
+    unsafe { Zone::hosted(layout(), &META) }
 }
 
 /// Adds per CPU to the re-init check's counter (times the CPU's index plus one).

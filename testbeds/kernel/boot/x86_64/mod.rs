@@ -9,7 +9,7 @@ use core::arch::global_asm;
 use core::ptr::addr_of_mut;
 use core::sync::atomic::AtomicUsize;
 
-use pcpu_counter::{Error, Zone, ZoneLayout};
+use pcpu_counter::{Error, Zone, ZoneLayout, ZoneMeta};
 
 use crate::checks::MAX_CPUS;
 
@@ -52,8 +52,7 @@ static mut PERCPU: [PerCpu; MAX_CPUS] = [const {
     }
 }; MAX_CPUS];
 /// The zone's metadata: a zero baseline and a bitmap bit per slot.
-static mut META: [u64; pcpu_counter::ZoneLayout::meta_words_for(SLOTS)] =
-    [0; pcpu_counter::ZoneLayout::meta_words_for(SLOTS)];
+static META: ZoneMeta<{ ZoneLayout::meta_words_for(SLOTS) }> = ZoneMeta::new();
 
 /// The hand-over to the trampoline (`entry.s` reads them).
 #[no_mangle]
@@ -111,9 +110,9 @@ pub fn make_zone() -> Result<Zone<'static>, Error> {
         len: SLOTS * 8,
         ncpus: MAX_CPUS,
     };
-    // SAFETY: the counter areas of `PERCPU` and `META` are used by nothing but this zone,
-    // which is made once (by the boot CPU) and lives forever.
-    unsafe { Zone::from_raw_parts(layout, &mut *addr_of_mut!(META)) }
+    // SAFETY: the counter areas of `PERCPU` are used by nothing but this zone, which is made
+    // once (by the boot CPU) and lives forever.
+    unsafe { Zone::hosted(layout, &META) }
 }
 
 /// Writes `cpu` into the block at `base` and points this CPU's GS base at it.

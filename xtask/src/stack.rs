@@ -1,0 +1,325 @@
+//! `cargo xtask stack [--markdown] [target ...]`: the worst-case stack of every function of
+//! the C library (`target/capi-lib/<target>/libpcpu_counter.a`, as `.ci/capi.sh` builds it),
+//! from its disassembly, callees included, checked against the stated bounds:
+//!
+//! - every exported `pcpu_*` / `counter_*` function: at most [`CALL_LIMIT`] bytes;
+//! - the adds and everything an interrupt handler may call ([`IRQ_FUNCTIONS`]): at most
+//!   [`IRQ_LIMIT`] bytes.
+//!
+//! The kernel's hooks and the walk's callback are the kernel's own and come on top (counted
+//! as 0 here; docs/c.md says so). Each violation is one line,
+//! `FAIL [stack <arch>] <function>: <bytes> bytes > <limit> (<path>)`. Without targets it
+//! checks every library under `target/capi-lib/`. `--markdown` prints the table of
+//! docs/c.md's "Stack use" (worst case per group of functions, per arch).
+//!
+//! The parts: `stack/objdump.rs` reads objdump's output, `stack/frame.rs` what each
+//! instruction does to the stack per arch, `stack/depth.rs` a function's own frame,
+//! `stack/graph.rs` the call graph and the worst cases.
+
+mod depth;
+mod frame;
+mod graph;
+mod objdump;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use frame::{Arch, Classifier};
+use graph::Graph;
+
+/// The bound on any call of the C library, callees included.
+pub const CALL_LIMIT: u64 = 1024;
+/// The bound on the adds and on everything an interrupt handler may call.
+pub const IRQ_LIMIT: u64 = 256;
+
+/// The functions an interrupt handler may call (docs/c.md, "Stack use"): the adds, the
+/// protected section around several adds, and the approximate counter's add.
+pub const IRQ_FUNCTIONS: &[&str] = &[
+    "pcpu_counter_add",
+    "pcpu_counter_add_protected",
+    "counter_enter",
+    "counter_exit",
+    "pcpu_counter_enter_state",
+    "pcpu_counter_exit_state",
+    "pcpu_approx_add",
+];
+
+/// docs/c.md's groups: a title and the functions (by prefix) it covers, in table order.
+const GROUPS: &[(&str, &[&str])] = &[
+    ("adds (`pcpu_counter_add[_protected]`, `counter_enter/exit`, `*_state`, `pcpu_approx_add`)", IRQ_FUNCTIONS),
+    ("allocation (`counter_u64_[array_]alloc/free`)", &["counter_u64_alloc", "counter_u64_free", "counter_u64_array_alloc", "counter_u64_array_free"]),
+    ("reads and zeroes (`counter_u64_fetch/zero`, `*_array_copy/zero`, `pcpu_counter_fetch_and_zero`, group reads)", &["counter_u64_fetch", "counter_u64_zero", "counter_u64_array_copy", "counter_u64_array_zero", "pcpu_counter_fetch_and_zero", "pcpu_counter_group_"]),
+    ("approximate counters (`pcpu_approx_*` but the add)", &["pcpu_approx_"]),
+    ("`counter_ratecheck`, `pcpu_set_ticks`", &["counter_ratecheck", "pcpu_set_ticks"]),
+    ("setup (`pcpu_zone_*`, `pcpu_set_cpu_base`, `pcpu_early_base`, `pcpu_strerror`)", &["pcpu_zone_", "pcpu_set_cpu_base", "pcpu_early_base", "pcpu_strerror"]),
+    ("registry (`pcpu_sysctl_add_*`, `_remove`, `_zero`)", &["pcpu_sysctl_add_", "pcpu_sysctl_remove", "pcpu_sysctl_zero"]),
+    ("`pcpu_sysctl_walk` (plus the callback's own stack)", &["pcpu_sysctl_walk"]),
+    ("`pcpu_sysctl_export`", &["pcpu_sysctl_export"]),
+];
+
+pub fn run(args: &[String]) -> Result<(), String> {
+    let markdown = args.iter().any(|a| a == "--markdown");
+    let mut targets: Vec<String> = args
+        .iter()
+        .filter(|a| !a.starts_with("--"))
+        .cloned()
+        .collect();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let libs = root.join("target/capi-lib");
+    if targets.is_empty() {
+        let entries = std::fs::read_dir(&libs)
+            .map_err(|e| format!("{}: {e} (build the libraries: .ci/capi.sh)", libs.display()))?;
+        targets = entries
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|t| Arch::of_target(t).is_some())
+            .collect();
+        targets.sort();
+    }
+    let mut failures = Vec::new();
+    let mut table: Vec<(String, Vec<Option<u64>>)> = Vec::new();
+    for t in &targets {
+        let arch = Arch::of_target(t).ok_or_else(|| format!("{t}: no arch known"))?;
+        let lib = libs.join(t).join("libpcpu_counter.a");
+        let report = check(&lib, arch)?;
+        println!("== stack {t} ({})", lib.display());
+        let mut largest: Vec<_> = report.frames.clone();
+        largest.sort_by_key(|f| std::cmp::Reverse(f.1));
+        let top: Vec<String> = largest
+            .iter()
+            .take(3)
+            .map(|(n, b)| format!("{n} {b}"))
+            .collect();
+        println!("   largest own frames: {}", top.join(", "));
+        for (name, worst) in &report.functions {
+            match worst {
+                Ok(w) => println!("   {name:<36} {:>6}  {}", w.bytes, path(&w.path)),
+                Err(e) => println!("   {name:<36}   none  {e}"),
+            }
+        }
+        let short = short_arch(arch);
+        for (name, worst) in &report.functions {
+            let limit = limit_of(name);
+            match worst {
+                Ok(w) if w.bytes > limit => failures.push(format!(
+                    "FAIL [stack {short}] {name}: {} bytes > {limit} ({})",
+                    w.bytes,
+                    path(&w.path)
+                )),
+                Ok(_) => {}
+                Err(e) => failures.push(format!("FAIL [stack {short}] {name}: {e}")),
+            }
+        }
+        let column: Vec<Option<u64>> = GROUPS
+            .iter()
+            .map(|(_, members)| {
+                report
+                    .functions
+                    .iter()
+                    .filter(|(n, _)| group_of(n).is_some_and(|g| GROUPS[g].1 == *members))
+                    .filter_map(|(_, w)| w.as_ref().ok().map(|w| w.bytes))
+                    .max()
+            })
+            .collect();
+        table.push((short.to_string(), column));
+    }
+    if markdown {
+        print_markdown(&table);
+    }
+    if failures.is_empty() {
+        println!(
+            "stack: every call within {CALL_LIMIT} bytes, the adds and interrupt calls within {IRQ_LIMIT} ({})",
+            targets.join(", ")
+        );
+        Ok(())
+    } else {
+        for f in &failures {
+            println!("{f}");
+        }
+        Err(format!(
+            "{} function(s) over their stack bound",
+            failures.len()
+        ))
+    }
+}
+
+/// The checked functions of one library and their worst cases; every function's own frame.
+struct Report {
+    functions: Vec<(String, Result<graph::Worst, String>)>,
+    frames: Vec<(String, u64)>,
+}
+
+/// Disassembles `lib` and computes the worst case of each exported `pcpu_*` / `counter_*`
+/// function.
+fn check(lib: &Path, arch: Arch) -> Result<Report, String> {
+    if !lib.exists() {
+        return Err(format!(
+            "no {} (build it: testbeds/capi-kernel/build.sh)",
+            lib.display()
+        ));
+    }
+    let disassembly = objdump(arch, &["-dr", "--no-show-raw-insn"], lib)?;
+    let relocations = objdump(arch, &["-r"], lib)?;
+    let functions = objdump::parse_disassembly(&disassembly);
+    let owns: Vec<_> = functions
+        .iter()
+        .map(|f| depth::own(f, &mut Classifier::new(arch), arch.call_push()))
+        .collect();
+    let data_refs: HashMap<_, _> = objdump::data_references(&relocations).into_iter().collect();
+    let mut graph = Graph::new(&functions, owns, &data_refs);
+    let mut exported: Vec<String> = graph
+        .names()
+        .iter()
+        .filter(|n| is_exported(n))
+        .cloned()
+        .collect();
+    exported.sort();
+    exported.dedup();
+    let functions = exported
+        .into_iter()
+        .map(|name| {
+            let f = graph.find(&name).expect("a name of the graph");
+            let worst = graph.worst(f);
+            (name, worst)
+        })
+        .collect();
+    let frames = (0..graph.names().len())
+        .filter_map(|i| Some((graph.names()[i].clone(), graph.frame(i)?)))
+        .collect();
+    Ok(Report { functions, frames })
+}
+
+/// Whether `name` is a function of the C API.
+fn is_exported(name: &str) -> bool {
+    name.starts_with("pcpu_") || name.starts_with("counter_")
+}
+
+/// The bound on `name`.
+fn limit_of(name: &str) -> u64 {
+    if IRQ_FUNCTIONS.contains(&name) {
+        IRQ_LIMIT
+    } else {
+        CALL_LIMIT
+    }
+}
+
+/// Whether `name` matches one of `members` (a full name, or a prefix ending in `_`).
+fn in_group(name: &str, members: &[&str]) -> bool {
+    members
+        .iter()
+        .any(|m| name == *m || (m.ends_with('_') && name.starts_with(m)))
+}
+
+/// The first group of [`GROUPS`] that `name` is in.
+fn group_of(name: &str) -> Option<usize> {
+    GROUPS
+        .iter()
+        .position(|(_, members)| in_group(name, members))
+}
+
+/// A path of function names, each shortened by [`short_name`].
+fn path(names: &[String]) -> String {
+    let short: Vec<String> = names.iter().map(|n| short_name(n)).collect();
+    short.join(" -> ")
+}
+
+/// A Rust v0 symbol's last two path identifiers (`group::add_slots` for
+/// `_RNvNtCs..._12pcpu_counter5group9add_slots`); other names as they are.
+fn short_name(name: &str) -> String {
+    let Some(body) = name.strip_prefix("_R") else {
+        return name.to_string();
+    };
+    let b = body.as_bytes();
+    let (mut idents, mut i) = (Vec::new(), 0);
+    while i < b.len() {
+        // A crate's disambiguator `Cs<base62>_` and a back reference `B<base62>_` are no
+        // identifiers.
+        if (b[i] == b'C' && b.get(i + 1) == Some(&b's')) || b[i] == b'B' {
+            i += body[i..].find('_').map_or(b.len(), |u| u + 1);
+            continue;
+        }
+        if b[i].is_ascii_digit() {
+            let digits = body[i..].bytes().take_while(u8::is_ascii_digit).count();
+            let len: usize = body[i..i + digits].parse().unwrap_or(0);
+            let start = i + digits + usize::from(body[i + digits..].starts_with('_'));
+            if len > 0 && start + len <= b.len() {
+                idents.push(&body[start..start + len]);
+                i = start + len;
+                continue;
+            }
+        }
+        i += 1;
+    }
+    match idents.as_slice() {
+        [.., a, b] => format!("{a}::{b}"),
+        [a] => a.to_string(),
+        [] => name.to_string(),
+    }
+}
+
+fn short_arch(arch: Arch) -> &'static str {
+    match arch {
+        Arch::X86_64 => "x86_64",
+        Arch::I386 => "i386",
+        Arch::Aarch64 => "aarch64",
+        Arch::Riscv64 => "riscv64",
+    }
+}
+
+fn print_markdown(table: &[(String, Vec<Option<u64>>)]) {
+    let heads: Vec<&str> = table.iter().map(|(a, _)| a.as_str()).collect();
+    println!("| functions | {} |", heads.join(" | "));
+    println!("|---|{}", "---:|".repeat(heads.len()));
+    for (g, (title, _)) in GROUPS.iter().enumerate() {
+        let cells: Vec<String> = table
+            .iter()
+            .map(|(_, col)| col[g].map_or("-".to_string(), |b| b.to_string()))
+            .collect();
+        println!("| {title} | {} |", cells.join(" | "));
+    }
+}
+
+/// Runs the arch's objdump with `args` on `file`.
+fn objdump(arch: Arch, args: &[&str], file: &Path) -> Result<String, String> {
+    let tool = PathBuf::from(arch.objdump());
+    let out = Command::new(&tool)
+        .args(args)
+        .arg(file)
+        .output()
+        .map_err(|e| format!("{}: {e}", tool.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} {}: {}",
+            tool.display(),
+            file.display(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    String::from_utf8(out.stdout).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_and_groups() {
+        assert_eq!(limit_of("pcpu_counter_add"), IRQ_LIMIT);
+        assert_eq!(limit_of("pcpu_sysctl_walk"), CALL_LIMIT);
+        assert_eq!(group_of("pcpu_approx_add"), Some(0));
+        assert_eq!(group_of("pcpu_approx_read"), Some(3));
+        assert_eq!(group_of("pcpu_counter_group_fetch"), Some(2));
+        assert_eq!(group_of("pcpu_sysctl_add_counter_array"), Some(6));
+        assert!(is_exported("counter_u64_fetch"));
+        assert!(!is_exported("_pcpu_counter_0_1_protect"));
+        assert_eq!(
+            short_name("_RNvNtCseYDf8jhLlY0_12pcpu_counter5group9add_slots"),
+            "group::add_slots"
+        );
+        assert_eq!(short_name("pcpu_sysctl_walk"), "pcpu_sysctl_walk");
+        assert_eq!(
+            short_name("_RNvYNtNtNtCseYDf8jhLlY0_12pcpu_counter4capi8registry4CellNtNtNtB8_8registry9statistic9Statistic20fetch_and_zero_valueB8_"),
+            "Statistic::fetch_and_zero_value"
+        );
+    }
+}

@@ -179,7 +179,17 @@ fn check(lib: &Path, arch: Arch) -> Result<Report, String> {
         .into_iter()
         .map(|name| {
             let f = graph.find(&name).expect("a name of the graph");
-            let worst = graph.worst(f);
+            let worst = graph.worst(f).map(|mut w| {
+                // Each step with its own frame: `group::fetch 96`.
+                for step in &mut w.path {
+                    let own = graph.find(step).and_then(|g| graph.frame(g));
+                    *step = match own {
+                        Some(bytes) => format!("{} {bytes}", short_name(step)),
+                        None => short_name(step),
+                    };
+                }
+                w
+            });
             (name, worst)
         })
         .collect();
@@ -217,10 +227,9 @@ fn group_of(name: &str) -> Option<usize> {
         .position(|(_, members)| in_group(name, members))
 }
 
-/// A path of function names, each shortened by [`short_name`].
-fn path(names: &[String]) -> String {
-    let short: Vec<String> = names.iter().map(|n| short_name(n)).collect();
-    short.join(" -> ")
+/// A worst-case path: each function with its own frame.
+fn path(steps: &[String]) -> String {
+    steps.join(" -> ")
 }
 
 /// A Rust v0 symbol's last two path identifiers (`group::add_slots` for

@@ -97,17 +97,16 @@ fn add_slots(parts: &[Part<'_>], lo: usize, hi: usize, out: &mut [u64]) {
                 first = first.wrapping_add(unsafe { arch::load_slot(zone.slot_addr(cpu, off)) });
             }
             *first_sum = first;
-            if rest.len() == 7 {
-                let mut acc = [0u64; 7];
-                acc.iter_mut().zip(rest.iter()).for_each(|(a, v)| *a = *v);
+            if let Ok(line_sums) = <&mut [u64; 7]>::try_from(&mut *rest) {
+                // A whole line: seven sums of a fixed-size array, which the compiler keeps in
+                // registers (no copy in and out: a `memcpy` call would add its frame).
                 for cpu in 0..zone.ncpus() {
                     let line = zone.slot_addr(cpu, off);
-                    for (j, a) in acc.iter_mut().enumerate() {
+                    for (j, a) in line_sums.iter_mut().enumerate() {
                         // SAFETY: as above.
                         *a = a.wrapping_add(unsafe { arch::load_slot(line.wrapping_add(j + 1)) });
                     }
                 }
-                rest.iter_mut().zip(acc).for_each(|(v, a)| *v = a);
             } else {
                 for cpu in 0..zone.ncpus() {
                     let line = zone.slot_addr(cpu, off);

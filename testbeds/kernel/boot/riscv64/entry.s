@@ -6,6 +6,11 @@
  * per-CPU register, 0 until the zone exists (the C-only kernel, testbeds/ckernel/, shares this
  * file and points `tp` at its per-CPU block first thing in C, as xv6-riscv's start() does).
  * `lla`, not `la`: this assembler is PIC by default and `la` would go through the GOT. */
+/* Each CPU's stack: 64 KiB, or PCPU_CPU_STACK bytes where the assembler is given that symbol
+ * (`--defsym`: the C-only kernels run on 4 KiB, xtask/src/ckernel.rs). */
+.ifndef PCPU_CPU_STACK
+.set PCPU_CPU_STACK, 65536
+.endif
 .section .text.boot, "ax"
 .global _start
 _start:
@@ -34,7 +39,8 @@ riscv64_secondary_entry:
     csrw sscratch, a1
     lla sp, ap_stacks
     addi t0, a1, 1
-    slli t0, t0, 16
+    li t1, PCPU_CPU_STACK
+    mul t0, t0, t1
     add sp, sp, t0
     lla t0, riscv64_trap_entry
     csrw stvec, t0
@@ -96,8 +102,9 @@ riscv64_trap_entry:
 
 .section .bss
 .balign 16
+.global boot_stack, ap_stacks
 boot_stack:
-    .skip 65536
+    .skip PCPU_CPU_STACK
 boot_stack_top:
 ap_stacks:
-    .skip 5 * 65536
+    .skip 5 * PCPU_CPU_STACK

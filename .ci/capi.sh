@@ -85,9 +85,13 @@ if [ -x /usr/bin/cargo ] && [ -d "$(/usr/bin/rustc --print sysroot)/lib/rustlib/
     echo "== the i386 inline counter_u64_add at run time (tests/c/i386_inline.sh)"
     bash tests/c/i386_inline.sh
     echo "== every call's worst-case stack, per library (cargo xtask stack; docs/c.md, Stack use)"
-    # The libraries just built, disassembled: no build but the xtask's own, in its own
-    # target folder (the one .ci/qemu.sh used), hence without this script's CARGO_TARGET_DIR.
-    env -u CARGO_TARGET_DIR cargo xtask stack
+    # The libraries just built, disassembled, and the Rust QEMU kernels .ci/qemu.sh built
+    # where they are there (.ci/run keeps target/qemu for this step): no build but the
+    # xtask's own, in its own target folder (the one .ci/qemu.sh used), hence without this
+    # script's CARGO_TARGET_DIR.
+    kernels=()
+    ls target/qemu/*/*/release/kernel >/dev/null 2>&1 && kernels=(--kernels)
+    env -u CARGO_TARGET_DIR cargo xtask stack "${kernels[@]}"
 else
     echo "skipped: Debian's cargo with the library source is not installed"
 fi

@@ -10,7 +10,10 @@
 //! as 0 here; docs/c.md says so). Each violation is one line,
 //! `FAIL [stack <arch>] <function>: <bytes> bytes > <limit> (<path>)`. Without targets it
 //! checks every library under `target/capi-lib/`. `--markdown` prints the table of
-//! docs/c.md's "Stack use" (worst case per group of functions, per arch).
+//! docs/c.md's "Stack use" (worst case per group of functions, per arch). `--kernels` also
+//! checks the Rust QEMU kernels `cargo xtask qemu` built (one per arch, [`KERNELS`]): every
+//! function of the crate left out of line in them, against the same 1 KiB (256 bytes for an
+//! `add`), the kernel's own code (its hooks, its panic handler) counted as 0.
 //!
 //! The parts: `stack/objdump.rs` reads objdump's output, `stack/frame.rs` what each
 //! instruction does to the stack per arch, `stack/depth.rs` a function's own frame,
@@ -60,6 +63,7 @@ const GROUPS: &[(&str, &[&str])] = &[
 
 pub fn run(args: &[String]) -> Result<(), String> {
     let markdown = args.iter().any(|a| a == "--markdown");
+    let kernels = args.iter().any(|a| a == "--kernels");
     let mut targets: Vec<String> = args
         .iter()
         .filter(|a| !a.starts_with("--"))
@@ -115,9 +119,50 @@ pub fn run(args: &[String]) -> Result<(), String> {
     if markdown {
         print_markdown(&table);
     }
+    let mut kernels_checked = Vec::new();
+    if kernels {
+        let found = KERNELS
+            .iter()
+            .map(|(target, elf)| (target, root.join(elf)))
+            .filter(|(_, elf)| elf.exists())
+            .collect::<Vec<_>>();
+        if found.is_empty() {
+            return Err("--kernels: no QEMU kernel built (cargo xtask qemu)".into());
+        }
+        for (target, elf) in found {
+            let arch = Arch::of_target(target).ok_or_else(|| format!("{target}: no arch known"))?;
+            let disassembly = objdump(arch, &["-d", "--no-show-raw-insn"], &elf)?;
+            // The GOT is in .data (testbeds/kernel's link.ld): what `call *x(%rip)` reads.
+            let data = objdump(arch, &["-s", "-j", ".data"], &elf)?;
+            let got = objdump::words(&data, arch.word());
+            let report = analyse_kernel(&disassembly, &got, arch);
+            let most = report
+                .functions
+                .iter()
+                .filter_map(|(n, w)| Some((n, w.as_ref().ok()?)))
+                .max_by_key(|(_, w)| w.bytes);
+            println!(
+                "== stack kernel {target} ({}): {} functions of the crate, the deepest {}",
+                elf.display(),
+                report.functions.len(),
+                most.map_or("none".to_string(), |(n, w)| format!(
+                    "{} {} bytes ({})",
+                    short_name(n),
+                    w.bytes,
+                    path(&w.path)
+                ))
+            );
+            failures.extend(violations(&report, &format!("kernel {}", short_arch(arch))));
+            kernels_checked.push(target.to_string());
+        }
+    }
     if failures.is_empty() {
+        let kernels = match kernels_checked.as_slice() {
+            [] => String::new(),
+            k => format!("; Rust kernels: {}", k.join(", ")),
+        };
         println!(
-            "stack: every call within {CALL_LIMIT} bytes, the adds and interrupt calls within {IRQ_LIMIT} ({})",
+            "stack: every call within {CALL_LIMIT} bytes, the adds and interrupt calls within {IRQ_LIMIT} ({}{kernels})",
             targets.join(", ")
         );
         Ok(())
@@ -211,14 +256,116 @@ fn analyse(disassembly: &str, relocations: &str, arch: Arch) -> Report {
     Report { functions, frames }
 }
 
+/// The Rust QEMU kernels `cargo xtask qemu` builds, one per arch: the Rust calls a kernel
+/// makes, as the compiler left them out of line.
+const KERNELS: &[(&str, &str)] = &[
+    (
+        "x86_64-unknown-none",
+        "target/qemu/x86_64/x86_64-unknown-none/release/kernel",
+    ),
+    (
+        "i586-unknown-none",
+        "target/qemu/i386/i586-unknown-none/release/kernel",
+    ),
+    (
+        "aarch64-unknown-none-softfloat",
+        "target/qemu/aarch64-llsc/aarch64-unknown-none-softfloat/release/kernel",
+    ),
+    (
+        "riscv64imac-unknown-none-elf",
+        "target/qemu/riscv64/riscv64imac-unknown-none-elf/release/kernel",
+    ),
+];
+
+/// The report of a linked kernel (`objdump -d`): the worst case of each function of the
+/// crate in it (not its `Debug` impls, which only formatting calls), the kernel's own code
+/// counted as 0 bytes and a call through a pointer an error.
+fn analyse_kernel(disassembly: &str, got: &HashMap<u64, u64>, arch: Arch) -> Report {
+    let mut functions = objdump::parse_disassembly(disassembly);
+    // `call *x(%rip)` through a GOT word: a call of the function the word holds.
+    let starts: HashMap<u64, String> = functions
+        .iter()
+        .map(|f| (f.start, f.name.clone()))
+        .collect();
+    for insn in functions.iter_mut().flat_map(|f| f.insns.iter_mut()) {
+        let through = insn.operands.starts_with('*')
+            && (insn.mnemonic.starts_with("call") || insn.mnemonic.starts_with("jmp"));
+        let target = insn
+            .comment_addr
+            .and_then(|a| got.get(&a))
+            .and_then(|v| Some((v, starts.get(v)?)));
+        if let (true, Some((v, name))) = (through, target) {
+            insn.operands = format!("{v:x} <{name}>");
+        }
+    }
+    let owns: Vec<_> = functions
+        .iter()
+        .map(|f| depth::own(f, &mut Classifier::new(arch), arch.call_push()))
+        .collect();
+    let mut graph =
+        Graph::new(&functions, owns, &HashMap::new()).linked_kernel(|n| !is_library_code(n));
+    let mut checked: Vec<String> = graph
+        .names()
+        .iter()
+        .filter(|n| is_crate_function(n))
+        .cloned()
+        .collect();
+    checked.sort();
+    checked.dedup();
+    let functions = checked
+        .into_iter()
+        .map(|name| {
+            let f = graph.find(&name).expect("a name of the graph");
+            let worst = graph.worst(f).map(|mut w| {
+                for step in &mut w.path {
+                    let own = graph.find(step).and_then(|g| graph.frame(g));
+                    *step = match own {
+                        _ if !is_library_code(step) => {
+                            format!("{} (the kernel's)", short_name(step))
+                        }
+                        Some(bytes) => format!("{} {bytes}", short_name(step)),
+                        None => short_name(step),
+                    };
+                }
+                w
+            });
+            (name, worst)
+        })
+        .collect();
+    Report {
+        functions,
+        frames: Vec::new(),
+    }
+}
+
+/// Whether `name` (legacy or v0 mangling) is a function of the pcpu_counter crate, other than
+/// a `core::fmt` impl.
+fn is_crate_function(name: &str) -> bool {
+    (name.contains("12pcpu_counter") || name.contains("$LT$pcpu_counter.."))
+        && !name.contains("core..fmt")
+        && !name.contains("4core3fmt")
+}
+
+/// Whether `name` is code of the crate or of what it builds on (`core`, `spin`,
+/// `compiler_builtins` and the mem functions), not the kernel's.
+fn is_library_code(name: &str) -> bool {
+    is_crate_function(name)
+        || ["core", "spin", "compiler_builtins"]
+            .iter()
+            .any(|c| name.contains(c))
+        || ["memcpy", "memset", "memmove", "memcmp", "bcmp"].contains(&name)
+}
+
 /// Whether `name` is a function of the C API.
 fn is_exported(name: &str) -> bool {
     name.starts_with("pcpu_") || name.starts_with("counter_")
 }
 
-/// The bound on `name`.
+/// The bound on `name`: the adds' (the C API's, and a kernel's out-of-line `add`) or any
+/// call's.
 fn limit_of(name: &str) -> u64 {
-    if IRQ_FUNCTIONS.contains(&name) {
+    let rust_add = is_crate_function(name) && (name.contains("3add17h") || name.ends_with("3add"));
+    if IRQ_FUNCTIONS.contains(&name) || rust_add {
         IRQ_LIMIT
     } else {
         CALL_LIMIT
@@ -247,6 +394,10 @@ fn path(steps: &[String]) -> String {
 /// A Rust v0 symbol's last two path identifiers (`group::add_slots` for
 /// `_RNvNtCs..._12pcpu_counter5group9add_slots`); other names as they are.
 fn short_name(name: &str) -> String {
+    let name = name.split(".llvm.").next().unwrap_or(name);
+    if let Some(body) = name.strip_prefix("_ZN") {
+        return short_legacy(body).unwrap_or_else(|| name.to_string());
+    }
     let Some(body) = name.strip_prefix("_R") else {
         return name.to_string();
     };
@@ -275,6 +426,27 @@ fn short_name(name: &str) -> String {
         [.., a, b] => format!("{a}::{b}"),
         [a] => a.to_string(),
         [] => name.to_string(),
+    }
+}
+
+/// A legacy symbol's (`_ZN12pcpu_counter5group5fetch17h<hash>E`) last two identifiers.
+fn short_legacy(mut body: &str) -> Option<String> {
+    let mut idents = Vec::new();
+    while let Some(digits) =
+        Some(body.bytes().take_while(u8::is_ascii_digit).count()).filter(|&d| d > 0)
+    {
+        let len: usize = body[..digits].parse().ok()?;
+        let ident = body.get(digits..digits + len)?;
+        body = &body[digits + len..];
+        // The hash, `h` and 16 hex digits.
+        if !(len == 17 && ident.starts_with('h')) {
+            idents.push(ident);
+        }
+    }
+    match idents.as_slice() {
+        [.., a, b] => Some(format!("{a}::{b}")),
+        [a] => Some(a.to_string()),
+        [] => None,
     }
 }
 
@@ -383,6 +555,10 @@ Disassembly of section .text.pcpu_counter_add_protected:
             "group::add_slots"
         );
         assert_eq!(short_name("pcpu_sysctl_walk"), "pcpu_sysctl_walk");
+        assert_eq!(
+            short_name("_ZN12pcpu_counter5group9add_slots17h1e85e73fb3e1ca22E.llvm.605168"),
+            "group::add_slots"
+        );
         assert_eq!(
             short_name("_RNvYNtNtNtCseYDf8jhLlY0_12pcpu_counter4capi8registry4CellNtNtNtB8_8registry9statistic9Statistic20fetch_and_zero_valueB8_"),
             "Statistic::fetch_and_zero_value"

@@ -22,6 +22,8 @@ pub struct Own {
     pub calls: Vec<String>,
     /// Whether it calls or jumps through a pointer.
     pub indirect: bool,
+    /// Whether it calls through a pointer (a jump through one may be a jump table).
+    pub indirect_call: bool,
 }
 
 /// The own frame and calls of `f`, classified by `c`.
@@ -63,6 +65,7 @@ pub fn own(f: &Function, c: &mut Classifier, call_push: u64) -> Own {
                 Effect::IndirectCall => {
                     prologue = false;
                     out.indirect = true;
+                    out.indirect_call = true;
                 }
                 Effect::IndirectJump => {
                     out.indirect = true;

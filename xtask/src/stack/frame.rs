@@ -38,6 +38,14 @@ impl Arch {
         }
     }
 
+    /// Bytes of a pointer.
+    pub fn word(self) -> usize {
+        match self {
+            Arch::I386 => 4,
+            _ => 8,
+        }
+    }
+
     /// Bytes a call pushes (the return address): the callee's frame on x86 includes it.
     pub fn call_push(self) -> u64 {
         match self {
@@ -167,7 +175,15 @@ impl Classifier {
                 self.set_const(rd, v);
                 Effect::Other
             }
-            ("jal", [target]) | ("j", [target]) => jump_to(target, own, false),
+            ("jal", [target]) | ("jal", ["ra", target]) => jump_to(target, own, true),
+            ("jal", ["zero", target]) => jump_to(target, own, false),
+            ("j", [target]) => jump_to(target, own, false),
+            // A linked call or tail call: `auipc` then `jalr -94(ra)` / `jr 12(t1)`, the
+            // target in objdump's comment.
+            ("jalr" | "jr", [op]) if op.contains('(') && insn.comment_target.is_some() => {
+                let target = format!("<{}>", insn.comment_target.as_deref().unwrap_or(""));
+                jump_to(&target, own, m == "jalr")
+            }
             ("jalr", [_]) => Effect::IndirectCall,
             ("jr", [_]) => Effect::IndirectJump,
             ("ret", _) | ("unimp", _) | ("ebreak", _) => Effect::Return,
@@ -378,6 +394,8 @@ mod tests {
             mnemonic: m.to_string(),
             operands: o.trim().to_string(),
             reloc: reloc.map(|(k, s)| (k.to_string(), s.to_string())),
+            comment_target: None,
+            comment_addr: None,
         }
     }
 
@@ -472,5 +490,9 @@ mod tests {
         let tail = insn("auipc t1,0x0", Some(("R_RISCV_CALL_PLT", "h")));
         assert_eq!(c.classify(&tail, "f"), [Tail("h".into())]);
         assert_eq!(c.classify(&insn("jr t1", None), "f"), [Other]);
+        // Linked (no relocation): the target in the comment.
+        let mut linked = insn("jalr -94(ra)", None);
+        linked.comment_target = Some("g".into());
+        assert_eq!(c.classify(&linked, "f"), [Call("g".into())]);
     }
 }

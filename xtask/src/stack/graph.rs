@@ -40,8 +40,15 @@ pub struct Graph {
     /// Callees by index; `Err(name)` for a symbol the library does not define.
     calls: Vec<Vec<Result<usize, String>>>,
     indirect: Vec<bool>,
+    indirect_call: Vec<bool>,
     /// What an indirect call may reach.
     indirect_targets: Vec<usize>,
+    /// Functions that are the kernel's own code (a linked kernel's): counted as 0 bytes,
+    /// as the C library's hooks are.
+    kernel: Vec<bool>,
+    /// Whether an indirect call is an error (a linked kernel: no relocations say where the
+    /// function pointers point).
+    indirect_unbounded: bool,
     memo: HashMap<usize, Result<Worst, String>>,
 }
 
@@ -71,7 +78,7 @@ impl Graph {
                 .or(found.first().copied())
         };
         let mut calls = Vec::new();
-        let (mut frames, mut indirect) = (Vec::new(), Vec::new());
+        let (mut frames, mut indirect, mut indirect_call) = (Vec::new(), Vec::new(), Vec::new());
         for (f, own) in functions.iter().zip(owns) {
             calls.push(
                 own.calls
@@ -81,6 +88,7 @@ impl Graph {
             );
             frames.push(own.frame);
             indirect.push(own.indirect);
+            indirect_call.push(own.indirect_call);
         }
         let mut targets = BTreeSet::new();
         for (member, syms) in data_refs {
@@ -95,9 +103,22 @@ impl Graph {
             frames,
             calls,
             indirect,
+            indirect_call,
             indirect_targets: targets.into_iter().collect(),
+            kernel: vec![false; functions.len()],
+            indirect_unbounded: false,
             memo: HashMap::new(),
         }
+    }
+
+    /// For a linked kernel: the functions `is_kernel` names are the kernel's own code (0
+    /// bytes here, on top of the bound as the hooks are), and a call through a pointer is an
+    /// error, but in core's panic entry (`core::panicking`), which calls the kernel's panic
+    /// handler so; a jump through a pointer is taken as a jump table (no relocations tell).
+    pub fn linked_kernel(mut self, is_kernel: impl Fn(&str) -> bool) -> Graph {
+        self.kernel = self.names.iter().map(|n| is_kernel(n)).collect();
+        self.indirect_unbounded = true;
+        self
     }
 
     /// The index of the function named `name`.
@@ -136,6 +157,18 @@ impl Graph {
             return Err(format!("recursion: {}", cycle.join(" -> ")));
         }
         let name = self.names[f].clone();
+        if self.kernel[f] {
+            return Ok(Worst {
+                bytes: 0,
+                path: vec![name],
+            });
+        }
+        let panic_entry = name.contains("9panicking") || name.contains("core..panicking");
+        if self.indirect_call[f] && self.indirect_unbounded && !panic_entry {
+            return Err(format!(
+                "{name} calls through a pointer, which a linked kernel does not bound"
+            ));
+        }
         if is_core_fmt(&name) {
             return Err(format!(
                 "reaches {name} (core::fmt, whose function pointers are not bounded)"
@@ -148,7 +181,7 @@ impl Graph {
         };
         on_path.push(f);
         let mut callees: Vec<Result<usize, String>> = self.calls[f].clone();
-        if self.indirect[f] {
+        if self.indirect[f] && !self.indirect_unbounded {
             callees.extend(self.indirect_targets.iter().map(|&t| Ok(t)));
         }
         let mut deepest = Worst {
@@ -232,6 +265,7 @@ mod tests {
             frame: Some(frame),
             calls: calls.iter().map(|c| c.to_string()).collect(),
             indirect,
+            indirect_call: indirect,
         }
     }
 
@@ -300,6 +334,22 @@ mod tests {
             .worst(0)
             .unwrap_err()
             .starts_with("reaches _RNvNtCs32VVFDW9G9S_4core3fmt5write"));
+        // A linked kernel: its own code counts 0, a call through a pointer fails.
+        let mut g = graph(
+            &[
+                ("a", 8, &["k", "b"], false),
+                ("k", 5000, &[], false),
+                ("b", 16, &[], false),
+            ],
+            &[],
+        )
+        .linked_kernel(|n| n == "k");
+        assert_eq!(g.worst(0).map(|w| w.bytes), Ok(24));
+        let mut g = graph(&[("a", 8, &[], true)], &[]).linked_kernel(|_| false);
+        assert_eq!(
+            g.worst(0),
+            Err("a calls through a pointer, which a linked kernel does not bound".to_string())
+        );
         // An indirect call from a function that data points at: a cycle through the pointer.
         let mut g = graph(&[("a", 8, &[], true)], &["a"]);
         assert_eq!(g.worst(0), Err("recursion: a -> a".to_string()));

@@ -2,16 +2,21 @@
 //! each with its instructions and the relocation attached to each, per archive member; and
 //! `objdump -r`: which functions the data sections point at (vtables, function tables).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
-/// One instruction: its offset in the section, mnemonic, operands, and the relocation
-/// `objdump -r` printed under it, if any (type and symbol with its addend, as printed).
+/// One instruction: its offset in the section, mnemonic, operands, the relocation
+/// `objdump -r` printed under it, if any (type and symbol with its addend, as printed), and
+/// the target objdump names in a comment (`jalr -94(ra) # 80200fe0 <f>`: a linked riscv64
+/// call), if any.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Insn {
     pub addr: u64,
     pub mnemonic: String,
     pub operands: String,
     pub reloc: Option<(String, String)>,
+    pub comment_target: Option<String>,
+    /// The address in that comment (`call *0x7c8a(%rip) # 10dab8 <...>`: the word read).
+    pub comment_addr: Option<u64>,
 }
 
 /// One function: its archive member, section and name, and its instructions in order.
@@ -88,6 +93,13 @@ fn reloc_line(line: &str) -> Option<(String, String)> {
 fn insn_line(line: &str) -> Option<Insn> {
     let (addr, rest) = line.split_once(":\t")?;
     let addr = u64::from_str_radix(addr.trim(), 16).ok()?;
+    let comment = rest.split_once(" # ").map(|(_, c)| c.trim());
+    let comment_target = comment
+        .and_then(|c| c.split_once('<'))
+        .map(|(_, t)| t.trim_end_matches('>').to_string());
+    let comment_addr = comment
+        .and_then(|c| c.split_whitespace().next())
+        .and_then(|a| u64::from_str_radix(a, 16).ok());
     let rest = rest.split(" # ").next()?.split("\t// ").next()?;
     let rest = rest.split("    \t// ").next()?.trim();
     let (mnemonic, operands) = match rest.split_once([' ', '\t']) {
@@ -102,6 +114,8 @@ fn insn_line(line: &str) -> Option<Insn> {
         mnemonic: mnemonic.to_string(),
         operands: operands.to_string(),
         reloc: None,
+        comment_target,
+        comment_addr,
     })
 }
 
@@ -146,6 +160,30 @@ fn is_jump_table(section: &str, sym: &str) -> bool {
     let target = sym.strip_prefix(".text.").unwrap_or(sym);
     let target = target.strip_prefix("unlikely.").unwrap_or(target);
     owner == target
+}
+
+/// The little-endian words of `width` bytes in `objdump -s` output, by address.
+pub fn words(text: &str, width: usize) -> HashMap<u64, u64> {
+    let mut out = HashMap::new();
+    for line in text.lines() {
+        let mut parts = line.split_whitespace();
+        let Some(addr) = parts.next().and_then(|a| u64::from_str_radix(a, 16).ok()) else {
+            continue;
+        };
+        // Up to four groups of 8 hex digits; the ASCII column after them is not hex of 8.
+        let bytes: Vec<u8> = parts
+            .take(4)
+            .filter(|g| g.len() == 8 && g.bytes().all(|b| b.is_ascii_hexdigit()))
+            .flat_map(|g| {
+                (0..4).map(move |i| u8::from_str_radix(&g[2 * i..2 * i + 2], 16).unwrap_or(0))
+            })
+            .collect();
+        for (i, word) in bytes.chunks_exact(width).enumerate() {
+            let v = word.iter().rev().fold(0u64, |v, &b| v << 8 | u64::from(b));
+            out.insert(addr + (i * width) as u64, v);
+        }
+    }
+    out
 }
 
 /// `memcpy-0x4` -> `memcpy`; `.text.foo+0x8b` -> `.text.foo`.
@@ -220,5 +258,10 @@ OFFSET           TYPE              VALUE
         let refs = data_references(text);
         assert_eq!(refs["k.o"], [".text.len", "value"]);
         assert_eq!(strip_addend("memcpy-0x4"), "memcpy");
+        let w = words(
+            " 10dab0 00000000 00000000 90a31000 00000000  ................",
+            8,
+        );
+        assert_eq!((w[&0x10dab0], w[&0x10dab8]), (0, 0x10a390));
     }
 }

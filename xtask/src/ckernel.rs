@@ -32,11 +32,12 @@ pub struct CBuild {
     pub broken: bool,
 }
 
-/// Each CPU's stack in the C-only kernels, in bytes: 4 KiB, as xv6's kernel stacks (the
+/// Each CPU's stack in the C-only kernels: 1 << 12 = 4 KiB, as xv6's kernel stacks (the
 /// library's calls must fit: docs/c.md, "Stack use"). The C glue sizes its AP stacks with it
 /// (`-DCKERNEL_CPU_STACK`), the shared `entry.s` its boot and AP stacks (`--defsym
-/// PCPU_CPU_STACK`), and main.c checks at the end that no CPU reached its stack's last bytes.
-const CPU_STACK: u32 = 4096;
+/// PCPU_CPU_STACK_SHIFT`), and main.c checks at the end that no CPU reached its stack's last
+/// bytes.
+const CPU_STACK_SHIFT: u32 = 12;
 
 const COMMON_CFLAGS: &[&str] = &[
     "-std=c11",
@@ -204,7 +205,7 @@ impl CBuild {
             if self.broken {
                 cc.arg("-include").arg(root.join("tests/c/broken_add.h"));
             }
-            cc.arg(format!("-DCKERNEL_CPU_STACK={CPU_STACK}"));
+            cc.arg(format!("-DCKERNEL_CPU_STACK={}", 1u32 << CPU_STACK_SHIFT));
             run(cc.arg("-c").arg(&source).arg("-o").arg(&object))?;
             objects.push(object);
         }
@@ -215,7 +216,7 @@ impl CBuild {
                 let object = out.join(object_name(&source));
                 run(Command::new(self.cc.0)
                     .args(self.cflags)
-                    .arg(format!("-Wa,--defsym,PCPU_CPU_STACK={CPU_STACK}"))
+                    .arg(format!("-Wa,--defsym,PCPU_CPU_STACK_SHIFT={CPU_STACK_SHIFT}"))
                     .arg("-c")
                     .arg(&source)
                     .arg("-o")

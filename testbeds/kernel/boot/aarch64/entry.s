@@ -1,9 +1,9 @@
 /* aarch64 test kernel entry: the boot CPU (from QEMU's -kernel) and the secondaries (from
  * PSCI CPU_ON, x0 = the CPU's index), both at EL1 with the MMU off. */
-/* Each CPU's stack: 64 KiB, or PCPU_CPU_STACK bytes where the assembler is given that symbol
- * (`--defsym`: the C-only kernels run on 4 KiB, xtask/src/ckernel.rs). */
-.ifndef PCPU_CPU_STACK
-.set PCPU_CPU_STACK, 65536
+/* Each CPU's stack: 1 << PCPU_CPU_STACK_SHIFT bytes, 64 KiB unless the assembler is given the
+ * symbol (`--defsym`: the C-only kernels run on 4 KiB, xtask/src/ckernel.rs). */
+.ifndef PCPU_CPU_STACK_SHIFT
+.set PCPU_CPU_STACK_SHIFT, 16
 .endif
 .section .text.boot, "ax"
 .global _start
@@ -32,8 +32,7 @@ aarch64_secondary_entry:
     msr daifset, #0xf
     ldr x1, =ap_stacks
     add x2, x0, #1
-    ldr x3, =PCPU_CPU_STACK
-    mul x2, x2, x3
+    lsl x2, x2, #PCPU_CPU_STACK_SHIFT
     add x1, x1, x2
     mov sp, x1
     ldr x1, =aarch64_vectors
@@ -102,7 +101,7 @@ irq_entry:
 .balign 16
 .global boot_stack, ap_stacks
 boot_stack:
-    .skip PCPU_CPU_STACK
+    .skip 1 << PCPU_CPU_STACK_SHIFT
 boot_stack_top:
 ap_stacks:
-    .skip 5 * PCPU_CPU_STACK
+    .skip 5 << PCPU_CPU_STACK_SHIFT

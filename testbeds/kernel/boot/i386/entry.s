@@ -2,10 +2,10 @@
  * trampoline the application processors start in (copied to 0x8000), the kernel's GDT
  * pointer, and the interrupt entries (32 exception stubs 16 bytes apart, the timer, the
  * spurious vectors). */
-/* Each CPU's stack: 64 KiB, or PCPU_CPU_STACK bytes where the assembler is given that symbol
- * (`--defsym`: the C-only kernels run on 4 KiB, xtask/src/ckernel.rs). */
-.ifndef PCPU_CPU_STACK
-.set PCPU_CPU_STACK, 65536
+/* Each CPU's stack: 1 << PCPU_CPU_STACK_SHIFT bytes, 64 KiB unless the assembler is given the
+ * symbol (`--defsym`: the C-only kernels run on 4 KiB, xtask/src/ckernel.rs). */
+.ifndef PCPU_CPU_STACK_SHIFT
+.set PCPU_CPU_STACK_SHIFT, 16
 .endif
 .section .multiboot, "a"
 .balign 4
@@ -120,5 +120,5 @@ i386_gdt_ptr:
 .balign 16
 .global boot_stack
 boot_stack:
-    .skip PCPU_CPU_STACK
+    .skip 1 << PCPU_CPU_STACK_SHIFT
 boot_stack_top:

@@ -2,7 +2,8 @@
 # The C ABI (issue 6): header in sync with the Rust signatures, the C test program on the
 # host simulation, and the freestanding kernel check compiling for a kernel; the no_std
 # library for C-only kernels per target (x86_64, aarch64, i586, riscv64gc, riscv64imac) and
-# its footprint in a minimal C kernel (issue 20: tests/c/footprint.sh).
+# its footprint in a minimal C kernel (issue 20: tests/c/footprint.sh), and every call's
+# worst-case stack in those libraries (issue 30: cargo xtask stack).
 # Idempotent; needs gcc, the cross gcc/binutils (installed if missing) and crates.io (for
 # cbindgen, installed once).
 set -euo pipefail
@@ -83,6 +84,14 @@ if [ -x /usr/bin/cargo ] && [ -d "$(/usr/bin/rustc --print sysroot)/lib/rustlib/
         riscv64gc-unknown-none-elf riscv64imac-unknown-none-elf
     echo "== the i386 inline counter_u64_add at run time (tests/c/i386_inline.sh)"
     bash tests/c/i386_inline.sh
+    echo "== every call's worst-case stack, per library (cargo xtask stack; docs/c.md, Stack use)"
+    # The libraries just built, disassembled, and the Rust QEMU kernels .ci/qemu.sh built
+    # where they are there (.ci/run keeps target/qemu for this step): no build but the
+    # xtask's own, in its own target folder (the one .ci/qemu.sh used), hence without this
+    # script's CARGO_TARGET_DIR.
+    kernels=()
+    ls target/qemu/*/*/release/kernel >/dev/null 2>&1 && kernels=(--kernels)
+    env -u CARGO_TARGET_DIR cargo xtask stack "${kernels[@]}"
 else
     echo "skipped: Debian's cargo with the library source is not installed"
 fi

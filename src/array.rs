@@ -221,7 +221,7 @@ impl<'z, const N: usize> CounterArray<'z, N> {
     /// Every element's count since its last zero, into `out`, zeroing each as one step (see
     /// [`Zone::fetch_and_zero_range`](crate::Zone::fetch_and_zero_range)): the deltas add
     /// up exactly, an add racing with the call is in this delta or the next, and the slots
-    /// are read 64 at a time in one pass over the CPUs.
+    /// are read 16 at a time in one pass over the CPUs.
     ///
     /// ```
     /// # let machine = pcpu_counter::sim::Machine::new(1);

@@ -193,6 +193,17 @@ pub fn write_counter(
     values: &[u64],
     array: bool,
 ) -> fmt::Result {
+    write_header(w, format, name, help)?;
+    write_samples(w, name, values, array, 0)
+}
+
+/// The `# HELP` and `# TYPE` lines of [`write_counter`].
+pub(crate) fn write_header(
+    w: &mut dyn Write,
+    format: Format,
+    name: &str,
+    help: &str,
+) -> fmt::Result {
     let suffix = match format {
         Format::Prometheus => "_total",
         Format::OpenMetrics => "",
@@ -216,12 +227,24 @@ pub fn write_counter(
         }
         w.write_char('\n')?;
     }
+    Ok(())
+}
+
+/// The sample lines of [`write_counter`] for `values`, the first of them element `first` of
+/// the array (so an array can be written a piece at a time).
+pub(crate) fn write_samples(
+    w: &mut dyn Write,
+    name: &str,
+    values: &[u64],
+    array: bool,
+    first: usize,
+) -> fmt::Result {
     for (i, v) in values.iter().enumerate() {
         write_name(w, name)?;
         w.write_str("_total")?;
         if array {
             w.write_str("{index=\"")?;
-            write_decimal(w, i as u64)?;
+            write_decimal(w, (first + i) as u64)?;
             w.write_str("\"}")?;
         }
         w.write_char(' ')?;

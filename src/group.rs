@@ -11,15 +11,19 @@
 //! slot, read its baseline before any of its slots, sum the slots, then move the baseline
 //! from the value read to the sum with a compare-and-swap. A CAS that fails (a zero of the
 //! same slot ran meanwhile) falls back to that slot's own `fetch_and_zero`, so every add is
-//! in exactly one delta. The old baselines are held in a stack chunk of [`CHUNK`] values:
-//! a group of any size is taken in chunks, each in one pass over the CPUs.
+//! in exactly one delta. The old baselines are held in a stack chunk of [`ZERO_CHUNK`]
+//! values: a group of any size is taken in chunks, each in one pass over the CPUs.
 
 use crate::zone::Zone;
 use crate::{arch, baseline, Error};
 
-/// Values of a group `fetch_and_zero` taken in one pass over the CPUs (their old baselines
-/// live on the stack: 8 bytes each).
+/// Values a batch of a group read holds (the snapshot iterator's and the C walk's buffers).
 pub(crate) const CHUNK: usize = 64;
+
+/// Values of a group `fetch_and_zero` taken in one pass over the CPUs: their old baselines
+/// live on the stack, 8 bytes each, and the C library's calls must fit a kernel's 4 KiB
+/// stack (docs/c.md, "Stack use"). Two cache lines of slots per CPU.
+pub(crate) const ZERO_CHUNK: usize = 16;
 
 /// A run of `len` adjacent slots of `zone`, from offset `off`, or (`zone` is `None`) `len`
 /// values the group engine leaves to its caller.
@@ -73,34 +77,42 @@ fn add_slots(parts: &[Part<'_>], lo: usize, hi: usize, out: &mut [u64]) {
             // Slots from `off` to the end of its cache line (blocks are 64-byte aligned in
             // every zone this crate makes; in any other, a block may span two lines).
             let n = slots_to_line_end(zone.slot_addr(0, off) as usize).min(to - pos);
-            let sums = &mut out[pos - lo..pos - lo + n];
+            // `out` holds the values `lo..hi` (the callers size it so) and `pos + n <= hi`:
+            // never `None`. No slice index here, nor anywhere on a group read's path: a
+            // failed index would bring core's panic path (176 bytes on x86_64) onto the
+            // stack of every group read (docs/c.md, "Stack use").
+            let Some((first_sum, rest)) = out
+                .get_mut(pos - lo..pos - lo + n)
+                .and_then(|s| s.split_first_mut())
+            else {
+                return;
+            };
             // First the line's first slot on every CPU: loads with little work between
             // them, so that the lines that miss are fetched together (many in flight), not
             // one CPU's line after another's; then the rest of each line, from the cache.
-            let mut first = sums[0];
+            let mut first = *first_sum;
             for cpu in 0..zone.ncpus() {
                 // SAFETY: the run is inside the zone (checked by `Part::slots`) and `cpu` is
                 // below its CPU count: every address is a slot of the zone.
                 first = first.wrapping_add(unsafe { arch::load_slot(zone.slot_addr(cpu, off)) });
             }
-            sums[0] = first;
-            if n == 8 {
-                let mut acc = [0u64; 7];
-                acc.copy_from_slice(&sums[1..]);
+            *first_sum = first;
+            if let Ok(line_sums) = <&mut [u64; 7]>::try_from(&mut *rest) {
+                // A whole line: seven sums of a fixed-size array, which the compiler keeps in
+                // registers (no copy in and out: a `memcpy` call would add its frame).
                 for cpu in 0..zone.ncpus() {
                     let line = zone.slot_addr(cpu, off);
-                    for (j, a) in acc.iter_mut().enumerate() {
+                    for (j, a) in line_sums.iter_mut().enumerate() {
                         // SAFETY: as above.
                         *a = a.wrapping_add(unsafe { arch::load_slot(line.wrapping_add(j + 1)) });
                     }
                 }
-                sums[1..].copy_from_slice(&acc);
             } else {
                 for cpu in 0..zone.ncpus() {
                     let line = zone.slot_addr(cpu, off);
-                    for (j, v) in sums.iter_mut().enumerate().skip(1) {
+                    for (j, v) in rest.iter_mut().enumerate() {
                         // SAFETY: as above.
-                        *v = v.wrapping_add(unsafe { arch::load_slot(line.wrapping_add(j)) });
+                        *v = v.wrapping_add(unsafe { arch::load_slot(line.wrapping_add(j + 1)) });
                     }
                 }
             }
@@ -137,25 +149,28 @@ fn each_slot<'z>(
 /// over the CPUs. Each value is what [`Zone::fetch`] would have read.
 pub(crate) fn fetch(parts: &[Part<'_>], out: &mut [u64]) {
     let total: usize = parts.iter().map(|p| p.len).sum();
-    let out = &mut out[..total];
+    // The callers' `out` holds `total` values; no slice index on this path (see `add_slots`).
+    let total = total.min(out.len());
     // The baselines first, as `Zone::fetch` reads them: each value starts at minus its
     // baseline, and every CPU's slot is added to it.
     each_slot(parts, 0, total, |pos, zone, off| {
-        // SAFETY: the slot's own baseline word (`off` is a slot of `zone`).
-        out[pos] = 0u64.wrapping_sub(unsafe { baseline::load(zone.baseline(off)) });
+        if let Some(v) = out.get_mut(pos) {
+            // SAFETY: the slot's own baseline word (`off` is a slot of `zone`).
+            *v = 0u64.wrapping_sub(unsafe { baseline::load(zone.baseline(off)) });
+        }
     });
     add_slots(parts, 0, total, out);
 }
 
 /// Takes the parts' slot values since their last zero into `out[position]` and zeroes them,
-/// each as one step ([`Zone::fetch_and_zero`]): chunk by chunk of [`CHUNK`] values, one
+/// each as one step ([`Zone::fetch_and_zero`]): chunk by chunk of [`ZERO_CHUNK`] values, one
 /// pass over the CPUs per chunk. Positions of `other` parts are left as they are.
 pub(crate) fn fetch_and_zero(parts: &[Part<'_>], out: &mut [u64]) {
     let total: usize = parts.iter().map(|p| p.len).sum();
     let mut lo = 0;
     while lo < total {
-        let hi = (lo + CHUNK).min(total);
-        let mut old = [0u64; CHUNK];
+        let hi = (lo + ZERO_CHUNK).min(total);
+        let mut old = [0u64; ZERO_CHUNK];
         let sums = &mut out[lo..hi];
         // Each baseline is read before any slot of its counter: the delta is only adds made
         // since the sums that set it.
@@ -222,7 +237,7 @@ impl Zone<'_> {
     /// (see [`Counter::fetch_and_zero`](crate::Counter::fetch_and_zero)): the deltas that
     /// successive calls return add up, with a final fetch, to exactly every add made, and an
     /// add racing with the call is in this delta or the next, never both. No IPI and no
-    /// write to any CPU's slot: 64 slots at a time in one pass over the CPUs.
+    /// write to any CPU's slot: 16 slots at a time in one pass over the CPUs.
     ///
     /// Fails with [`Error::NotInZone`], taking nothing, if a slot of the range is not a slot
     /// of the zone.

@@ -499,9 +499,9 @@ pub unsafe extern "C" fn pcpu_sysctl_walk(cb: pcpu_sysctl_walk_fn, arg: *mut c_v
         return PCPU_EINVAL;
     };
     let _shared = LIVE.read();
-    // Read in batches of whole entries, each batch as one group read (CPU by CPU).
-    let table = REGISTRY.table();
-    let rc = table.for_each(false, |name, descr, values, _array| {
+    // Entry by entry, each entry's values read as one group read (CPU by CPU) just before
+    // its call.
+    let rc = REGISTRY.table().for_each(|name, descr, values, _array| {
         // SAFETY: `name` and `descr` start NUL-terminated C strings (the module's invariant),
         // kept alive by `LIVE`; `values` holds `values.len()` values; `cb` per the caller's
         // contract.
@@ -553,8 +553,8 @@ impl core::fmt::Write for CBuf {
 /// Prometheus text format 0.0.4 (or OpenMetrics with `PCPU_EXPORT_OPENMETRICS`),
 /// NUL-terminated: `# HELP`, `# TYPE name_total
 /// counter` and `name_total value` (arrays as `name_total{index="i"}` series), names
-/// escaped as described in the crate's `export` module. The values are read in batches of
-/// whole names, each batch as one group read; with `PCPU_EXPORT_DELTAS` each value is the
+/// escaped as described in the crate's `export` module. The values are read name by name,
+/// in group reads of up to 16 values; with `PCPU_EXPORT_DELTAS` each value is the
 /// count since the last zero, zeroed as one step with its read (lossless, no IPI).
 ///
 /// `*len` holds the buffer's size on entry; on success, the text's length (without the NUL).
@@ -609,8 +609,8 @@ pub unsafe extern "C" fn pcpu_sysctl_export(
         crate::export::Format::Prometheus
     };
     let _shared = LIVE.read();
-    // One copy of the table for the size check and the export, so a name registered in
-    // between cannot make the text outgrow the checked size.
+    // One set of the names registered now for the size check and the export, so a name
+    // registered in between cannot make the text outgrow the checked size.
     let table = REGISTRY.table();
     let needed = table.bound(format) + 1;
     if cap < needed {
@@ -623,17 +623,9 @@ pub unsafe extern "C" fn pcpu_sysctl_export(
         cap: cap - 1,
         at: 0,
     };
-    table.for_each(
-        flags & PCPU_EXPORT_DELTAS != 0,
-        |name, descr, values, array| {
-            crate::export::write_counter(&mut w, format, name, descr, values, array)
-                .expect("pcpu-counter: export text longer than its bound");
-            None::<()>
-        },
-    );
-    if format == crate::export::Format::OpenMetrics {
-        core::fmt::Write::write_str(&mut w, "# EOF\n").expect("the bound counts # EOF");
-    }
+    table
+        .export(&mut w, format, flags & PCPU_EXPORT_DELTAS != 0)
+        .expect("pcpu-counter: export text longer than its bound");
     // SAFETY: `at <= cap - 1`, inside the buffer; `len` as above.
     unsafe {
         buf.add(w.at).write(0);

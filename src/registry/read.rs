@@ -92,7 +92,7 @@ impl<'a, const N: usize> Registry<'a, N> {
     /// As [`read_into`](Registry::read_into), and zeroes every value as one step with its
     /// read ([`Counter::fetch_and_zero`](crate::Counter::fetch_and_zero)): the deltas of
     /// successive calls add up exactly, and an add racing with the call is in this delta or
-    /// the next, never both; slots are taken 64 at a time in one pass over the CPUs, with no
+    /// the next, never both; slots are taken 16 at a time in one pass over the CPUs, with no
     /// IPI. An early counter not yet given a slot cannot be zeroed and reports its whole count.
     ///
     /// Fails with [`RegistryError::BufferTooSmall`], taking nothing, if `out` is too small.
@@ -152,70 +152,103 @@ impl<'a, const N: usize> Registry<'a, N> {
     }
 }
 
-/// A copy of a registry's table, for the C ABI's walk and export, which read the same
-/// names twice (a size check, then the export) or hand each name's values to C at once.
+/// The entries registered at one moment, by table index, for the C ABI's walk and export,
+/// which read the same names twice (a size check, then the export) or hand each name's
+/// values to C at once. It holds no copy of the table: a kernel's stack can be 4 KiB
+/// (docs/c.md, "Stack use"), and a copy is 48 bytes per entry. The caller keeps every entry
+/// of the set from being removed while it uses the set (the C ABI's `LIVE` lock), so entry
+/// `i` stays the entry it was; names registered meanwhile are not in the set.
 #[cfg(pcpu_c_abi)]
-pub(crate) struct Table<'a, const N: usize>([Option<Entry<'a>>; N]);
+pub(crate) struct Table<'r, 'a, const N: usize> {
+    registry: &'r Registry<'a, N>,
+    /// Bit `i`: entry `i` was registered.
+    present: u64,
+}
+
+/// Values a walk hands to its callback at once: an entry's values, at most this many.
+#[cfg(pcpu_c_abi)]
+pub(crate) const WALK_VALUES: usize = CHUNK;
+
+/// Values an export reads in one group read (its buffer is on the stack: 8 bytes each).
+#[cfg(pcpu_c_abi)]
+const EXPORT_VALUES: usize = 16;
 
 #[cfg(pcpu_c_abi)]
 impl<'a, const N: usize> Registry<'a, N> {
-    /// The table as it is now.
-    pub(crate) fn table(&self) -> Table<'a, N> {
-        Table(*self.entries.lock())
+    /// The entries registered now.
+    pub(crate) fn table(&self) -> Table<'_, 'a, N> {
+        const { assert!(N <= 64, "a Table's set is one u64") };
+        let present = self
+            .entries
+            .lock()
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.is_some())
+            .fold(0u64, |set, (i, _)| set | 1 << i);
+        Table {
+            registry: self,
+            present,
+        }
     }
 }
 
 #[cfg(pcpu_c_abi)]
-impl<'a, const N: usize> Table<'a, N> {
-    /// Calls `f(name, description, values, is_array)` for each entry (at most [`CHUNK`]
-    /// values of each), reading the values in batches of whole entries, each batch one group
-    /// read (zeroing each value with its read if `zero`). `Some` from `f` stops the walk and
-    /// is returned; with `zero`, `f` must not stop (the rest of its batch is taken).
+impl<'a, const N: usize> Table<'_, 'a, N> {
+    /// The entries of the set, in table order, each read under the registry's lock alone.
+    fn entries(&self) -> impl Iterator<Item = Entry<'a>> + '_ {
+        (0..N)
+            .filter(|i| self.present & 1 << i != 0)
+            .filter_map(|i| self.registry.entries.lock()[i])
+    }
+
+    /// Calls `f(name, description, values, is_array)` for each entry (at most
+    /// [`WALK_VALUES`] values of each), its values read just before as one group read.
+    /// `Some` from `f` stops the walk and is returned.
     pub(crate) fn for_each<R>(
         &self,
-        zero: bool,
         mut f: impl FnMut(&'a str, &'a str, &[u64], bool) -> Option<R>,
     ) -> Option<R> {
-        let mut next = 0;
-        while next < N {
-            let mut batch = [None; BATCH_PIECES];
-            let mut parts = [Part::other(0); BATCH_PIECES];
-            let (mut pieces, mut total) = (0, 0);
-            while next < N && pieces < BATCH_PIECES {
-                if let Some(e) = self.0[next] {
-                    let len = e.stat.len().min(CHUNK);
-                    if total + len > CHUNK {
-                        break;
-                    }
-                    batch[pieces] = Some((e, len));
-                    parts[pieces] = part_of(e.stat, 0, len);
-                    pieces += 1;
-                    total += len;
-                }
-                next += 1;
-            }
-            let mut values = [0u64; CHUNK];
-            read_parts(&parts, &mut values[..total], zero);
-            let mut at = 0;
-            for (part, &(e, len)) in parts.iter().zip(batch.iter().flatten()) {
-                if part.zone.is_none() {
-                    fill_other(e.stat, 0, &mut values[at..at + len], zero);
-                }
-                at += len;
-            }
-            let mut at = 0;
-            for &(e, len) in batch.iter().flatten() {
-                let array = e.stat.is_array();
-                if let Some(r) = f(e.name, e.description, &values[at..at + len], array) {
-                    return Some(r);
-                }
-                at += len;
+        let mut values = [0u64; WALK_VALUES];
+        for e in self.entries() {
+            let len = e.stat.len().min(WALK_VALUES);
+            read_values::<false>(e.stat, 0, &mut values[..len]);
+            if let Some(r) = f(e.name, e.description, &values[..len], e.stat.is_array()) {
+                return Some(r);
             }
         }
         None
     }
 
-    /// Bytes that the export of every entry in `format` takes at most: its text with every
+    /// Writes every entry in `format` (at most [`WALK_VALUES`] values of each), its values
+    /// read in group reads of [`EXPORT_VALUES`] (zeroing each value with its read if
+    /// `zero`), and OpenMetrics' `# EOF`. With `zero`, a failed write loses the values read.
+    pub(crate) fn export(
+        &self,
+        w: &mut dyn fmt::Write,
+        format: crate::export::Format,
+        zero: bool,
+    ) -> fmt::Result {
+        let mut values = [0u64; EXPORT_VALUES];
+        for e in self.entries() {
+            crate::export::write_header(w, format, e.name, e.description)?;
+            let len = e.stat.len().min(WALK_VALUES);
+            for first in (0..len).step_by(EXPORT_VALUES) {
+                let chunk = &mut values[..(len - first).min(EXPORT_VALUES)];
+                if zero {
+                    read_values::<true>(e.stat, first, chunk);
+                } else {
+                    read_values::<false>(e.stat, first, chunk);
+                }
+                crate::export::write_samples(w, e.name, chunk, e.stat.is_array(), first)?;
+            }
+        }
+        if format == OpenMetrics {
+            w.write_str("# EOF\n")?;
+        }
+        Ok(())
+    }
+
+    /// Bytes that [`export`](Table::export) in `format` takes at most: its text with every
     /// value `u64::MAX` (20 digits, the longest), and OpenMetrics' `# EOF` line.
     pub(crate) fn bound(&self, format: crate::export::Format) -> usize {
         struct Count(usize);
@@ -226,19 +259,19 @@ impl<'a, const N: usize> Table<'a, N> {
             }
         }
         let mut count = Count(0);
-        let widest = [u64::MAX; CHUNK];
-        for e in self.0.iter().flatten() {
-            let len = e.stat.len().min(CHUNK);
-            let array = e.stat.is_array();
+        for e in self.entries() {
+            let len = e.stat.len().min(WALK_VALUES);
             // Counting cannot fail.
-            let _ = crate::export::write_counter(
-                &mut count,
-                format,
-                e.name,
-                e.description,
-                &widest[..len],
-                array,
-            );
+            let _ = crate::export::write_header(&mut count, format, e.name, e.description);
+            for i in 0..len {
+                let _ = crate::export::write_samples(
+                    &mut count,
+                    e.name,
+                    &[u64::MAX],
+                    e.stat.is_array(),
+                    i,
+                );
+            }
         }
         count.0
             + if format == OpenMetrics {
@@ -246,6 +279,21 @@ impl<'a, const N: usize> Table<'a, N> {
             } else {
                 0
             }
+    }
+}
+
+/// Values `first..first + out.len()` of `stat` into `out`, as one group read (zeroing each
+/// with its read if `ZERO`: a constant, so that a walk's stack holds no zeroing path).
+#[cfg(pcpu_c_abi)]
+fn read_values<const ZERO: bool>(stat: &dyn Statistic, first: usize, out: &mut [u64]) {
+    let part = part_of(stat, first, out.len());
+    if ZERO {
+        group::fetch_and_zero(&[part], out);
+    } else {
+        group::fetch(&[part], out);
+    }
+    if part.zone.is_none() {
+        fill_other(stat, first, out, ZERO);
     }
 }
 
@@ -541,7 +589,7 @@ mod tests {
         #[cfg(pcpu_c_abi)]
         {
             let mut seen = std::vec::Vec::new();
-            let stop = stats.table().for_each(false, |n, d, v, array| {
+            let stop = stats.table().for_each(|n, d, v, array| {
                 seen.push((n, d, v.to_vec(), array));
                 (n == "e").then_some(v[0])
             });

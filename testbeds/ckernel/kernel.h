@@ -44,6 +44,12 @@ void arch_irq_restore(uintptr_t state);
 void arch_timer_start(void);       /* this CPU's periodic timer on, interrupts on */
 void arch_timer_stop(void);        /* interrupts off, timer off */
 void arch_relax(void);
+uint8_t *arch_stack_bottom(unsigned cpu); /* the lowest byte of the CPU's stack */
+
+/* Each CPU's stack, in bytes (xtask/src/ckernel.rs: 4096, as xv6's kernel stacks). */
+#ifndef CKERNEL_CPU_STACK
+#error "CKERNEL_CPU_STACK: build with cargo xtask qemu c-<arch>"
+#endif
 
 /* The portable part. */
 __attribute__((noreturn)) void kernel_bsp_main(void);

@@ -4,8 +4,13 @@
  * c-riscv64), it runs the test beds' check protocol (testbeds/protocol/protocol.h: the phases,
  * numbers and exact totals the Rust kernels run from testbeds/protocol/src/lib.rs, with the
  * same PASS and FAIL lines), then its own: the zone filled to the last slot, the FreeBSD-style
- * driver (tests/c/freebsd_style.c) and tests/c/kernel_check.c. CPU 0 prints one PASS or FAIL
- * line per check and `DONE n checks, k failed`.
+ * driver (tests/c/freebsd_style.c), tests/c/kernel_check.c, and the registry (its largest
+ * array walked and exported). CPU 0 prints one PASS or FAIL line per check and
+ * `DONE n checks, k failed`.
+ *
+ * Every CPU runs on a CKERNEL_CPU_STACK-byte stack (4 KiB, as xv6's), interrupts included:
+ * the stacks are filled with a pattern at boot, and the last check fails if any CPU wrote
+ * into the lowest STACK_GUARD bytes of its stack (and says how much each CPU used).
  *
  * The kernel owns its per-CPU blocks; the zone is hosted in them (pcpu_zone_init), and the
  * library's four hooks are defined at the end of this file.
@@ -44,6 +49,11 @@ static volatile int go;
 static uint64_t report_of[MAX_CPUS][2];
 static volatile uint64_t ticks[MAX_CPUS];
 static unsigned checks, failed;
+
+/* The registry's counters: one, and the largest array a name can hold. */
+static counter_u64_t reg_one, reg_array[PCPU_SYSCTL_ARRAY_MAX];
+/* The export's text: PCPU_SYSCTL_ARRAY_MAX + 1 sample lines and two names' headers. */
+static char export_text[8192];
 
 /* Console: only CPU 0 prints, except a failing CPU on its way out. */
 void kernel_print(const char *s)
@@ -291,6 +301,86 @@ static void check_timer(void)
 	kernel_print("\n");
 }
 
+/* What a registry walk saw: names, values and their sum. */
+struct walked {
+	uint64_t names, values, sum;
+};
+
+static int count_walked(const char *name, const char *descr, const uint64_t *v, size_t n,
+			void *arg)
+{
+	struct walked *w = arg;
+	(void)name;
+	(void)descr;
+	w->names++;
+	w->values += n;
+	for (size_t i = 0; i < n; i++)
+		w->sum += v[i];
+	return 0;
+}
+
+/* The registry, on this CPU's 4 KiB stack: a walk (the largest array handed over whole), a
+ * delta export (every value taken: a second walk reads 0), and the export's line count. */
+static void check_registry(void)
+{
+	uint64_t one = (uint64_t)ncpus * (ncpus + 1) / 2;
+	uint64_t array = 0;
+	for (unsigned i = 0; i < PCPU_SYSCTL_ARRAY_MAX; i++)
+		array += (uint64_t)ncpus * (i + 1);
+	struct walked before = { 0, 0, 0 }, after = { 0, 0, 0 };
+	int walk_rc = pcpu_sysctl_walk(count_walked, &before);
+	size_t len = sizeof(export_text);
+	int export_rc = pcpu_sysctl_export(export_text, &len, PCPU_EXPORT_DELTAS);
+	uint64_t lines = 0;
+	for (size_t i = 0; export_rc == 0 && i < len; i++)
+		lines += export_text[i] == '\n';
+	pcpu_sysctl_walk(count_walked, &after);
+	REPORT("registry", { "values walked", 1 + PCPU_SYSCTL_ARRAY_MAX, before.values },
+	       { "walk rc", 0, (uint64_t)walk_rc }, { "names walked", 2, before.names },
+	       { "sum walked", one + array, before.sum }, { "export rc", 0, (uint64_t)export_rc },
+	       { "export lines", 2 * 2 + 1 + PCPU_SYSCTL_ARRAY_MAX, lines },
+	       { "sum after the delta export", 0, after.sum });
+}
+
+/* The stacks: filled with STACK_PATTERN at boot (the boot CPU's below where it runs then),
+ * so that the bytes never written show how deep each CPU went. */
+#define STACK_PATTERN 0x5a
+#define STACK_GUARD 64
+
+static void paint_stack(unsigned cpu, size_t len)
+{
+	volatile uint8_t *bottom = arch_stack_bottom(cpu);
+	for (size_t i = 0; i < len; i++)
+		bottom[i] = STACK_PATTERN;
+}
+
+/* Bytes of the CPU's stack written since it was painted. */
+static uint64_t stack_used(unsigned cpu)
+{
+	const volatile uint8_t *bottom = arch_stack_bottom(cpu);
+	size_t untouched = 0;
+	while (untouched < CKERNEL_CPU_STACK && bottom[untouched] == STACK_PATTERN)
+		untouched++;
+	return CKERNEL_CPU_STACK - untouched;
+}
+
+/* No CPU reached the lowest STACK_GUARD bytes of its stack; prints what each used. */
+static void check_stacks(void)
+{
+	uint64_t within = 0;
+	kernel_print("stack: bytes used of ");
+	print_u64(CKERNEL_CPU_STACK);
+	kernel_print(" per CPU:");
+	for (unsigned cpu = 0; cpu < ncpus; cpu++) {
+		uint64_t used = stack_used(cpu);
+		kernel_print(" ");
+		print_u64(used);
+		within += used <= CKERNEL_CPU_STACK - STACK_GUARD;
+	}
+	kernel_print("\n");
+	REPORT("stacks", { "CPUs within their stacks", ncpus, within });
+}
+
 /* The protocol's phases (testbeds/protocol/protocol.h), then this kernel's own checks. */
 static void run_checks(unsigned cpu)
 {
@@ -390,6 +480,16 @@ static void run_checks(unsigned cpu)
 	barrier();
 	if (checker)
 		REPORT("c_api", { "pcpu_c_kernel_check", 0, (uint64_t)rc });
+
+	/* The registry: every CPU adds, CPU 0 walks and exports. */
+	barrier();
+	counter_u64_add(reg_one, cpu + 1);
+	for (unsigned i = 0; i < PCPU_SYSCTL_ARRAY_MAX; i++)
+		counter_u64_add(reg_array[i], i + 1);
+	barrier();
+	if (checker)
+		check_registry();
+	barrier();
 }
 
 /*
@@ -433,6 +533,11 @@ void kernel_bsp_main(void)
 	kernel_print(" with tests/c/broken_add.h: load, add, store");
 #endif
 	kernel_print("\n");
+	/* Every stack but the one this runs on, whole; this one below its frame, with room for
+	 * paint_stack's own. */
+	for (unsigned cpu = 1; cpu < MAX_CPUS; cpu++)
+		paint_stack(cpu, CKERNEL_CPU_STACK);
+	paint_stack(0, (size_t)((uint8_t *)__builtin_frame_address(0) - arch_stack_bottom(0)) - 256);
 	fbsd_boot(); /* early counters, before the zone exists */
 
 	struct pcpu_zone_layout layout = {
@@ -463,6 +568,12 @@ void kernel_bsp_main(void)
 	timed = must_alloc();
 	if ((rc = fbsd_attach()) != 0)
 		kernel_fail("fbsd_attach step", (uint64_t)rc, 0);
+	reg_one = must_alloc();
+	if ((rc = counter_u64_array_alloc(reg_array, PCPU_SYSCTL_ARRAY_MAX, M_WAITOK)) != 0 ||
+	    (rc = pcpu_sysctl_add_counter("ck.one", "one counter", reg_one)) != 0 ||
+	    (rc = pcpu_sysctl_add_counter_array("ck.array", "the largest array",
+						reg_array, PCPU_SYSCTL_ARRAY_MAX)) != 0)
+		kernel_fail("registry setup (rc)", (uint64_t)-rc, 0);
 
 	unsigned wanted = arch_cpu_count();
 	wanted = wanted > MAX_CPUS ? MAX_CPUS : wanted;
@@ -470,6 +581,7 @@ void kernel_bsp_main(void)
 	REPORT("cpus", { "started", wanted, ncpus });
 	__atomic_store_n(&go, 1, __ATOMIC_RELEASE);
 	run_checks(0);
+	check_stacks();
 	kernel_print("DONE ");
 	print_u64(checks);
 	kernel_print(" checks, ");

@@ -46,6 +46,13 @@ impl CBuild {
     }
 }
 
+/// Each CPU's stack in the C-only kernels: 1 << 12 = 4 KiB, as xv6's kernel stacks (the
+/// library's calls must fit: docs/c.md, "Stack use"). The C glue sizes its AP stacks with it
+/// (`-DCKERNEL_CPU_STACK`), the shared `entry.s` its boot and AP stacks (`--defsym
+/// PCPU_CPU_STACK_SHIFT`), and main.c checks at the end that no CPU reached its stack's last
+/// bytes.
+const CPU_STACK_SHIFT: u32 = 12;
+
 const COMMON_CFLAGS: &[&str] = &[
     "-std=c11",
     "-O2",
@@ -227,6 +234,7 @@ impl CBuild {
                     value.to_uppercase()
                 ));
             }
+            cc.arg(format!("-DCKERNEL_CPU_STACK={}", 1u32 << CPU_STACK_SHIFT));
             run(cc.arg("-c").arg(&source).arg("-o").arg(&object))?;
             objects.push(object);
         }
@@ -237,6 +245,7 @@ impl CBuild {
                 let object = out.join(object_name(&source));
                 run(Command::new(self.cc.0)
                     .args(self.cflags)
+                    .arg(format!("-Wa,--defsym,PCPU_CPU_STACK_SHIFT={CPU_STACK_SHIFT}"))
                     .arg("-c")
                     .arg(&source)
                     .arg("-o")

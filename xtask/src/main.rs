@@ -5,6 +5,8 @@
 //! - `cargo xtask qemu [x86_64|aarch64|i386|riscv64|riscv64-broken|c-x86_64|c-aarch64|c|all]`:
 //!   builds and boots the QEMU test kernels (Rust, and C-only with the C library).
 //! - `cargo xtask bench`: runs the benchmarks and writes docs/BENCHMARKS.md.
+//! - `cargo xtask stack [--markdown] [target ...]`: the worst-case stack of every function of
+//!   the C libraries under `target/capi-lib/`, callees included, against the stated bounds.
 //! - `cargo xtask verify [--only <step>]`: the loom models (each against its broken variants),
 //!   ThreadSanitizer on the simulation suite, Miri on the portable core (or the next best),
 //!   and the property tests and their longer fuzz run.
@@ -13,6 +15,7 @@ mod bench;
 mod ckernel;
 mod cross;
 mod qemu;
+mod stack;
 mod toolchain;
 mod verify;
 
@@ -29,9 +32,10 @@ fn main() -> ExitCode {
         "qemu" => qemu::run(rest),
         "bench" => bench::run(rest),
         "verify" => verify::run(rest),
+        "stack" => stack::run(rest),
         _ => {
             eprintln!(
-                "usage: cargo xtask <cross [--only <step>] | qemu [x86_64|aarch64|i386|riscv64|riscv64-broken|c-x86_64|c-aarch64|c|all] | bench | verify [--only <step>]>"
+                "usage: cargo xtask <cross [--only <step>] | qemu [x86_64|aarch64|i386|riscv64|riscv64-broken|c-x86_64|c-aarch64|c|all] | bench | verify [--only <step>] | stack [--markdown] [target ...]>"
             );
             return ExitCode::from(2);
         }

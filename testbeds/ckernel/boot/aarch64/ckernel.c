@@ -137,6 +137,14 @@ void aarch64_fault(uint64_t kind, uint64_t esr, uint64_t elr, uint64_t far)
 }
 
 static volatile int ap_up;
+/* entry.s: the boot CPU's stack, and CPU k > 0 on ap_stacks + k * CKERNEL_CPU_STACK. */
+extern uint8_t boot_stack[], ap_stacks[];
+
+uint8_t *arch_stack_bottom(unsigned cpu)
+{
+	return cpu == 0 ? boot_stack : ap_stacks + (size_t)cpu * CKERNEL_CPU_STACK;
+}
+
 extern char aarch64_secondary_entry[];
 
 unsigned arch_start_secondaries(unsigned wanted)

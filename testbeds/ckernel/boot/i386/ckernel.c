@@ -162,7 +162,13 @@ void i386_timer_irq(void)
 /* The trampoline (entry.s) takes its stack and CPU index from these. */
 uint32_t I386_AP_STACK_TOP, I386_AP_CPU;
 static volatile int ap_up;
-static uint8_t ap_stacks[MAX_CPUS][64 * 1024] __attribute__((aligned(16)));
+static uint8_t ap_stacks[MAX_CPUS][CKERNEL_CPU_STACK] __attribute__((aligned(16)));
+extern uint8_t boot_stack[]; /* entry.s: the boot CPU's */
+
+uint8_t *arch_stack_bottom(unsigned cpu)
+{
+	return cpu == 0 ? boot_stack : ap_stacks[cpu];
+}
 extern char i386_tramp_start[], i386_tramp_end[];
 
 static void print_add_path(void)

@@ -168,6 +168,14 @@ static void per_cpu_from_reset(unsigned cpu, unsigned long hart)
 
 static unsigned long boot_hart;
 static volatile int ap_up;
+/* entry.s: the boot CPU's stack, and CPU k > 0 on ap_stacks + k * CKERNEL_CPU_STACK. */
+extern uint8_t boot_stack[], ap_stacks[];
+
+uint8_t *arch_stack_bottom(unsigned cpu)
+{
+	return cpu == 0 ? boot_stack : ap_stacks + (size_t)cpu * CKERNEL_CPU_STACK;
+}
+
 extern char riscv64_secondary_entry[];
 
 /* HSM hart_start (opaque: the CPU index) for each hart but the boot hart, in hart id order,

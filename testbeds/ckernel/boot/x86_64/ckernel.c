@@ -82,7 +82,13 @@ void x86_64_timer_irq(void)
 /* The trampoline (entry.s) takes its stack and CPU index from these. */
 uint64_t AP_STACK_TOP, AP_CPU;
 static volatile int ap_up;
-static uint8_t ap_stacks[MAX_CPUS][64 * 1024] __attribute__((aligned(16)));
+static uint8_t ap_stacks[MAX_CPUS][CKERNEL_CPU_STACK] __attribute__((aligned(16)));
+extern uint8_t boot_stack[]; /* entry.s: the boot CPU's */
+
+uint8_t *arch_stack_bottom(unsigned cpu)
+{
+	return cpu == 0 ? boot_stack : ap_stacks[cpu];
+}
 extern char ap_tramp_start[], ap_tramp_end[];
 
 unsigned arch_start_secondaries(unsigned wanted)

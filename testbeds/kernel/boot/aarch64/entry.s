@@ -1,5 +1,10 @@
 /* aarch64 test kernel entry: the boot CPU (from QEMU's -kernel) and the secondaries (from
  * PSCI CPU_ON, x0 = the CPU's index), both at EL1 with the MMU off. */
+/* Each CPU's stack: 1 << PCPU_CPU_STACK_SHIFT bytes, 64 KiB unless the assembler is given the
+ * symbol (`--defsym`: the C-only kernels run on 4 KiB, xtask/src/ckernel.rs). */
+.ifndef PCPU_CPU_STACK_SHIFT
+.set PCPU_CPU_STACK_SHIFT, 16
+.endif
 .section .text.boot, "ax"
 .global _start
 _start:
@@ -27,7 +32,7 @@ aarch64_secondary_entry:
     msr daifset, #0xf
     ldr x1, =ap_stacks
     add x2, x0, #1
-    lsl x2, x2, #16
+    lsl x2, x2, #PCPU_CPU_STACK_SHIFT
     add x1, x1, x2
     mov sp, x1
     ldr x1, =aarch64_vectors
@@ -94,8 +99,9 @@ irq_entry:
 
 .section .bss
 .balign 16
+.global boot_stack, ap_stacks
 boot_stack:
-    .skip 65536
+    .skip 1 << PCPU_CPU_STACK_SHIFT
 boot_stack_top:
 ap_stacks:
-    .skip 5 * 65536
+    .skip 5 << PCPU_CPU_STACK_SHIFT

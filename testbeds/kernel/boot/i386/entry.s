@@ -2,6 +2,11 @@
  * trampoline the application processors start in (copied to 0x8000), the kernel's GDT
  * pointer, and the interrupt entries (32 exception stubs 16 bytes apart, the timer, the
  * spurious vectors). */
+/* Each CPU's stack: 1 << PCPU_CPU_STACK_SHIFT bytes, 64 KiB unless the assembler is given the
+ * symbol (`--defsym`: the C-only kernels run on 4 KiB, xtask/src/ckernel.rs). */
+.ifndef PCPU_CPU_STACK_SHIFT
+.set PCPU_CPU_STACK_SHIFT, 16
+.endif
 .section .multiboot, "a"
 .balign 4
     .long 0x1BADB002
@@ -113,6 +118,7 @@ i386_gdt_ptr:
 
 .section .bss
 .balign 16
+.global boot_stack
 boot_stack:
-    .skip 65536
+    .skip 1 << PCPU_CPU_STACK_SHIFT
 boot_stack_top:

@@ -6,6 +6,11 @@
  * per-CPU register, 0 until the zone exists (the C-only kernel, testbeds/ckernel/, shares this
  * file and points `tp` at its per-CPU block first thing in C, as xv6-riscv's start() does).
  * `lla`, not `la`: this assembler is PIC by default and `la` would go through the GOT. */
+/* Each CPU's stack: 1 << PCPU_CPU_STACK_SHIFT bytes, 64 KiB unless the assembler is given the
+ * symbol (`--defsym`: the C-only kernels run on 4 KiB, xtask/src/ckernel.rs). */
+.ifndef PCPU_CPU_STACK_SHIFT
+.set PCPU_CPU_STACK_SHIFT, 16
+.endif
 .section .text.boot, "ax"
 .global _start
 _start:
@@ -34,7 +39,7 @@ riscv64_secondary_entry:
     csrw sscratch, a1
     lla sp, ap_stacks
     addi t0, a1, 1
-    slli t0, t0, 16
+    slli t0, t0, PCPU_CPU_STACK_SHIFT
     add sp, sp, t0
     lla t0, riscv64_trap_entry
     csrw stvec, t0
@@ -96,8 +101,9 @@ riscv64_trap_entry:
 
 .section .bss
 .balign 16
+.global boot_stack, ap_stacks
 boot_stack:
-    .skip 65536
+    .skip 1 << PCPU_CPU_STACK_SHIFT
 boot_stack_top:
 ap_stacks:
-    .skip 5 * 65536
+    .skip 5 << PCPU_CPU_STACK_SHIFT

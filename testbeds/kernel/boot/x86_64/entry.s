@@ -2,6 +2,11 @@
  * the real-mode trampoline the application processors start in (copied to 0x8000). */
 
 /* Multiboot1 with the address fields (flags bit 16): QEMU only loads a 64-bit ELF that way. */
+/* Each CPU's stack: 1 << PCPU_CPU_STACK_SHIFT bytes, 64 KiB unless the assembler is given the
+ * symbol (`--defsym`: the C-only kernels run on 4 KiB, xtask/src/ckernel.rs). */
+.ifndef PCPU_CPU_STACK_SHIFT
+.set PCPU_CPU_STACK_SHIFT, 16
+.endif
 .section .multiboot, "a"
 .balign 4
 mb_header:
@@ -144,8 +149,9 @@ boot_pdpt:
     .skip 4096
 boot_pd:
     .skip 4 * 4096
+.global boot_stack
 boot_stack:
-    .skip 65536
+    .skip 1 << PCPU_CPU_STACK_SHIFT
 boot_stack_top:
 
 .section .text

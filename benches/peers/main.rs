@@ -16,6 +16,7 @@ mod approx;
 mod free_running;
 mod handoff;
 mod harness;
+mod lazy;
 mod memory;
 mod reads;
 mod single;
@@ -77,6 +78,7 @@ fn run_core(sink: &mut Sink, quick: bool) {
     single::run(sink, quick);
     reads::run(sink, quick);
     approx::run(sink, quick);
+    lazy::run(sink, quick);
     memory::run(sink);
 }
 

@@ -1,33 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
-//! Lazy counters: one shared 8-byte word until the counter is contended, then per-CPU slots.
-//!
-//! Most per-object counters (a process's, a socket's) are touched by one CPU at a time for
-//! their whole life; giving each one 8 bytes on every CPU up front is what makes per-object
-//! counting expensive (Linux's per-mm RSS counters, `pcpu_alloc` in fork/exec). A
-//! [`LazyCounter`] starts as one shared word with an atomic add and moves to a slot of its
-//! zone when an add finds it contended (a failed compare-and-swap on the word: another CPU, or
-//! an interrupt handler, changed it in between), or after a number of adds the caller picks
-//! ([`LazyCounter::with_threshold`]).
-//!
-//! **The move.** The mover claims the move (`MOVING` in the state word), allocates a slot,
-//! and publishes it (`state = offset | LIVE`, release). From then on an add loads the state,
-//! sees `LIVE` and adds to its CPU's slot: one load more than [`Counter::add`]. The shared
-//! word's count stays where it is: it is the counter's count before the move, and [`fetch`]
-//! is the word plus the slots' sum. So nothing is ever in transit: an add that read the state
-//! before the move was published lands in the word, one that read it after lands in a slot,
-//! and either way exactly once in what `fetch` reads; `fetch` is exact during the move too,
-//! with no retry. This is why the lazy counter does not take the word into a slot as
-//! [`EarlyCounter::init`](crate::early::EarlyCounter::init) does: that needs the mover to wait
-//! for the adds that read the old state (the early counter's announce and wait), and a move
-//! that an add in an interrupt handler starts cannot wait for the add it interrupted. The word
-//! costs nothing more: it is the 8 bytes the counter had before the move.
-//!
-//! **The move never waits.** It takes the zone's allocator lock only if it is free (an add in
-//! an interrupt handler may have interrupted this CPU's own `alloc` or `free`); if the lock is
-//! busy the counter stays shared and a later contended add tries again. If the zone is full
-//! the counter stays shared for good, counting exactly in its word, until
-//! [`LazyCounter::try_move`] succeeds. Adds that find another add moving the counter add to
-//! the word.
+//! Lazy counters: one shared 8-byte word until the counter is contended, then per-CPU slots
+//! (the protocol is in [`LazyCounter`]'s docs).
 
 use core::cell::UnsafeCell;
 
@@ -35,9 +8,9 @@ use crate::atomic::{AtomicUsize, Ordering};
 use crate::baseline;
 use crate::{Counter, Error, Zone};
 
-/// State bit: the counter is per-CPU; the rest of the state is its slot's offset (a multiple
-/// of 8, so its low three bits are free).
-const LIVE: usize = 1;
+/// State bit: the counter is shared. Clear, the state is the slot's offset (a multiple of 8,
+/// so its low three bits are 0): the add after the move adds to it with no masking.
+const SHARED: usize = 1;
 /// State bit: an add is moving the counter (allocating its slot); nobody else writes the state.
 const MOVING: usize = 2;
 /// State bit: the zone was full; no add moves the counter any more (only `try_move`).
@@ -51,14 +24,42 @@ const NEVER: usize = usize::MAX >> TAGS;
 
 /// A 64-bit counter that is one shared word until it is contended, then per-CPU.
 ///
-/// Idle it takes 8 bytes plus its handle (the zone and a state word, the size of a
+/// Most per-object counters (a process's, a socket's) are touched by one CPU at a time for
+/// their whole life; giving each one 8 bytes on every CPU up front is what makes per-object
+/// counting expensive (Linux's per-mm RSS counters, `pcpu_alloc` in fork/exec). A lazy
+/// counter starts as one shared word with an atomic add and moves to a slot of its zone when
+/// an add finds it contended (its compare-and-swap on the word failed: another CPU, or an
+/// interrupt handler, changed the word in between), or after a number of adds the caller
+/// picks ([`with_threshold`](LazyCounter::with_threshold)).
+///
+/// Idle it takes 8 bytes plus its handle (the zone and a state word: the size of a
 /// [`Counter`]) and no slot; after the move it also has a slot of its zone (8 bytes per CPU),
-/// which dropping it frees. [`add`](LazyCounter::add) after the move is a load of the state
-/// and the per-CPU add; before it, a compare-and-swap on the shared word. The consistency of
-/// [`fetch`](LazyCounter::fetch), [`zero`](LazyCounter::zero) and
-/// [`fetch_and_zero`](LazyCounter::fetch_and_zero) is [`Counter`]'s, across the move too (see
-/// the module docs for the protocol). An add after the move needs the per-CPU register set,
-/// as [`Counter::add`] does; one before the move needs nothing.
+/// which dropping it frees. [`add`](LazyCounter::add) after the move is a load of the state,
+/// a test, and the per-CPU add; before it, a compare-and-swap on the shared word. An add
+/// after the move needs the per-CPU register set, as [`Counter::add`] does; one before the
+/// move needs nothing. [`fetch`](LazyCounter::fetch), [`zero`](LazyCounter::zero) and
+/// [`fetch_and_zero`](LazyCounter::fetch_and_zero) are [`Counter`]'s, across the move too.
+///
+/// # The move
+/// The mover claims the move (`MOVING` in the state word), allocates a slot and publishes
+/// it: the state becomes the slot's offset (release). An add loads the state (acquire); an
+/// offset sends it to its CPU's slot. The shared word keeps the counts from before the move,
+/// and `fetch` is the word plus the slots' sum. So nothing is ever in transit: an add that
+/// read the state before the publication lands in the word, one that read it after lands in
+/// a slot, and either way exactly once in what `fetch` reads; `fetch` is exact during the
+/// move too, with no retry. This is why the word is not taken into a slot as
+/// [`EarlyCounter::init`](crate::early::EarlyCounter::init) takes its word: that needs the
+/// mover to wait for the adds that read the old state (the early counter's announce and
+/// wait), and a move that an add in an interrupt handler starts cannot wait for the add it
+/// interrupted. The word costs nothing more: it is the 8 bytes the counter had before.
+///
+/// The move never waits either: it takes the zone's allocator lock only if it is free (an
+/// add in an interrupt handler may have interrupted its own CPU's `alloc` or `free`); if it
+/// is busy the counter stays shared and a later contended add tries again. If the zone is
+/// full the counter stays shared for good, counting exactly in its word, until
+/// [`try_move`](LazyCounter::try_move) succeeds. An add that finds another add moving the
+/// counter adds to the word. (`tests/loom.rs` `lazy_move` models the protocol; a move that
+/// takes the word must fail it and `tests/lazy.rs`.)
 ///
 /// ```
 /// use pcpu_counter::{sim::Machine, LazyCounter};
@@ -78,7 +79,7 @@ pub struct LazyCounter<'z> {
     word: UnsafeCell<u64>,
     /// The zone the counter moves to.
     zone: &'z Zone<'z>,
-    /// `offset | LIVE` once per-CPU; before, the tag bits and the adds left.
+    /// The slot's offset once per-CPU; before, `SHARED`, the other tag bits and the adds left.
     state: AtomicUsize,
 }
 
@@ -138,7 +139,7 @@ impl<'z> LazyCounter<'z> {
         LazyCounter {
             word: UnsafeCell::new(0),
             zone,
-            state: AtomicUsize::new(adds_left << TAGS),
+            state: AtomicUsize::new(adds_left << TAGS | SHARED),
         }
     }
 
@@ -149,10 +150,10 @@ impl<'z> LazyCounter<'z> {
     pub fn add(&self, v: i64) {
         // Acquire: the slot's clearing by `alloc` happens before this CPU adds to it.
         let s = self.state.load(Ordering::Acquire);
-        if s & LIVE != 0 {
-            // SAFETY: a `LIVE` state holds this counter's slot, owned until drop; per-CPU
+        if s & SHARED == 0 {
+            // SAFETY: a state without `SHARED` is this counter's slot, owned until drop; per-CPU
             // registers are the platform's setup contract (see the type's docs).
-            return unsafe { self.zone.add(s - LIVE, v) };
+            return unsafe { self.zone.add(s, v) };
         }
         self.shared_add(s, v)
     }
@@ -170,9 +171,9 @@ impl<'z> LazyCounter<'z> {
     fn shared_add(&self, mut s: usize, v: i64) {
         let mut may_move = true;
         loop {
-            if s & LIVE != 0 {
+            if s & SHARED == 0 {
                 // SAFETY: as in `add`.
-                return unsafe { self.zone.add(s - LIVE, v) };
+                return unsafe { self.zone.add(s, v) };
             }
             if may_move && s & (MOVING | STAY) == 0 {
                 let left = s >> TAGS;
@@ -217,7 +218,7 @@ impl<'z> LazyCounter<'z> {
     /// it is moving, moved or staying. Returns the state to go on with.
     #[cold]
     fn contended(&self, s: usize) -> usize {
-        if s & (LIVE | MOVING | STAY) == 0 {
+        if s & (SHARED | MOVING | STAY) == SHARED {
             self.move_from(s, false);
         }
         self.state.load(Ordering::Acquire)
@@ -239,7 +240,7 @@ impl<'z> LazyCounter<'z> {
             self.zone.try_alloc_run(1)
         };
         let (next, result) = match allocated {
-            Some(Ok(off)) => (off | LIVE, Ok(())),
+            Some(Ok(off)) => (off, Ok(())),
             Some(Err(e)) => (idle | STAY, Err(e)),
             // The lock was busy: stay shared, a later contended add tries again.
             None => (idle, Ok(())),
@@ -247,7 +248,7 @@ impl<'z> LazyCounter<'z> {
         // Release: the slot's clearing happens before any add that sees it live.
         self.state.store(next, Ordering::Release);
         #[cfg(pcpu_counter_broken = "lazy_move_takes_word")]
-        if next & LIVE != 0 {
+        if next & SHARED == 0 {
             // The broken move `cargo xtask verify` runs against tests/lazy.rs: it takes the
             // word into the mover's slot, and `fetch` then reads the slots alone, so an add
             // that read the shared state before the publication and lands in the word after
@@ -256,7 +257,7 @@ impl<'z> LazyCounter<'z> {
             // platform's contract.
             unsafe {
                 let moved = baseline::take(self.word.get());
-                self.zone.add(next - LIVE, moved as i64);
+                self.zone.add(next, moved as i64);
             }
         }
         Some(result)
@@ -285,7 +286,7 @@ impl<'z> LazyCounter<'z> {
     pub fn try_move(&self) -> Result<(), Error> {
         loop {
             let s = self.state.load(Ordering::Acquire);
-            if s & LIVE != 0 {
+            if s & SHARED == 0 {
                 return Ok(());
             }
             if s & MOVING != 0 {
@@ -300,7 +301,7 @@ impl<'z> LazyCounter<'z> {
 
     /// Whether the counter moved to per-CPU slots.
     pub fn is_per_cpu(&self) -> bool {
-        self.state.load(Ordering::Acquire) & LIVE != 0
+        self.state.load(Ordering::Acquire) & SHARED == 0
     }
 
     /// The count: the shared word plus, once moved, the slots since their last zero.
@@ -314,18 +315,18 @@ impl<'z> LazyCounter<'z> {
     /// ```
     pub fn fetch(&self) -> u64 {
         // The state first: an add that completed before this call and went to a slot read a
-        // `LIVE` state, so this load reads it too.
+        // state without `SHARED`, so this load reads it too.
         let s = self.state.load(Ordering::Acquire);
         let word = self.word_unless_taken(s);
-        if s & LIVE == 0 {
+        if s & SHARED != 0 {
             return word;
         }
-        word.wrapping_add(self.zone.fetch(s - LIVE))
+        word.wrapping_add(self.zone.fetch(s))
     }
 
     /// The shared word, which a live counter keeps (0 in the broken build, whose move took it).
     fn word_unless_taken(&self, s: usize) -> u64 {
-        if cfg!(pcpu_counter_broken = "lazy_move_takes_word") && s & LIVE != 0 {
+        if cfg!(pcpu_counter_broken = "lazy_move_takes_word") && s & SHARED == 0 {
             return 0;
         }
         // SAFETY: as in `shared_add`.
@@ -351,16 +352,16 @@ impl<'z> LazyCounter<'z> {
     /// ```
     pub fn fetch_and_zero(&self) -> u64 {
         let s = self.state.load(Ordering::Acquire);
-        let word = if cfg!(pcpu_counter_broken = "lazy_move_takes_word") && s & LIVE != 0 {
+        let word = if cfg!(pcpu_counter_broken = "lazy_move_takes_word") && s & SHARED == 0 {
             0
         } else {
             // SAFETY: as in `shared_add`.
             unsafe { baseline::take(self.word.get()) }
         };
-        if s & LIVE == 0 {
+        if s & SHARED != 0 {
             return word;
         }
-        word.wrapping_add(self.zone.fetch_and_zero(s - LIVE))
+        word.wrapping_add(self.zone.fetch_and_zero(s))
     }
 
     /// The zone the counter moves (or moved) to.
@@ -372,8 +373,8 @@ impl<'z> LazyCounter<'z> {
 impl Drop for LazyCounter<'_> {
     fn drop(&mut self) {
         let s = *self.state.get_mut();
-        if s & LIVE != 0 {
-            self.zone.free_run(s - LIVE, 1);
+        if s & SHARED == 0 {
+            self.zone.free_run(s, 1);
         }
     }
 }

@@ -978,9 +978,11 @@ fn approx_bound_against_adds_in_flight() {
 // ---------------------------------------------------------------------------------------
 // Lazy counters (src/lazy.rs).
 
-/// `state` bits, as in src/lazy.rs (the slot's offset above them is not modelled).
-const LAZY_LIVE: usize = 1;
+/// `state` as in src/lazy.rs: `SHARED` and `MOVING` bits while shared (no threshold: no adds
+/// left above them), the slot's offset (a multiple of 8) once moved.
+const LAZY_SHARED: usize = 1;
 const LAZY_MOVING: usize = 2;
+const LAZY_SLOT: usize = 8;
 
 /// A `LazyCounter` without a threshold (only contention or a move call moves it) whose slot,
 /// once allocated, is one that another counter used before: every CPU's copy and the
@@ -1014,7 +1016,7 @@ impl Lazy {
         counter.baseline.store(100, Ordering::Relaxed);
         Lazy {
             word: AtomicU64::new(0),
-            state: AtomicUsize::new(0),
+            state: AtomicUsize::new(LAZY_SHARED),
             counter,
         }
     }
@@ -1024,7 +1026,7 @@ impl Lazy {
         let mut s = self.state.load(Ordering::Acquire);
         let mut may_move = true;
         loop {
-            if s & LAZY_LIVE != 0 {
+            if s & LAZY_SHARED == 0 {
                 return self.counter.add(cpu, v);
             }
             let old = self.word.load(Ordering::Acquire);
@@ -1044,7 +1046,7 @@ impl Lazy {
             if may_move {
                 // `contended`.
                 may_move = false;
-                if s & (LAZY_LIVE | LAZY_MOVING) == 0 {
+                if s & (LAZY_SHARED | LAZY_MOVING) == LAZY_SHARED {
                     self.move_from(cpu, s, variant);
                 }
                 s = self.state.load(Ordering::Acquire);
@@ -1070,7 +1072,7 @@ impl Lazy {
             LazyVariant::PublishRelaxed => Ordering::Relaxed,
             _ => Ordering::Release,
         };
-        self.state.store(LAZY_LIVE, publish);
+        self.state.store(LAZY_SLOT, publish);
         if variant == LazyVariant::TakesWord {
             let moved = self.word.swap(0, Ordering::AcqRel);
             self.counter.add(cpu, moved);
@@ -1081,7 +1083,7 @@ impl Lazy {
     fn try_move(&self, cpu: usize, variant: LazyVariant) {
         loop {
             let s = self.state.load(Ordering::Acquire);
-            if s & LAZY_LIVE != 0 {
+            if s & LAZY_SHARED == 0 {
                 return;
             }
             if s & LAZY_MOVING != 0 {
@@ -1095,7 +1097,7 @@ impl Lazy {
     /// `LazyCounter::fetch`.
     fn fetch(&self, variant: LazyVariant) -> u64 {
         let s = self.state.load(Ordering::Acquire);
-        let live = s & LAZY_LIVE != 0;
+        let live = s & LAZY_SHARED == 0;
         let word = if variant == LazyVariant::TakesWord && live {
             0
         } else {

@@ -1004,6 +1004,10 @@ enum LazyVariant {
     /// Broken: the slot published with a relaxed store, so an add (or a fetch) that sees it
     /// live need not see `alloc_run`'s clearing.
     PublishRelaxed,
+    /// Broken: a move that does not claim the state first, so two movers each allocate and
+    /// clear (here: the same slot, as a zone with one free slot reuses the first mover's
+    /// after the second frees it) and the second wipes adds made after the first published.
+    NoClaim,
 }
 
 impl Lazy {
@@ -1056,10 +1060,11 @@ impl Lazy {
 
     /// `LazyCounter::move_from` on `cpu`, the allocation always succeeding.
     fn move_from(&self, cpu: usize, s: usize, variant: LazyVariant) {
-        if self
-            .state
-            .compare_exchange(s, s | LAZY_MOVING, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
+        if variant != LazyVariant::NoClaim
+            && self
+                .state
+                .compare_exchange(s, s | LAZY_MOVING, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
         {
             return;
         }
@@ -1154,6 +1159,10 @@ fn lazy_move_racing_adds_and_fetches() {
             (
                 "slot published without release",
                 Box::new(lazy_model(LazyVariant::PublishRelaxed)),
+            ),
+            (
+                "move without claiming the state",
+                Box::new(lazy_model(LazyVariant::NoClaim)),
             ),
         ],
     );

@@ -133,6 +133,14 @@ pub enum Error {
         /// The batch given.
         batch: u64,
     },
+    /// A [`LazyCounter`](crate::LazyCounter) threshold above
+    /// [`LazyCounter::MAX_THRESHOLD`](crate::LazyCounter::MAX_THRESHOLD).
+    BadThreshold {
+        /// The threshold given (adds before the move).
+        threshold: usize,
+        /// The largest threshold the counter can count down from.
+        max: usize,
+    },
     /// [`arch::set_cpu_base`](crate::arch::set_cpu_base): the per-CPU register cannot hold
     /// this base (x86_64: not a canonical address; i386: above 4 GiB).
     BadCpuBase {
@@ -280,6 +288,10 @@ impl fmt::Display for Error {
             Error::BadBatch { batch } => write!(
                 f,
                 "approximate counter batch {batch} is not a power of two from 16 to 2^32"
+            ),
+            Error::BadThreshold { threshold, max } => write!(
+                f,
+                "lazy counter threshold {threshold} is above the largest, {max} adds"
             ),
             Error::BadCpuBase { base } => write!(
                 f,

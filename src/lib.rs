@@ -48,6 +48,7 @@ pub mod array;
 mod counter;
 pub mod early;
 pub mod freebsd;
+mod lazy;
 mod protect;
 pub mod ratecheck;
 pub mod registry;
@@ -55,6 +56,7 @@ pub use {
     approx::ApproxCounter,
     area::Area,
     counter::Counter,
+    lazy::LazyCounter,
     memory::{ZoneMemory, ZoneMeta},
     platform::Platform,
     protect::Protected,

@@ -288,12 +288,23 @@ impl<'m> Zone<'m> {
     /// Allocates `len` adjacent slots, clears them and their baselines, and returns the
     /// register-relative offset of the first.
     pub(crate) fn alloc_run(&self, len: usize) -> Result<usize, Error> {
+        let first = self.slots.lock().alloc_run(len);
+        self.clear_run(first, len)
+    }
+
+    /// [`alloc_run`](Zone::alloc_run) unless the bitmap's lock is held (`None`, nothing
+    /// changed): an allocation that never waits, for a lazy counter's move, which may run in
+    /// an interrupt handler that interrupted this CPU's own `alloc` or `free`.
+    pub(crate) fn try_alloc_run(&self, len: usize) -> Option<Result<usize, Error>> {
+        let first = self.slots.try_lock()?.alloc_run(len);
+        Some(self.clear_run(first, len))
+    }
+
+    /// Clears the `len` slots from index `first` (just allocated) and their baselines, and
+    /// returns the first one's offset; `None` is a full zone.
+    fn clear_run(&self, first: Option<usize>, len: usize) -> Result<usize, Error> {
         let capacity = self.capacity();
-        let first = self
-            .slots
-            .lock()
-            .alloc_run(len)
-            .ok_or(Error::ZoneFull { capacity })?;
+        let first = first.ok_or(Error::ZoneFull { capacity })?;
         let off = self.layout.slot_offset(first);
         for slot in 0..len {
             let slot_off = off + slot * 8;

@@ -974,3 +974,196 @@ fn approx_bound_against_adds_in_flight() {
         )],
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// Lazy counters (src/lazy.rs).
+
+/// `state` as in src/lazy.rs: `SHARED` and `MOVING` bits while shared (no threshold: no adds
+/// left above them), the slot's offset (a multiple of 8) once moved.
+const LAZY_SHARED: usize = 1;
+const LAZY_MOVING: usize = 2;
+const LAZY_SLOT: usize = 8;
+
+/// A `LazyCounter` without a threshold (only contention or a move call moves it) whose slot,
+/// once allocated, is one that another counter used before: every CPU's copy and the
+/// baseline hold that counter's 100 until `alloc_run` clears them.
+struct Lazy {
+    /// The shared word (`baseline::load` / `replace` / `take`).
+    word: AtomicU64,
+    state: AtomicUsize,
+    counter: Counter,
+}
+
+/// Which move and `fetch`.
+#[derive(Clone, Copy, PartialEq)]
+enum LazyVariant {
+    Real,
+    /// Broken: `--cfg pcpu_counter_broken="lazy_move_takes_word"`: after publishing the slot
+    /// the move takes the word into the mover's slot, and `fetch` reads the slots alone.
+    TakesWord,
+    /// Broken: the slot published with a relaxed store, so an add (or a fetch) that sees it
+    /// live need not see `alloc_run`'s clearing.
+    PublishRelaxed,
+    /// Broken: a move that does not claim the state first, so two movers each allocate and
+    /// clear (here: the same slot, as a zone with one free slot reuses the first mover's
+    /// after the second frees it) and the second wipes adds made after the first published.
+    NoClaim,
+}
+
+impl Lazy {
+    fn new() -> Self {
+        let counter = Counter::new();
+        counter
+            .slots
+            .iter()
+            .for_each(|s| s.store(100, Ordering::Relaxed));
+        counter.baseline.store(100, Ordering::Relaxed);
+        Lazy {
+            word: AtomicU64::new(0),
+            state: AtomicUsize::new(LAZY_SHARED),
+            counter,
+        }
+    }
+
+    /// `LazyCounter::add` and `shared_add` on `cpu` (no threshold).
+    fn add(&self, cpu: usize, v: u64, variant: LazyVariant) {
+        let mut s = self.state.load(Ordering::Acquire);
+        let mut may_move = true;
+        loop {
+            if s & LAZY_SHARED == 0 {
+                return self.counter.add(cpu, v);
+            }
+            let old = self.word.load(Ordering::Acquire);
+            if self
+                .word
+                .compare_exchange(
+                    old,
+                    old.wrapping_add(v),
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
+                .is_ok()
+            {
+                return;
+            }
+            s = self.state.load(Ordering::Acquire);
+            if may_move {
+                // `contended`.
+                may_move = false;
+                if s & (LAZY_SHARED | LAZY_MOVING) == LAZY_SHARED {
+                    self.move_from(cpu, s, variant);
+                }
+                s = self.state.load(Ordering::Acquire);
+            }
+        }
+    }
+
+    /// `LazyCounter::move_from` on `cpu`, the allocation always succeeding.
+    fn move_from(&self, cpu: usize, s: usize, variant: LazyVariant) {
+        if variant != LazyVariant::NoClaim
+            && self
+                .state
+                .compare_exchange(s, s | LAZY_MOVING, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+        {
+            return;
+        }
+        // `Zone::alloc_run`: plain stores clear every CPU's copy, then the baseline.
+        for slot in &self.counter.slots {
+            slot.store(0, Ordering::Relaxed);
+        }
+        self.counter.baseline.store(0, Ordering::Release);
+        let publish = match variant {
+            LazyVariant::PublishRelaxed => Ordering::Relaxed,
+            _ => Ordering::Release,
+        };
+        self.state.store(LAZY_SLOT, publish);
+        if variant == LazyVariant::TakesWord {
+            let moved = self.word.swap(0, Ordering::AcqRel);
+            self.counter.add(cpu, moved);
+        }
+    }
+
+    /// `LazyCounter::try_move` on `cpu`: waits for another mover.
+    fn try_move(&self, cpu: usize, variant: LazyVariant) {
+        loop {
+            let s = self.state.load(Ordering::Acquire);
+            if s & LAZY_SHARED == 0 {
+                return;
+            }
+            if s & LAZY_MOVING != 0 {
+                thread::yield_now();
+                continue;
+            }
+            self.move_from(cpu, s, variant);
+        }
+    }
+
+    /// `LazyCounter::fetch`.
+    fn fetch(&self, variant: LazyVariant) -> u64 {
+        let s = self.state.load(Ordering::Acquire);
+        let live = s & LAZY_SHARED == 0;
+        let word = if variant == LazyVariant::TakesWord && live {
+            0
+        } else {
+            self.word.load(Ordering::Acquire)
+        };
+        if !live {
+            return word;
+        }
+        word.wrapping_add(self.counter.fetch())
+    }
+}
+
+/// CPU 0 adds 1 then 2; CPU 1 adds 4, moves the counter and adds 8 (an add that fails its
+/// compare-and-swap moves it first); a third thread fetches twice. The fetches never go back
+/// and never exceed 15; afterwards the counter reads exactly 15.
+fn lazy_model(variant: LazyVariant) -> impl Fn() + Sync + Send + 'static {
+    move || {
+        let c = Arc::new(Lazy::new());
+        let c0 = c.clone();
+        let cpu0 = thread::spawn(move || {
+            c0.add(0, 1, variant);
+            c0.add(0, 2, variant);
+        });
+        let c1 = c.clone();
+        let cpu1 = thread::spawn(move || {
+            c1.add(1, 4, variant);
+            c1.try_move(1, variant);
+            c1.add(1, 8, variant);
+        });
+        let first = c.fetch(variant);
+        let second = c.fetch(variant);
+        assert!(
+            first <= second && second <= 15,
+            "fetches during the move read {first} then {second} (of 15)"
+        );
+        cpu0.join().unwrap();
+        cpu1.join().unwrap();
+        assert_eq!(c.fetch(variant), 15, "after the move: every add once");
+    }
+}
+
+#[test]
+fn lazy_move_racing_adds_and_fetches() {
+    check(
+        "lazy_move",
+        "LazyCounter::add/try_move/fetch; 3 threads: 2 adds on CPU 0, an add, the move and an \
+         add on CPU 1, 2 fetches",
+        lazy_model(LazyVariant::Real),
+        vec![
+            (
+                "lazy_move_takes_word",
+                Box::new(lazy_model(LazyVariant::TakesWord)),
+            ),
+            (
+                "slot published without release",
+                Box::new(lazy_model(LazyVariant::PublishRelaxed)),
+            ),
+            (
+                "move without claiming the state",
+                Box::new(lazy_model(LazyVariant::NoClaim)),
+            ),
+        ],
+    );
+}

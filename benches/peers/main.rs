@@ -16,6 +16,7 @@ mod approx;
 mod free_running;
 mod handoff;
 mod harness;
+mod lazy;
 mod memory;
 mod reads;
 mod single;
@@ -29,6 +30,7 @@ fn main() {
     let mut bench = false;
     let mut reads_only = false;
     let mut rseq_only = false;
+    let mut lazy_only = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -38,6 +40,8 @@ fn main() {
             "--reads-only" => reads_only = true,
             // Only the Linux programs' section (the rseq counter and its peers).
             "--rseq-only" => rseq_only = true,
+            // Only the lazy counter's rows (its memory, its add before and after the move).
+            "--lazy-only" => lazy_only = true,
             // `cargo bench` passes `--bench`; `cargo test --benches` does not, and then the
             // run is a quick smoke test (still asserting every count).
             "--bench" => bench = true,
@@ -59,6 +63,10 @@ fn main() {
         reads::run(&mut sink, quick);
         return;
     }
+    if lazy_only {
+        lazy::run(&mut sink, quick);
+        return;
+    }
     if !rseq_only {
         run_core(&mut sink, quick);
     }
@@ -77,6 +85,7 @@ fn run_core(sink: &mut Sink, quick: bool) {
     single::run(sink, quick);
     reads::run(sink, quick);
     approx::run(sink, quick);
+    lazy::run(sink, quick);
     memory::run(sink);
 }
 

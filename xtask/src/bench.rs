@@ -10,6 +10,7 @@
 
 mod approx;
 mod c;
+mod lazy;
 mod linux;
 mod plot;
 mod report;

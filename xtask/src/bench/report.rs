@@ -541,6 +541,7 @@ pub fn markdown(
     c_fast_path(o, r, pc1)?;
     super::linux::section(o, r, cores)?;
     super::approx::section(o, r)?;
+    super::lazy::section(o, r)?;
 
     writeln!(o, "## fetch and zero against the CPU count\n").unwrap();
     writeln!(

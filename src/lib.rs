@@ -50,9 +50,10 @@ pub mod freebsd;
 mod protect;
 pub mod ratecheck;
 pub mod registry;
+pub mod statics;
 pub use {
     approx::ApproxCounter, area::Area, counter::Counter, memory::ZoneMemory, platform::Platform,
-    protect::Protected, zone::Zone,
+    protect::Protected, statics::StaticCounter, zone::Zone,
 };
 
 // The other faces: C kernels, Linux programs, and the host simulation the tests run on.

@@ -102,6 +102,29 @@ pub(crate) fn check_add(area: &crate::area::Area) {
     }
 }
 
+/// Before every add to a per-CPU static: with an install (`area`), the thread holds a CPU of
+/// that machine, as [`check_add`]; before any, it holds no CPU (its register is 0, and the
+/// add reaches the template, as a kernel's boot CPU before bring-up).
+#[inline(always)]
+pub(crate) fn check_static_add(area: Option<&crate::area::Area>) {
+    match area {
+        Some(area) => check_add(area),
+        None => {
+            if BOUND_AREA.with(Cell::get) != 0 {
+                static_without_install()
+            }
+        }
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn static_without_install() -> ! {
+    panic!(
+        "pcpu-counter: a per-CPU static's add on a simulated CPU while no machine holds the          statics (make the machine with Machine::with_statics)"
+    )
+}
+
 #[cold]
 #[inline(never)]
 fn no_cpu() -> ! {

@@ -353,9 +353,7 @@ pub(crate) unsafe fn uninstall() {
 pub fn __check() {
     #[cfg(pcpu_hosted_cpus)]
     {
-        let area = AREA.load(Ordering::Relaxed);
-        // SAFETY: an installed area outlives its install.
-        crate::platform::check_static_add(unsafe { area.as_ref() });
+        crate::platform::check_static_add(AREA.load(Ordering::Relaxed) as usize);
     }
 }
 

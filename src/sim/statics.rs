@@ -98,7 +98,13 @@ impl StaticsZone {
             .ok_or(Error::AddressOverflow)?;
         let total = stride.checked_mul(ncpus).ok_or(Error::AddressOverflow)?;
         // The copies start `start % PAGE` into their mapping, so that `R_0` is page aligned.
-        let copies = Mapping::new(total + PAGE, None)?;
+        // They must lie above the template (`R_0 = C - start` must not wrap): where the
+        // host maps below the program (i386 under qemu-i386), ask for 256 MiB above it.
+        let mut copies = Mapping::new(total + PAGE, None)?;
+        if copies.addr < start {
+            let above = (stop | (PAGE - 1)).wrapping_add(1 + (1 << 28));
+            copies = Mapping::new(total + PAGE, Some(above))?;
+        }
         let block0 = copies.addr + start % PAGE;
         let base = block0.checked_sub(start).ok_or(Error::AddressOverflow)?;
         let counters_map = Mapping::new(total, Some(base))?;

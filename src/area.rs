@@ -193,22 +193,25 @@ impl Area {
 }
 
 /// Whether range `a` of some CPU and range `b` of some CPU (the same or another) share a byte
-/// in an area of `shape`: CPU `i`'s copy of `a` starts at `register(i) + a.0`, so the two
-/// meet when `a.0 + k * stride - b.0` falls in `(-len(a), len(b))` for some `k` with
-/// `|k| < ncpus`. Ranges inside `0..stride` (every zone's) only meet for `k = 0`, where this is
-/// the plain interval overlap; a range far off (the statics' template, at its link address)
-/// meets another when some CPU's copy lands on another CPU's block.
+/// in an area of `shape`: CPU `i`'s copy of a range starts at `register(i) + start`, so the
+/// two meet when, for some `k` with `|k| < ncpus`, `a` moved by `k` strides overlaps `b`:
+/// `a.start + k * stride - b.start` in `(-len(a), len(b))`, that is
+/// `a.end - 1 + k * stride - b.start` in `0..len(a) + len(b) - 1`, one unsigned compare per
+/// `k` (modulo the address space, as the registers wrap). Ranges inside `0..stride` (every
+/// zone's) only meet for `k = 0`, the plain interval overlap; a range far off (the statics'
+/// template, at its link address) meets another where some CPU's copy lands on another
+/// CPU's block. Setup only: one pass over the CPUs, no division (small in the C library).
 fn collide(a: (usize, usize), b: (usize, usize), shape: AreaShape) -> bool {
-    let (len_a, len_b) = ((a.1 - a.0) as i128, (b.1 - b.0) as i128);
-    let d = a.0 as i128 - b.0 as i128;
-    let (stride, last) = (shape.stride as i128, shape.ncpus as i128 - 1);
-    if stride == 0 {
-        return -len_a < d && d < len_b;
-    }
-    // The smallest k with d + k * stride > -len_a, clamped to the CPUs' range: the first
-    // candidate; the ranges meet iff it also lands below len_b.
-    let k = ((-len_a - d).div_euclid(stride) + 1).max(-last);
-    k <= last && d + k * stride < len_b
+    let width = (a.1 - a.0) + (b.1 - b.0) - 1;
+    let last = shape.ncpus.saturating_sub(1);
+    let mut at = (a.1 - 1)
+        .wrapping_sub(b.0)
+        .wrapping_sub(last.wrapping_mul(shape.stride));
+    (0..=2 * last).any(|_| {
+        let meet = at < width;
+        at = at.wrapping_add(shape.stride);
+        meet
+    })
 }
 
 impl Default for Area {

@@ -265,3 +265,24 @@ fn harness_catches_a_shared_static_add() {
 fn the_type_is_public(c: &'static StaticCounter<PACKETS::Marker>) -> u64 {
     c.fetch()
 }
+
+pcpu_counter::percpu_counter!(static REGISTERED);
+
+/// A static registers as a counter does: its value in a snapshot, zeroed by name.
+#[test]
+fn a_static_registers_as_a_counter() {
+    use pcpu_counter::registry::Registry;
+    static STATS: Registry<'static, 4> = Registry::new();
+    let _one = one_machine();
+    let machine = Machine::with_statics(2, 8).unwrap();
+    REGISTERED.zero();
+    machine.run_on(1, || REGISTERED.add(9));
+    STATS
+        .register("net.registered", "a per-CPU static", &REGISTERED)
+        .unwrap();
+    let seen: Vec<String> = STATS.snapshot().map(|s| s.to_string()).collect();
+    assert_eq!(seen, ["net.registered = 9"]);
+    STATS.zero("net.registered").unwrap();
+    assert_eq!(REGISTERED.fetch(), 0);
+    assert_eq!(REGISTERED.cpu_slot(1), Ok(9));
+}

@@ -286,3 +286,37 @@ fn a_static_registers_as_a_counter() {
     assert_eq!(REGISTERED.fetch(), 0);
     assert_eq!(REGISTERED.cpu_slot(1), Ok(9));
 }
+
+pcpu_counter::percpu_counter!(static BY_PROTO: [3]);
+
+/// An array's elements are adjacent slots, each counted exactly from every CPU, fetched and
+/// zeroed together; an index out of range panics.
+#[test]
+fn an_array_counts_each_element() {
+    let _one = one_machine();
+    let machine = Machine::with_statics(4, 8).unwrap();
+    BY_PROTO.zero_all();
+    std::thread::scope(|s| {
+        for cpu in 0..4 {
+            let machine = &machine;
+            s.spawn(move || {
+                machine.run_on(cpu, || {
+                    for _ in 0..1000 {
+                        BY_PROTO.inc(0);
+                        BY_PROTO.add(2, cpu as i64);
+                    }
+                })
+            });
+        }
+    });
+    let mut out = [0; 3];
+    BY_PROTO.fetch_all(&mut out);
+    assert_eq!(out, [4000, 0, 6000]);
+    assert_eq!(BY_PROTO.cpu_slot(2, 3), Ok(3000));
+    BY_PROTO.fetch_and_zero_all(&mut out);
+    assert_eq!(out, [4000, 0, 6000]);
+    BY_PROTO.fetch_all(&mut out);
+    assert_eq!(out, [0, 0, 0]);
+    let r = std::panic::catch_unwind(|| BY_PROTO.fetch(3));
+    assert!(r.is_err());
+}

@@ -22,10 +22,39 @@
 /// let total = RX_PACKETS.fetch();
 /// ```
 ///
+/// An array of `N` adjacent counters (`N` a literal): `percpu_counter!(pub static RX: [8]);`
+/// then `RX.add(i, v)`, `RX.fetch_all(&mut out)` (a [`StaticArray`](crate::statics::StaticArray)).
+///
 /// It also defines a module of the same name (modules and statics have separate
 /// namespaces) holding the slot and the marker type.
 #[macro_export]
 macro_rules! percpu_counter {
+    ($(#[$attr:meta])* $vis:vis static $name:ident: [$n:literal]) => {
+        $(#[$attr])*
+        $vis static $name: $crate::statics::StaticArray<$name::Marker, $n> =
+            $crate::statics::StaticArray::new();
+
+        #[doc(hidden)]
+        #[allow(non_snake_case)]
+        $vis mod $name {
+            /// The array's template slots, adjacent in the per-CPU section.
+            #[unsafe(link_section = "pcpu_counter_statics")]
+            pub static SLOTS: [$crate::statics::Slot; $n] =
+                [const { $crate::statics::Slot::new() }; $n];
+
+            /// The array's marker type.
+            pub struct Marker;
+
+            // SAFETY: `SLOTS` are adjacent slots in the per-CPU section, used by this type
+            // alone.
+            unsafe impl $crate::statics::StaticSlots for Marker {
+                #[inline(always)]
+                fn first() -> &'static $crate::statics::Slot {
+                    &SLOTS[0]
+                }
+            }
+        }
+    };
     ($(#[$attr:meta])* $vis:vis static $name:ident) => {
         $(#[$attr])*
         $vis static $name: $crate::statics::StaticCounter<$name::Marker> =

@@ -46,7 +46,10 @@
 //! `fetch`/`zero`/`fetch_and_zero` are the zone's lossless protocol over the template and the
 //! installed blocks.
 
+mod array;
 mod macros;
+
+pub use array::{StaticArray, StaticSlots};
 
 use core::cell::UnsafeCell;
 use core::marker::PhantomData;

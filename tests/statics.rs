@@ -320,3 +320,51 @@ fn an_array_counts_each_element() {
     let r = std::panic::catch_unwind(|| BY_PROTO.fetch(3));
     assert!(r.is_err());
 }
+
+pcpu_counter::percpu_counter!(static FROM_C);
+
+/// The C ABI of the statics, on a slot of the section (a C kernel's `PCPU_COUNTER_DEFINE`
+/// makes the same `struct pcpu_static`): the out-of-line add, fetch and the lossless zero,
+/// and the install's refusals.
+#[test]
+fn the_c_abi_adds_fetches_and_zeroes() {
+    use pcpu_counter::capi::*;
+    let _one = one_machine();
+    let mut s = pcpu_static {
+        slot: FROM_C::SLOT.offset() as *mut u64,
+        baseline: 0,
+    };
+    // SAFETY (the calls below): `s` names a slot of the section; the adds run on the boot
+    // thread before any install, then on the machine's CPUs.
+    unsafe {
+        let early = pcpu_static_fetch(&s);
+        pcpu_static_add(s.slot, 4);
+        assert_eq!(pcpu_static_fetch(&s), early + 4);
+        let machine = Machine::with_statics(2, 8).unwrap();
+        machine.run_on(1, || pcpu_static_add(s.slot, 6));
+        assert_eq!(pcpu_static_fetch(&s), early + 10);
+        assert_eq!(FROM_C.cpu_slot(1), Ok(6));
+        assert_eq!(pcpu_static_fetch_and_zero(&mut s), early + 10);
+        assert_eq!(pcpu_static_fetch(&s), 0);
+        machine.run_on(0, || pcpu_static_add(s.slot, -1));
+        assert_eq!(pcpu_static_zero(&mut s), PCPU_OK);
+        assert_eq!(pcpu_static_fetch(&s), 0);
+        assert_eq!(pcpu_static_zero(core::ptr::null_mut()), PCPU_EINVAL);
+        assert_eq!(pcpu_static_fetch(core::ptr::null()), 0);
+        let shape = statics::installed().unwrap();
+        assert_eq!(
+            pcpu_statics_install(shape.base, shape.stride, 2),
+            PCPU_EINSTALLED
+        );
+        drop(machine);
+        assert_eq!(pcpu_statics_install(0, 256, 0), PCPU_ENOCPUS);
+        assert_eq!(pcpu_statics_install(0, 12, 2), PCPU_ESTRIDE);
+        assert_eq!(pcpu_statics_install(4, 256, 2), PCPU_EMISALIGNED);
+        assert_eq!(pcpu_statics_install(0, 8, 2), PCPU_ESTRIDESMALL);
+        // CPU 0's block would start 8 bytes below the top of the address space.
+        let (start, _) = statics::template();
+        let top = (usize::MAX - 7).wrapping_sub(start);
+        assert_eq!(pcpu_statics_install(top, 1 << 20, 2), PCPU_EOVERFLOW);
+        assert_eq!(statics::installed(), None);
+    }
+}

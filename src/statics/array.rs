@@ -5,8 +5,8 @@
 use core::cell::UnsafeCell;
 use core::marker::PhantomData;
 
-use super::{__add_at, copy, installed, sum, Slot};
-use crate::{arch, baseline, Error};
+use super::{__add_at, copy, fetch_and_zero_at, fetch_at, installed, Slot};
+use crate::{arch, Error};
 
 /// What an array's marker type gives its [`StaticArray`]: the first of its `N` adjacent
 /// slots. Implemented by [`percpu_counter!`](crate::percpu_counter) only.
@@ -81,23 +81,14 @@ impl<S: StaticSlots, const N: usize> StaticArray<S, N> {
     pub fn fetch(&self, i: usize) -> u64 {
         let off = self.offset(i);
         // SAFETY: element `i`'s own baseline word.
-        let b = unsafe { baseline::load(self.baselines[i].get()) };
-        sum(off).wrapping_sub(b)
+        unsafe { fetch_at(off, self.baselines[i].get()) }
     }
 
     /// Element `i`'s count since its last zero, zeroed as one step (lossless).
     pub fn fetch_and_zero(&self, i: usize) -> u64 {
         let off = self.offset(i);
-        let word = self.baselines[i].get();
-        loop {
-            // SAFETY: element `i`'s own baseline word.
-            let old = unsafe { baseline::load(word) };
-            let s = sum(off);
-            // SAFETY: as above.
-            if unsafe { baseline::replace(word, old, s) } {
-                return s.wrapping_sub(old);
-            }
-        }
+        // SAFETY: element `i`'s own baseline word.
+        unsafe { fetch_and_zero_at(off, self.baselines[i].get()) }
     }
 
     /// Every element's value into `out`.

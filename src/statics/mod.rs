@@ -173,23 +173,14 @@ impl<S: StaticSlot> StaticCounter<S> {
     /// The sum over the template and every installed CPU since the last zero.
     pub fn fetch(&self) -> u64 {
         // SAFETY: the counter's own baseline word.
-        let b = unsafe { baseline::load(self.baseline.get()) };
-        sum(self.offset()).wrapping_sub(b)
+        unsafe { fetch_at(self.offset(), self.baseline.get()) }
     }
 
     /// Returns the count since the last zero and zeroes it, as one step (the zone's lossless
     /// protocol: the baseline moves, no CPU's copy is written).
     pub fn fetch_and_zero(&self) -> u64 {
-        let word = self.baseline.get();
-        loop {
-            // SAFETY: the counter's own baseline word.
-            let old = unsafe { baseline::load(word) };
-            let s = sum(self.offset());
-            // SAFETY: as above.
-            if unsafe { baseline::replace(word, old, s) } {
-                return s.wrapping_sub(old);
-            }
-        }
+        // SAFETY: the counter's own baseline word.
+        unsafe { fetch_and_zero_at(self.offset(), self.baseline.get()) }
     }
 
     /// Resets the counter to 0 without writing any CPU's copy.
@@ -257,6 +248,34 @@ fn sum(off: usize) -> u64 {
         total = total.wrapping_add(unsafe { arch::load_slot(off as *mut u64) });
     }
     total
+}
+
+/// The count of the slot at `off` since its last zero: the sum less the baseline at `word`.
+///
+/// # Safety
+/// `off` is a template slot; `word` is its aligned baseline word, live and only accessed
+/// through `baseline`.
+pub(crate) unsafe fn fetch_at(off: usize, word: *mut u64) -> u64 {
+    // SAFETY: per the caller.
+    let b = unsafe { baseline::load(word) };
+    sum(off).wrapping_sub(b)
+}
+
+/// The count of the slot at `off` since its last zero, zeroed as one step: the zone's
+/// lossless protocol (read the baseline, then the slots, and move the baseline by CAS).
+///
+/// # Safety
+/// As [`fetch_at`].
+pub(crate) unsafe fn fetch_and_zero_at(off: usize, word: *mut u64) -> u64 {
+    loop {
+        // SAFETY: per the caller.
+        let old = unsafe { baseline::load(word) };
+        let s = sum(off);
+        // SAFETY: as above.
+        if unsafe { baseline::replace(word, old, s) } {
+            return s.wrapping_sub(old);
+        }
+    }
 }
 
 /// Tells the crate where every CPU's copy of the per-CPU section lies: CPU `i`'s register

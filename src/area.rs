@@ -96,7 +96,8 @@ impl Area {
             return Err(Error::CpuOutOfRange { cpu, ncpus });
         }
         let base = self.registers[0].load(Ordering::Relaxed);
-        Ok(base + cpu * self.registers[1].load(Ordering::Relaxed))
+        // Wrapping: the per-CPU statics' registers are their blocks less the template's start.
+        Ok(base.wrapping_add(cpu.wrapping_mul(self.registers[1].load(Ordering::Relaxed))))
     }
 
     /// Publishes the shape to [`register`](Area::register)'s readers (`None`: no zone lives).
@@ -136,6 +137,8 @@ impl Area {
     /// `register(i) + start`, for an area of `needed`'s register values; or says why it
     /// cannot live here: other register values in force ([`Error::AreaMismatch`]), bytes
     /// that some live range of some CPU already uses ([`Error::ZoneOverlap`]), or no room.
+    // Inlined into each caller, so that a C kernel without statics links no second copy.
+    #[inline(always)]
     pub(crate) fn carve_range(
         &self,
         needed: AreaShape,
@@ -180,6 +183,7 @@ impl Area {
 
     /// Forgets the range `start..end` (see [`carve_range`](Area::carve_range)); the shape goes
     /// with the last range.
+    #[inline(always)]
     pub(crate) fn release_range(&self, range: (usize, usize)) {
         let mut carved = self.lock();
         if let Some(r) = carved.ranges.iter_mut().find(|r| **r == Some(range)) {

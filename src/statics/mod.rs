@@ -212,13 +212,20 @@ impl<S: StaticSlot> core::fmt::Debug for StaticCounter<S> {
     }
 }
 
-/// What [`install`] recorded: the area (for the simulation's add check) and its shape.
+/// The area [`install`] carved the template from (null before): its lock-free register
+/// values are the installed shape.
 static AREA: AtomicPtr<Area> = AtomicPtr::new(core::ptr::null_mut());
-static SHAPE: spin::RwLock<Option<AreaShape>> = spin::RwLock::new(None);
+
+/// The installed area, if any.
+fn installed_area() -> Option<&'static Area> {
+    // SAFETY: an installed area outlives its install (`install_in`'s contract), and only
+    // the simulation's `uninstall`, when no fetch runs, ends one.
+    unsafe { AREA.load(Ordering::Acquire).as_ref() }
+}
 
 /// The shape [`install`] recorded, if any.
 pub fn installed() -> Option<AreaShape> {
-    *SHAPE.read()
+    installed_area().and_then(Area::shape)
 }
 
 /// CPU `cpu`'s copy of the slot at `off`.
@@ -232,15 +239,16 @@ fn copy(shape: AreaShape, cpu: usize, off: usize) -> *mut u64 {
 /// The wrapping sum of the slot at `off`: the template, and every installed CPU's copy (the
 /// template once, where a CPU's block is the template itself).
 fn sum(off: usize) -> u64 {
-    let shape = *SHAPE.read();
     let mut total = 0u64;
     let mut template_is_a_block = false;
-    if let Some(shape) = shape {
-        for cpu in 0..shape.ncpus {
-            let p = copy(shape, cpu, off);
-            template_is_a_block |= p as usize == off;
+    if let Some(area) = installed_area() {
+        let mut cpu = 0;
+        while let Ok(register) = area.register(cpu) {
+            let p = register.wrapping_add(off);
+            template_is_a_block |= p == off;
             // SAFETY: an installed CPU's copy of a template slot.
-            total = total.wrapping_add(unsafe { arch::load_slot(p) });
+            total = total.wrapping_add(unsafe { arch::load_slot(p as *mut u64) });
+            cpu += 1;
         }
     }
     if !template_is_a_block {
@@ -308,8 +316,7 @@ pub unsafe fn install(area: &'static Area, shape: AreaShape) -> Result<(), Error
 pub(crate) unsafe fn install_in(area: &Area, shape: AreaShape) -> Result<(), Error> {
     let (start, stop) = template();
     let len = stop - start;
-    let mut recorded = SHAPE.write();
-    if recorded.is_some() {
+    if !AREA.load(Ordering::Relaxed).is_null() {
         return Err(Error::AlreadyInstalled);
     }
     let AreaShape {
@@ -346,8 +353,21 @@ pub(crate) unsafe fn install_in(area: &Area, shape: AreaShape) -> Result<(), Err
             unsafe { core::ptr::write_bytes(block.cast::<u8>(), 0, len) };
         }
     }
-    *recorded = Some(shape);
-    AREA.store(core::ptr::from_ref(area).cast_mut(), Ordering::Release);
+    let area = core::ptr::from_ref(area).cast_mut();
+    if AREA
+        .compare_exchange(
+            core::ptr::null_mut(),
+            area,
+            Ordering::AcqRel,
+            Ordering::Relaxed,
+        )
+        .is_err()
+    {
+        // Another install won meanwhile.
+        // SAFETY: `area` is the caller's, alive.
+        unsafe { &*area }.release_range((start, stop));
+        return Err(Error::AlreadyInstalled);
+    }
     Ok(())
 }
 
@@ -358,13 +378,11 @@ pub(crate) unsafe fn install_in(area: &Area, shape: AreaShape) -> Result<(), Err
 /// No CPU adds through a block of the install any more.
 #[cfg(feature = "sim")]
 pub(crate) unsafe fn uninstall() {
-    let mut recorded = SHAPE.write();
     let area = AREA.swap(core::ptr::null_mut(), Ordering::AcqRel);
     if !area.is_null() {
         // SAFETY: `install_in`'s caller keeps the area alive while installed.
         unsafe { &*area }.release_range(template());
     }
-    *recorded = None;
 }
 
 /// The check before every static add: nothing in a kernel; under the host simulation, that

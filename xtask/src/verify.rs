@@ -12,8 +12,10 @@
 //!   `pcpu_counter_broken="approx_racy_carry"` (the approximate counter's carry as a load and
 //!   a store), whose carry race must catch a lost carry, and `tests/rseq.rs` with
 //!   `pcpu_counter_broken="static_first_use_keeps_own_slot"` (a static counter's first use
-//!   whose loser adds to its own, freed slot), whose first-use race must catch a lost add;
-//!   one build with all three (own target dir `target/broken`).
+//!   whose loser adds to its own, freed slot), whose first-use race must catch a lost add,
+//!   and `tests/statics.rs` with `pcpu_counter_broken="static_shared_add"` (a per-CPU
+//!   static's add without `gs:`, to the shared template), whose harness must catch lost adds;
+//!   one build with all four (own target dir `target/broken`).
 //! - `property`: `cargo test --test model --test config_fuzz --test approx` (256 cases per
 //!   property).
 //! - `fuzz`: the same property tests with `PROPTEST_CASES` cases (default 2000,
@@ -256,22 +258,23 @@ fn broken(root: &Path) -> (bool, String) {
     // Both broken variants in one build (a cfg may hold several values), each suite running
     // only its test that must catch its variant.
     cmd.args(["test", "--test", "early", "--test", "approx"])
-        .args(["--test", "rseq", "--"])
+        .args(["--test", "rseq", "--test", "statics", "--"])
         .args([
             "init_that_does_not_wait",
             "carry_that_is_not_atomic",
             "loser_that_keeps_its_slot",
+            "harness_catches_a_shared_static_add",
         ])
         .env(
             "RUSTFLAGS",
-            r#"--cfg pcpu_counter_broken="early_init_without_waiting" --cfg pcpu_counter_broken="approx_racy_carry" --cfg pcpu_counter_broken="static_first_use_keeps_own_slot""#,
+            r#"--cfg pcpu_counter_broken="early_init_without_waiting" --cfg pcpu_counter_broken="approx_racy_carry" --cfg pcpu_counter_broken="static_first_use_keeps_own_slot" --cfg pcpu_counter_broken="static_shared_add""#,
         )
         .env("CARGO_TARGET_DIR", root.join("target/broken"));
     let (ok, text) = capture(cmd, false);
     let (passed, failed) = test_counts(&text);
     (
-        ok && passed == 3,
-        format!("tests/early.rs against the init that does not wait, tests/approx.rs against the carry that is not atomic, tests/rseq.rs against a static counter's first use that keeps the loser's slot: {passed} passed (each test caught its variant), {failed} failed"),
+        ok && passed == 4,
+        format!("tests/early.rs against the init that does not wait, tests/approx.rs against the carry that is not atomic, tests/rseq.rs against a static counter's first use that keeps the loser's slot, tests/statics.rs against a per-CPU static's add without gs: {passed} passed (each test caught its variant), {failed} failed"),
     )
 }
 

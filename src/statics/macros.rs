@@ -37,10 +37,11 @@ macro_rules! percpu_counter {
         #[doc(hidden)]
         #[allow(non_snake_case)]
         $vis mod $name {
-            /// The array's template slots, adjacent in the per-CPU section.
-            #[unsafe(link_section = "pcpu_counter_statics")]
-            pub static SLOTS: [$crate::statics::Slot; $n] =
-                [const { $crate::statics::Slot::new() }; $n];
+            $crate::__pcpu_static_section! {
+                /// The array's template slots, adjacent in the per-CPU section.
+                pub static SLOTS: [$crate::statics::Slot; $n] =
+                    [const { $crate::statics::Slot::new() }; $n];
+            }
 
             /// The array's marker type.
             pub struct Marker;
@@ -63,9 +64,10 @@ macro_rules! percpu_counter {
         #[doc(hidden)]
         #[allow(non_snake_case)]
         $vis mod $name {
-            /// The counter's template slot, in the per-CPU section.
-            #[unsafe(link_section = "pcpu_counter_statics")]
-            pub static SLOT: $crate::statics::Slot = $crate::statics::Slot::new();
+            $crate::__pcpu_static_section! {
+                /// The counter's template slot, in the per-CPU section.
+                pub static SLOT: $crate::statics::Slot = $crate::statics::Slot::new();
+            }
 
             /// The counter's marker type: its adds, against `SLOT`'s symbol.
             pub struct Marker;
@@ -87,6 +89,28 @@ macro_rules! percpu_counter {
                 }
             }
         }
+    };
+}
+
+/// Puts a slot in the per-CPU section (an ELF section: on Mach-O, COFF and wasm hosts, where
+/// no kernel runs, it stays a plain static).
+#[cfg(not(any(target_vendor = "apple", target_os = "windows", target_family = "wasm")))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __pcpu_static_section {
+    ($item:item) => {
+        #[unsafe(link_section = "pcpu_counter_statics")]
+        $item
+    };
+}
+
+/// Puts a slot in the per-CPU section (here: a plain static, see the ELF variant).
+#[cfg(any(target_vendor = "apple", target_os = "windows", target_family = "wasm"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __pcpu_static_section {
+    ($item:item) => {
+        $item
     };
 }
 

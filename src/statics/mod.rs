@@ -61,6 +61,10 @@ use crate::{arch, baseline, AreaShape, Error};
 /// The name of the per-CPU section, a C identifier so that the linker defines its bounds.
 pub const SECTION: &str = "pcpu_counter_statics";
 
+// The section is ELF's (a named section whose bounds GNU ld and lld define): on Mach-O,
+// COFF and wasm hosts, which run no kernel and have no per-CPU register (no add runs there),
+// the slots are plain statics and the template is empty.
+#[cfg(not(any(target_vendor = "apple", target_os = "windows", target_family = "wasm")))]
 extern "C" {
     /// The template's bounds, defined by the linker (or the kernel's linker script).
     static __start_pcpu_counter_statics: [u8; 0];
@@ -93,17 +97,27 @@ impl Slot {
 
 /// The library's own slot, so that the section (and its bounds) exists in every program.
 #[used]
-#[unsafe(link_section = "pcpu_counter_statics")]
+#[cfg_attr(
+    not(any(target_vendor = "apple", target_os = "windows", target_family = "wasm")),
+    unsafe(link_section = "pcpu_counter_statics")
+)]
 static SENTINEL: Slot = Slot::new();
 
 /// The template's register-relative range: `start..stop`.
 pub fn template() -> (usize, usize) {
     // Only the addresses of the linker's symbols are taken; reading the sentinel keeps the
     // object that holds it linked.
-    let _ = SENTINEL.offset();
-    let start = core::ptr::addr_of!(__start_pcpu_counter_statics) as usize;
-    let stop = core::ptr::addr_of!(__stop_pcpu_counter_statics) as usize;
-    (start, stop)
+    let sentinel = SENTINEL.offset();
+    cfg_if::cfg_if! {
+        if #[cfg(not(any(target_vendor = "apple", target_os = "windows", target_family = "wasm")))] {
+            let _ = sentinel;
+            let start = core::ptr::addr_of!(__start_pcpu_counter_statics) as usize;
+            let stop = core::ptr::addr_of!(__stop_pcpu_counter_statics) as usize;
+            (start, stop)
+        } else {
+            (sentinel, sentinel)
+        }
+    }
 }
 
 /// What a counter's marker type gives its [`StaticCounter`]: the slot, and the adds compiled

@@ -41,7 +41,7 @@ pub fn run_ap(cpu: usize) {
     run(cpu);
 }
 
-/// The protocol's phases, then the C API's (x86_64).
+/// The protocol's phases, then the C API's and the per-CPU statics' (x86_64).
 fn run(cpu: usize) {
     if cpu >= protocol::ncpus() {
         return;
@@ -49,6 +49,8 @@ fn run(cpu: usize) {
     protocol::run(cpu);
     #[cfg(target_arch = "x86_64")]
     c_api(cpu);
+    #[cfg(target_arch = "x86_64")]
+    crate::statics::run(cpu);
 }
 
 /// One per-CPU area per kernel: a second zone that would need other per-CPU register values

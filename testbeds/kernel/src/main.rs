@@ -45,6 +45,8 @@ mod boot;
 
 mod checks;
 mod console;
+#[cfg(target_arch = "x86_64")]
+mod statics;
 
 use console::println;
 
@@ -80,10 +82,16 @@ pub fn bsp_main() -> ! {
         pcpu_counter::arch::NAME,
         wanted
     );
+    #[cfg(target_arch = "x86_64")]
+    statics::early();
     let zone = match boot::make_zone().and_then(pcpu_counter::freebsd::install) {
         Ok(zone) => zone,
         Err(e) => fail_setup("install", e),
     };
+    #[cfg(target_arch = "x86_64")]
+    if let Err(e) = statics::install(zone) {
+        fail_setup("statics::install", e)
+    }
     enter_cpu(0, zone);
     checks::setup();
     let started = boot::start_secondaries(wanted);

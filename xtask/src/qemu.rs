@@ -12,6 +12,7 @@
 //! | run | QEMU | kernel |
 //! |---|---|---|
 //! | `x86_64` | `qemu-system-x86_64 -smp 4`, MTTCG | `x86_64-unknown-none` |
+//! | `x86_64-statics-broken` | as `x86_64` | the same with `--cfg pcpu_counter_broken="static_shared_add"` (the per-CPU statics' add without `gs:`, to the shared template): must print `FAIL statics` |
 //! | `aarch64-llsc` | `qemu-system-aarch64 -M virt -cpu cortex-a57 -smp 4` | `aarch64-unknown-none-softfloat` (ldxr/stxr) |
 //! | `aarch64-lse` | `qemu-system-aarch64 -M virt -cpu max -smp 4` | the same target with `+lse` (ldadd) |
 //! | `i386-cx8` | `qemu-system-i386 -smp 4` (default CPU: CX8, local APIC) | `arch/i386/i586-unknown-none.json` |
@@ -110,14 +111,18 @@ struct Boot {
     must_fail: Option<&'static str>,
 }
 
-fn x86_64_build() -> Build {
+fn x86_64_build(broken: bool) -> Build {
     Build {
-        name: "x86_64",
+        name: if broken {
+            "x86_64-statics-broken"
+        } else {
+            "x86_64"
+        },
         target: "x86_64-unknown-none".into(),
         rustflags: "-C relocation-model=static",
         linker: None,
         features: "",
-        broken: None,
+        broken: broken.then_some("static_shared_add"),
         dir: "",
     }
 }
@@ -192,16 +197,20 @@ const X86_ARGS: &[&str] = &[
     "stdio",
 ];
 
-fn x86_64_boot() -> Boot {
+fn x86_64_boot(broken: bool) -> Boot {
     Boot {
-        name: "x86_64",
+        name: if broken {
+            "x86_64-statics-broken"
+        } else {
+            "x86_64"
+        },
         qemu: "qemu-system-x86_64",
         package: "qemu-system-x86",
         args: &["-smp", "4"],
         pass_status: X86_PASS,
         cpus: 4,
         expect: "x86_64 (gs-relative add)",
-        must_fail: None,
+        must_fail: broken.then_some("FAIL statics"),
     }
 }
 
@@ -283,7 +292,7 @@ fn c_x86_64_boot(broken: bool) -> Boot {
         } else {
             "x86_64 (inline addq to %gs: from pcpu_counter.h)"
         },
-        ..x86_64_boot()
+        ..x86_64_boot(false)
     }
 }
 
@@ -512,7 +521,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
 fn plan_for(kernel: &str) -> Vec<(Kernel, Vec<Boot>)> {
     use Kernel::{Rust, C};
     match kernel {
-        "x86_64" => vec![(Rust(x86_64_build()), vec![x86_64_boot()])],
+        "x86_64" => [false, true]
+            .map(|broken| (Rust(x86_64_build(broken)), vec![x86_64_boot(broken)]))
+            .into(),
         "aarch64" => vec![
             (Rust(aarch64_build(false)), vec![aarch64_boot(false)]),
             (Rust(aarch64_build(true)), vec![aarch64_boot(true)]),

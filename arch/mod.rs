@@ -13,6 +13,7 @@
 //! | primitive | what it does |
 //! |---|---|
 //! | `add(off, v)`, `add_protected(off, v)` | add `v` to the current CPU's slot at `off` |
+//! | `inc(off)` | add 1, with an immediate operand on x86_64 |
 //! | `fetch_add(off, v)` | the same, returning the slot's value before the add |
 //! | `add_crossings16(off, v)` | the same, returning how many multiples of 16 the slot crossed |
 //! | `needs_protection()` | whether `counter_enter` must enter local protection |
@@ -89,6 +90,24 @@ pub(crate) use imp::other_register;
 #[cfg(not(target_arch = "riscv64"))]
 pub(crate) fn other_register() -> Option<(&'static str, usize)> {
     None
+}
+
+/// Adds 1 to the current CPU's slot at `off`: x86_64's own `add qword ptr gs:[off], 1` (an
+/// immediate operand), elsewhere the arch's `add(off, 1)`.
+///
+/// # Safety
+/// As the arch's `add`.
+#[inline(always)]
+pub(crate) unsafe fn inc(off: usize) {
+    cfg_if::cfg_if! {
+        if #[cfg(target_arch = "x86_64")] {
+            // SAFETY: per the caller.
+            unsafe { imp::inc(off) }
+        } else {
+            // SAFETY: per the caller.
+            unsafe { add(off, 1) }
+        }
+    }
 }
 
 /// Adds `v` to the current CPU's slot at `off` and returns how many multiples of 16 the slot

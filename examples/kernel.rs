@@ -47,6 +47,22 @@ impl<'z> NetStats<'z> {
     }
 }
 
+// A per-CPU static: its slot in the per-CPU section, no zone or allocation needed. Before
+// bring-up (GS base 0) its add reaches the section's template; a kernel with several CPUs
+// copies the section per CPU and calls `pcpu_counter::statics::install` (docs/kernel.md).
+pcpu_counter::percpu_counter!(
+    /// Interrupts taken.
+    pub static IRQS
+);
+
+/// The interrupt path's count, out of line so that CI can read it: one
+/// `add qword ptr gs:[rip + IRQS::SLOT], 1` in the bare-metal build.
+#[inline(never)]
+#[unsafe(no_mangle)]
+pub extern "C" fn pcpu_probe_static_inc() {
+    IRQS.inc();
+}
+
 #[cfg(target_os = "none")]
 mod kernel {
     use super::NetStats;
@@ -59,6 +75,9 @@ mod kernel {
     /// would call `arch::set_cpu_base` with their own block as they come up).
     #[unsafe(no_mangle)]
     extern "C" fn _start() -> ! {
+        // Counted from the first instruction: GS base is still 0, so the add reaches the
+        // template.
+        super::pcpu_probe_static_inc();
         let zone = freebsd::install(Zone::new(&COUNTERS).expect("fresh static memory"))
             .expect("the first zone installed");
         let base = zone.cpu_base(0).expect("CPU 0 exists");
@@ -86,6 +105,10 @@ fn main() {
     use pcpu_counter::sim::Machine;
 
     const CPUS: usize = 4;
+    // Before any machine holds the statics, this thread adds to the template (as the boot
+    // CPU before bring-up).
+    pcpu_probe_static_inc();
+    assert_eq!(IRQS.fetch(), 1);
     let machine = Machine::new(CPUS);
     let stats = NetStats::new(machine.zone()).expect("room for two counters");
     std::thread::scope(|s| {

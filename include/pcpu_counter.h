@@ -208,6 +208,14 @@ typedef struct counter_rate {
 // The callback of `pcpu_sysctl_walk`, called once per name; nonzero stops the walk.
 typedef int (*pcpu_sysctl_walk_fn)(const char *name, const char *descr, const uint64_t *values, size_t n, void *arg);
 
+// A per-CPU static from C (`PCPU_COUNTER_DEFINE`): its template slot and its zero baseline.
+typedef struct pcpu_static {
+  // The template slot, in the section `pcpu_counter_statics`.
+  uint64_t *slot;
+  // The zero baseline (starts at 0; only the library touches it).
+  uint64_t baseline;
+} pcpu_static;
+
 // Sets up `a` with two new slots of the C zone and batch `batch`; it reads 0.
 int pcpu_approx_init(struct pcpu_approx *a, uint64_t batch);
 
@@ -315,6 +323,21 @@ int pcpu_sysctl_walk(pcpu_sysctl_walk_fn cb, void *arg);
 
 // Writes the registry into `buf` as Prometheus text; never loses a delta to a short buffer.
 int pcpu_sysctl_export(char *buf, size_t *len, int flags);
+
+// Installs the per-CPU statics' copies: CPU `i`'s register holds `base + i * stride`.
+int pcpu_statics_install(size_t base, size_t stride, size_t ncpus);
+
+// The static's count since its last zero (0 for NULL).
+uint64_t pcpu_static_fetch(const struct pcpu_static *s);
+
+// The static's count since its last zero, zeroed as one step (0 for NULL).
+uint64_t pcpu_static_fetch_and_zero(struct pcpu_static *s);
+
+// Zeroes the static, losslessly. Returns 0, or `PCPU_EINVAL` for NULL.
+int pcpu_static_zero(struct pcpu_static *s);
+
+// Adds `v` to the running CPU's copy of a per-CPU static's `slot`, out of line.
+void pcpu_static_add(uint64_t *slot, int64_t v);
 
 // Stores in `*base` the value CPU `cpu`'s per-CPU register must hold.
 int pcpu_zone_cpu_base(size_t cpu, size_t *base);

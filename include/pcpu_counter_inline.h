@@ -164,4 +164,56 @@ struct pcpu_early_word {
 	static counter_u64_t *pcpu_early_##name                                               \
 		__attribute__((section("pcpu_counter_early"), used)) = &name
 
+/*
+ * Per-CPU statics (Rust's percpu_counter!; FreeBSD's DPCPU_DEFINE, Linux's DEFINE_PER_CPU), at
+ * file scope:
+ *
+ *	PCPU_COUNTER_DEFINE(rx_packets);        (PCPU_COUNTER_DECLARE(rx_packets); in a header)
+ *	PCPU_COUNTER_INC(rx_packets);           x86_64: addq $1, %gs:rx_packets_pcpu_slot(%rip)
+ *	PCPU_COUNTER_ADD(rx_packets, len);
+ *	uint64_t n = pcpu_static_fetch(&rx_packets);
+ *
+ * `name_pcpu_slot` is a 64-bit slot in the per-CPU section `pcpu_counter_statics` (its
+ * template); `name` holds its address and the zero baseline. CPU i's per-CPU register holds
+ * its copy of the section minus the section's start, so the register plus the slot's
+ * link-time address is CPU i's copy: one instruction on x86_64, no handle loaded. Before
+ * bring-up (register 0) the add reaches the template itself, and is kept. The kernel copies
+ * nothing: it calls pcpu_statics_install(base, stride, ncpus) once, which clears the CPUs'
+ * blocks, and points each CPU's register at base + cpu * stride. A kernel linker script
+ * keeps the section in .data:
+ *	__start_pcpu_counter_statics = .; KEEP(*(pcpu_counter_statics)) __stop_pcpu_counter_statics = .;
+ */
+#define PCPU_COUNTER_DECLARE(name)                                                             \
+	extern uint64_t name##_pcpu_slot;                                                      \
+	extern struct pcpu_static name
+#define PCPU_COUNTER_DEFINE(name)                                                              \
+	uint64_t name##_pcpu_slot __attribute__((section("pcpu_counter_statics"), aligned(8),  \
+						  used)) = 0;                                  \
+	struct pcpu_static name = { &name##_pcpu_slot, 0 }
+#if defined(__x86_64__)
+#define PCPU_COUNTER_ADD(name, v)                                                              \
+	__asm__ __volatile__("addq %0, %%gs:" #name "_pcpu_slot(%%rip)"                        \
+			     :                                                                 \
+			     : "er"((int64_t)(v))                                              \
+			     : "memory", "cc")
+#define PCPU_COUNTER_INC(name)                                                                 \
+	__asm__ __volatile__("addq $1, %%gs:" #name "_pcpu_slot(%%rip)" : : : "memory", "cc")
+#elif (defined(__aarch64__) || (defined(__riscv) && __riscv_xlen == 64)) &&                     \
+	!defined(PCPU_COUNTER_SIM)
+#define PCPU_COUNTER_ADD(name, v) counter_u64_add((counter_u64_t)&name##_pcpu_slot, (v))
+#define PCPU_COUNTER_INC(name) PCPU_COUNTER_ADD(name, 1)
+#elif defined(__i386__) && !defined(PCPU_COUNTER_SIM)
+#define PCPU_COUNTER_ADD(name, v)                                                              \
+	do {                                                                                   \
+		if (__builtin_expect(pcpu_cx8 == 2, 1))                                         \
+			pcpu_counter_add_cx8((counter_u64_t)&name##_pcpu_slot, (v));            \
+		else                                                                           \
+			pcpu_static_add(&name##_pcpu_slot, (v));                                \
+	} while (0)
+#define PCPU_COUNTER_INC(name) PCPU_COUNTER_ADD(name, 1)
+#else
+#define PCPU_COUNTER_ADD(name, v) pcpu_static_add(&name##_pcpu_slot, (v))
+#define PCPU_COUNTER_INC(name) PCPU_COUNTER_ADD(name, 1)
+#endif
+
 #endif /* PCPU_COUNTER_INLINE_H */

@@ -96,7 +96,8 @@ impl Area {
             return Err(Error::CpuOutOfRange { cpu, ncpus });
         }
         let base = self.registers[0].load(Ordering::Relaxed);
-        Ok(base + cpu * self.registers[1].load(Ordering::Relaxed))
+        // Wrapping: the per-CPU statics' registers are their blocks less the template's start.
+        Ok(base.wrapping_add(cpu.wrapping_mul(self.registers[1].load(Ordering::Relaxed))))
     }
 
     /// Publishes the shape to [`register`](Area::register)'s readers (`None`: no zone lives).
@@ -127,19 +128,37 @@ impl Area {
 
     /// Records a zone of `layout` (already validated), or says why it cannot live here.
     pub(crate) fn carve(&self, layout: &ZoneLayout) -> Result<(), Error> {
-        let needed = AreaShape::of(layout);
         let range = (layout.offset, layout.offset + layout.len);
+        self.carve_range(AreaShape::of(layout), range)
+    }
+
+    /// Records a byte range `start..end` of register-relative offsets (a zone's counter area,
+    /// or the per-CPU statics' template, see `statics`) that every CPU `i` owns at
+    /// `register(i) + start`, for an area of `needed`'s register values; or says why it
+    /// cannot live here: other register values in force ([`Error::AreaMismatch`]), bytes
+    /// that some live range of some CPU already uses ([`Error::ZoneOverlap`]), or no room.
+    // Inlined into each caller, so that a C kernel without statics links no second copy.
+    #[inline(always)]
+    pub(crate) fn carve_range(
+        &self,
+        needed: AreaShape,
+        range: (usize, usize),
+    ) -> Result<(), Error> {
         let mut carved = self.lock();
         if let Some(in_force) = carved.shape {
             if in_force != needed {
                 return Err(Error::AreaMismatch { in_force, needed });
             }
         }
-        let overlaps = |&(start, end): &(usize, usize)| range.0 < end && start < range.1;
-        if carved.ranges.iter().flatten().any(overlaps) {
+        if carved
+            .ranges
+            .iter()
+            .flatten()
+            .any(|&other| collide(range, other, needed))
+        {
             return Err(Error::ZoneOverlap {
-                offset: layout.offset,
-                len: layout.len,
+                offset: range.0,
+                len: range.1 - range.0,
             });
         }
         let free = carved
@@ -159,7 +178,13 @@ impl Area {
 
     /// Forgets the zone of `layout`; the shape goes with the last zone.
     pub(crate) fn release(&self, layout: &ZoneLayout) {
-        let range = (layout.offset, layout.offset + layout.len);
+        self.release_range((layout.offset, layout.offset + layout.len));
+    }
+
+    /// Forgets the range `start..end` (see [`carve_range`](Area::carve_range)); the shape goes
+    /// with the last range.
+    #[inline(always)]
+    pub(crate) fn release_range(&self, range: (usize, usize)) {
         let mut carved = self.lock();
         if let Some(r) = carved.ranges.iter_mut().find(|r| **r == Some(range)) {
             *r = None;
@@ -169,6 +194,28 @@ impl Area {
             self.publish(None);
         }
     }
+}
+
+/// Whether range `a` of some CPU and range `b` of some CPU (the same or another) share a byte
+/// in an area of `shape`: CPU `i`'s copy of a range starts at `register(i) + start`, so the
+/// two meet when, for some `k` with `|k| < ncpus`, `a` moved by `k` strides overlaps `b`:
+/// `a.start + k * stride - b.start` in `(-len(a), len(b))`, that is
+/// `a.end - 1 + k * stride - b.start` in `0..len(a) + len(b) - 1`, one unsigned compare per
+/// `k` (modulo the address space, as the registers wrap). Ranges inside `0..stride` (every
+/// zone's) only meet for `k = 0`, the plain interval overlap; a range far off (the statics'
+/// template, at its link address) meets another where some CPU's copy lands on another
+/// CPU's block. Setup only: one pass over the CPUs, no division (small in the C library).
+fn collide(a: (usize, usize), b: (usize, usize), shape: AreaShape) -> bool {
+    let width = (a.1 - a.0) + (b.1 - b.0) - 1;
+    let last = shape.ncpus.saturating_sub(1);
+    let mut at = (a.1 - 1)
+        .wrapping_sub(b.0)
+        .wrapping_sub(last.wrapping_mul(shape.stride));
+    (0..=2 * last).any(|_| {
+        let meet = at < width;
+        at = at.wrapping_add(shape.stride);
+        meet
+    })
 }
 
 impl Default for Area {
@@ -239,6 +286,43 @@ mod tests {
         );
         area.release(&layout);
         assert_eq!(area.register(0), Err(Error::NotInstalled));
+    }
+
+    /// A range far from the blocks (the statics' template at its link address) collides
+    /// with a zone exactly when some CPU's copy of it lands on some CPU's counter area: here
+    /// CPU 0's copy of `far` is CPU 2's bytes 8..16, and one stride further it misses.
+    #[test]
+    fn a_far_range_collides_where_a_copy_lands_on_a_block() {
+        let shape = AreaShape {
+            base: 0x1000,
+            stride: 256,
+            ncpus: 3,
+        };
+        let zone = (8, 16);
+        assert!(collide((2 * 256 + 8, 2 * 256 + 16), zone, shape));
+        assert!(collide(zone, (2 * 256 + 8, 2 * 256 + 16), shape));
+        assert!(collide((2 * 256 + 15, 2 * 256 + 40), zone, shape));
+        assert!(!collide((2 * 256 + 16, 2 * 256 + 40), zone, shape));
+        assert!(!collide((3 * 256 + 8, 3 * 256 + 16), zone, shape));
+        assert!(collide(
+            (3 * 256, 3 * 256 + 9),
+            zone,
+            AreaShape { ncpus: 4, ..shape }
+        ));
+        assert!(!collide((2 * 256, 2 * 256 + 8), zone, shape));
+        let area = Area::new();
+        area.carve_range(shape, zone).unwrap();
+        assert_eq!(
+            area.carve_range(shape, (2 * 256, 2 * 256 + 9)),
+            Err(Error::ZoneOverlap {
+                offset: 512,
+                len: 9
+            })
+        );
+        assert_eq!(area.carve_range(shape, (1 << 40, (1 << 40) + 64)), Ok(()));
+        area.release_range((1 << 40, (1 << 40) + 64));
+        area.release_range(zone);
+        assert_eq!(area.shape(), None);
     }
 
     #[test]

@@ -52,6 +52,7 @@ mod lazy;
 mod protect;
 pub mod ratecheck;
 pub mod registry;
+pub mod statics;
 pub use {
     approx::ApproxCounter,
     area::Area,
@@ -60,6 +61,7 @@ pub use {
     memory::{ZoneMemory, ZoneMeta},
     platform::Platform,
     protect::Protected,
+    statics::StaticCounter,
     zone::Zone,
 };
 

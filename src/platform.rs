@@ -111,7 +111,7 @@ cfg_if::cfg_if! {
         // The one seam of the host simulation (feature `sim`): its CPUs are threads, and it
         // answers every question of this module from `src/sim/host.rs`, inline. Nothing
         // else in the product names the simulation.
-        pub(crate) use crate::sim::host::{check_add, own_areas};
+        pub(crate) use crate::sim::host::{check_add, check_static_add, own_areas};
         // Asked only where the arch takes the base from the platform, and by the C ABI.
         #[allow(unused_imports)]
         pub(crate) use crate::sim::host::{cpu_base, current_cpu};

@@ -406,6 +406,18 @@ impl<'m> Zone<'m> {
         unsafe { arch::add(off, v) }
     }
 
+    /// Adds 1 to this CPU's slot at `off` (an immediate operand where the arch has one),
+    /// after the platform's check.
+    ///
+    /// # Safety
+    /// As [`add`](Zone::add).
+    #[inline(always)]
+    pub(crate) unsafe fn inc(&self, off: usize) {
+        platform::check_add(self.area());
+        // SAFETY: per the caller.
+        unsafe { arch::inc(off) }
+    }
+
     /// Adds `v` to this CPU's slot at `off` inside `counter_enter`, after the platform's check.
     ///
     /// # Safety

@@ -205,3 +205,38 @@ unsafe fn add_counting_retries(slot: *mut u64, v: i64) -> u32 {
     };
     retries
 }
+
+pcpu_counter::percpu_counter!(static PROBE_STATIC);
+
+/// A per-CPU static's add, out of line.
+#[inline(never)]
+#[unsafe(no_mangle)]
+pub fn pcpu_probe_aarch64_static_add(v: i64) {
+    PROBE_STATIC.add(v)
+}
+
+/// A per-CPU static's add is the counter's add (the LL/SC loop, or one `ldadd` with `lse`)
+/// on the register plus the slot's link-time address, which `adrp` forms: no handle loaded.
+#[test]
+fn static_add_is_the_llsc_loop_or_one_ldadd_on_the_slots_address() {
+    let machine = Machine::with_statics(2, 8).unwrap();
+    let probe = std::hint::black_box(pcpu_probe_aarch64_static_add as fn(i64));
+    machine.run_on(1, || probe(5));
+    assert_eq!((PROBE_STATIC.fetch(), PROBE_STATIC.cpu_slot(1)), (5, Ok(5)));
+    let insns = common::disassemble(
+        &["aarch64-linux-gnu-objdump"],
+        &[],
+        "pcpu_probe_aarch64_static_add",
+    );
+    assert!(!insns.is_empty(), "probe not found in the binary");
+    check_add_path(&insns, cfg!(target_feature = "lse")).unwrap();
+    assert!(
+        insns.iter().any(|i| i.starts_with("adrp")),
+        "the slot's address from adrp: {insns:#?}"
+    );
+    println!(
+        "pcpu_probe_aarch64_static_add ({}):\n  {}",
+        pcpu_counter::arch::NAME,
+        insns.join("\n  ")
+    );
+}

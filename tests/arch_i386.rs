@@ -357,3 +357,33 @@ unsafe fn add_counting_retries(off: usize, v: i64) -> u32 {
     };
     retries
 }
+
+pcpu_counter::percpu_counter!(static PROBE_STATIC);
+
+/// A per-CPU static's add, out of line.
+#[inline(never)]
+#[unsafe(no_mangle)]
+pub fn pcpu_probe_i386_static_add(v: i64) {
+    PROBE_STATIC.add(v)
+}
+
+/// A per-CPU static's add is the counter's `cmpxchg8b fs:` loop (and the no-CX8 pair) on the
+/// slot's link-time address.
+#[test]
+fn static_add_is_the_fs_relative_cmpxchg8b_loop() {
+    let _s = serial();
+    let machine = Machine::with_statics(2, 8).unwrap();
+    let probe = std::hint::black_box(pcpu_probe_i386_static_add as fn(i64));
+    machine.run_on(1, || probe(5));
+    machine.run_on(0, || probe(-7));
+    assert_eq!(PROBE_STATIC.fetch() as i64, -2);
+    assert_eq!(PROBE_STATIC.cpu_slot(1), Ok(5));
+    let insns = common::disassemble(
+        &["i686-linux-gnu-objdump", "objdump"],
+        &["-M", "intel"],
+        "pcpu_probe_i386_static_add",
+    );
+    assert!(!insns.is_empty(), "probe not found in the binary");
+    println!("pcpu_probe_i386_static_add:\n  {}", insns.join("\n  "));
+    check_add_path(&insns).unwrap();
+}

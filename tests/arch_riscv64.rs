@@ -199,3 +199,38 @@ fn the_check_rejects_broken_add_paths() {
     assert!(check_add_path(&debug, None).is_ok());
     assert!(check_add_path(&debug, Some(6)).is_err());
 }
+
+pcpu_counter::percpu_counter!(static PROBE_STATIC);
+
+/// A per-CPU static's add, out of line.
+#[inline(never)]
+#[unsafe(no_mangle)]
+pub fn pcpu_probe_riscv64_static_add(v: i64) {
+    PROBE_STATIC.add(v)
+}
+
+/// A per-CPU static's add is the counter's one `amoadd.d zero` on the base plus the slot's
+/// link-time address, which `auipc` forms (pc-relative): no handle loaded.
+#[test]
+fn static_add_is_one_amoadd_d_on_the_slots_address() {
+    let machine = Machine::with_statics(2, 8).unwrap();
+    let probe = std::hint::black_box(pcpu_probe_riscv64_static_add as fn(i64));
+    machine.run_on(1, || probe(5));
+    assert_eq!((PROBE_STATIC.fetch(), PROBE_STATIC.cpu_slot(1)), (5, Ok(5)));
+    let insns = common::disassemble(
+        &["riscv64-linux-gnu-objdump", "objdump"],
+        &[],
+        "pcpu_probe_riscv64_static_add",
+    );
+    assert!(!insns.is_empty(), "probe not found in the binary");
+    println!(
+        "pcpu_probe_riscv64_static_add ({}):\n  {}",
+        pcpu_counter::arch::NAME,
+        insns.join("\n  ")
+    );
+    check_add_path(&insns, None).unwrap();
+    assert!(
+        insns.iter().any(|i| mnemonic(i) == "auipc"),
+        "the slot's address from auipc: {insns:#?}"
+    );
+}

@@ -176,3 +176,125 @@ fn approx_inc_is_the_plain_add_then_a_flag_test() {
         );
     }
 }
+
+/// `Counter::inc` out of line.
+#[inline(never)]
+#[unsafe(no_mangle)]
+pub fn pcpu_probe_counter_inc(counter: &Counter<'_>) {
+    counter.inc()
+}
+
+/// `Counter::inc` is the one non-locked `add gs:[...]` with an immediate 1 (no register
+/// loaded with the constant).
+#[test]
+fn counter_inc_adds_an_immediate() {
+    let machine = pcpu_counter::sim::Machine::new(2);
+    let c = machine.alloc().unwrap();
+    let probe = std::hint::black_box(pcpu_probe_counter_inc as fn(&Counter<'_>));
+    machine.run_on(1, || probe(&c));
+    assert_eq!((c.fetch(), c.cpu_slot(1).unwrap()), (1, 1));
+    let insns = common::disassemble(&["objdump"], &["-M", "intel"], "pcpu_probe_counter_inc");
+    check_add_path(&insns, cfg!(debug_assertions)).unwrap();
+    check_immediate_one(&insns).unwrap();
+    println!("pcpu_probe_counter_inc:\n  {}", insns.join("\n  "));
+}
+
+/// The gs-relative add's source operand is the immediate 1.
+fn check_immediate_one(insns: &[String]) -> Result<(), String> {
+    let add = insns
+        .iter()
+        .find(|i| i.starts_with("add") && i.contains("gs:"))
+        .ok_or_else(|| format!("no gs-relative add: {insns:#?}"))?;
+    let code = add.split('#').next().unwrap().trim_end();
+    if code.ends_with("],0x1") {
+        Ok(())
+    } else {
+        Err(format!("not an add of the immediate 1: {add}"))
+    }
+}
+
+pcpu_counter::percpu_counter!(static PROBE_STATIC);
+
+/// A per-CPU static's add, out of line.
+#[inline(never)]
+#[unsafe(no_mangle)]
+pub fn pcpu_probe_static_add(v: i64) {
+    PROBE_STATIC.add(v)
+}
+
+/// A per-CPU static's inc, out of line.
+#[inline(never)]
+#[unsafe(no_mangle)]
+pub fn pcpu_probe_static_inc() {
+    PROBE_STATIC.inc()
+}
+
+/// What a static's add must be: the one non-locked add (as [`check_add_path`]) addressed
+/// `gs:[rip+disp]` (the slot's link-time address in the instruction: no handle loaded).
+fn check_static_add_path(insns: &[String], debug_build: bool) -> Result<(), String> {
+    check_add_path(insns, debug_build)?;
+    let add = insns
+        .iter()
+        .find(|i| i.starts_with("add") && i.contains("gs:"))
+        .unwrap();
+    if add.starts_with("add    QWORD PTR gs:[rip+0x") {
+        Ok(())
+    } else {
+        Err(format!("not a gs:[rip+disp] add: {add}"))
+    }
+}
+
+/// A per-CPU static's add and inc are each one non-locked `add QWORD PTR gs:[rip+disp]`,
+/// the inc's operand the immediate 1. (The simulation's check before it reads the installed
+/// area and the thread's binding; a kernel build has the add alone.)
+#[test]
+fn static_add_is_one_rip_relative_gs_add() {
+    let machine = pcpu_counter::sim::Machine::with_statics(2, 8).unwrap();
+    let add = std::hint::black_box(pcpu_probe_static_add as fn(i64));
+    let inc = std::hint::black_box(pcpu_probe_static_inc as fn());
+    let before = PROBE_STATIC.fetch();
+    machine.run_on(1, || {
+        add(5);
+        inc();
+    });
+    assert_eq!(PROBE_STATIC.fetch() - before, 6);
+    assert_eq!(PROBE_STATIC.cpu_slot(1), Ok(6));
+    for (probe, immediate) in [
+        ("pcpu_probe_static_add", false),
+        ("pcpu_probe_static_inc", true),
+    ] {
+        let insns = common::disassemble(&["objdump"], &["-M", "intel"], probe);
+        assert!(!insns.is_empty(), "{probe} not found in the binary");
+        check_static_add_path(&insns, cfg!(debug_assertions)).unwrap();
+        assert_eq!(check_immediate_one(&insns).is_ok(), immediate, "{insns:#?}");
+        println!("{probe}:\n  {}", insns.join("\n  "));
+    }
+}
+
+/// The static's check rejects a handle loaded into a register, and the inc's check a
+/// register operand.
+#[test]
+fn the_static_checks_reject_other_forms() {
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    let good = s(&[
+        "add    QWORD PTR gs:[rip+0x2a5f1],0x1        # 2b4f8 <_ZN6disasm12PROBE_STATIC4SLOT17h>",
+        "ret",
+    ]);
+    assert!(check_static_add_path(&good, false).is_ok());
+    assert!(check_immediate_one(&good).is_ok());
+    let handle = s(&[
+        "lea    rax,[rip+0x2a5f1]",
+        "add    QWORD PTR gs:[rax],0x1",
+        "ret",
+    ]);
+    assert!(check_static_add_path(&handle, false).is_err());
+    let reg = s(&[
+        "mov    eax,0x1",
+        "add    QWORD PTR gs:[rip+0x2a5f1],rax",
+        "ret",
+    ]);
+    assert!(check_static_add_path(&reg, false).is_ok());
+    assert!(check_immediate_one(&reg).is_err());
+    let shared = s(&["add    QWORD PTR [rip+0x2a5f1],rdi", "ret"]);
+    assert!(check_static_add_path(&shared, false).is_err());
+}

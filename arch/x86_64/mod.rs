@@ -32,6 +32,23 @@ pub(crate) unsafe fn add(off: usize, v: i64) {
     }
 }
 
+/// Adds 1 to the current CPU's slot at GS-relative offset `off`: one
+/// `add qword ptr gs:[off], 1`, the immediate in the instruction.
+///
+/// # Safety
+/// As [`add`].
+#[inline(always)]
+pub(crate) unsafe fn inc(off: usize) {
+    // SAFETY: as in `add`.
+    unsafe {
+        asm!(
+            "add qword ptr gs:[{off}], 1",
+            off = in(reg) off,
+            options(nostack),
+        )
+    }
+}
+
 /// Adds `v` to the current CPU's slot at GS-relative offset `off` and returns the slot's
 /// value before the add: one non-locked `xadd qword ptr gs:[off], v`, which (like the plain
 /// add) no interrupt or migration can split.

@@ -39,6 +39,73 @@ pub fn pcpu_eight(counters: &[Counter<'_>; 8], n: u64) {
     }
 }
 
+pcpu_counter::percpu_counter!(static S0);
+pcpu_counter::percpu_counter!(static S1);
+pcpu_counter::percpu_counter!(static S2);
+pcpu_counter::percpu_counter!(static S3);
+pcpu_counter::percpu_counter!(static S4);
+pcpu_counter::percpu_counter!(static S5);
+pcpu_counter::percpu_counter!(static S6);
+pcpu_counter::percpu_counter!(static S7);
+
+/// 8 per-CPU statics (`percpu_counter!`) in turn, n rounds (8n adds): each add one
+/// `add qword ptr gs:[rip + SLOT], reg` (and, in this simulation, the check that the thread
+/// holds a CPU of the machine with the statics).
+#[inline(never)]
+pub fn static_eight(n: u64) {
+    for _ in 0..n {
+        S0.add(1);
+        S1.add(1);
+        S2.add(1);
+        S3.add(1);
+        S4.add(1);
+        S5.add(1);
+        S6.add(1);
+        S7.add(1);
+    }
+}
+
+/// Diagnostic: the 8 statics' adds as a kernel build compiles `static_eight` (the same
+/// `add qword ptr gs:[rip + SLOT], 1` instructions, without this simulation's check).
+///
+/// # Safety
+/// The thread's GS base is its CPU's register on the machine with the statics.
+#[inline(never)]
+pub unsafe fn static_asm_eight(n: u64) {
+    for _ in 0..n {
+        // SAFETY: the caller's contract: GS plus each slot's address is the CPU's copy.
+        unsafe {
+            asm!(
+                "add qword ptr gs:[rip + {s0}], 1",
+                "add qword ptr gs:[rip + {s1}], 1",
+                "add qword ptr gs:[rip + {s2}], 1",
+                "add qword ptr gs:[rip + {s3}], 1",
+                "add qword ptr gs:[rip + {s4}], 1",
+                "add qword ptr gs:[rip + {s5}], 1",
+                "add qword ptr gs:[rip + {s6}], 1",
+                "add qword ptr gs:[rip + {s7}], 1",
+                s0 = sym S0::SLOT, s1 = sym S1::SLOT, s2 = sym S2::SLOT, s3 = sym S3::SLOT,
+                s4 = sym S4::SLOT, s5 = sym S5::SLOT, s6 = sym S6::SLOT, s7 = sym S7::SLOT,
+                options(nostack),
+            )
+        };
+    }
+}
+
+/// The statics' totals, in order.
+fn static_totals() -> [u64; 8] {
+    [
+        S0.fetch(),
+        S1.fetch(),
+        S2.fetch(),
+        S3.fetch(),
+        S4.fetch(),
+        S5.fetch(),
+        S6.fetch(),
+        S7.fetch(),
+    ]
+}
+
 /// `counter_enter`, 8 protected adds to 8 counters, `counter_exit`; n times.
 #[inline(never)]
 pub fn pcpu_protected(counters: &[Counter<'_>; 8], n: u64) {
@@ -187,8 +254,10 @@ pub fn run(sink: &mut Sink, quick: bool) {
     let (rounds, n) = if quick { (5, 1 << 12) } else { (101, 1 << 15) };
     let n: u64 = black_box(n);
     let calls = rounds as u64 * n;
-    let machine = Machine::new(1);
+    // A machine whose CPU also holds the per-CPU statics (the same zone otherwise).
+    let machine = Machine::with_statics(1, 64).expect("machine with statics");
     let _bound = machine.bind(0).expect("bind");
+    let statics_before = static_totals();
     let one = machine.alloc().expect("alloc");
     let eight: [Counter<'_>; 8] = std::array::from_fn(|_| machine.alloc().expect("alloc"));
     let offs: [usize; 8] = std::array::from_fn(|i| eight[i].offset());
@@ -256,6 +325,14 @@ pub fn run(sink: &mut Sink, quick: bool) {
         ),
         variant(
             single,
+            "per-CPU static add",
+            8,
+            per_add,
+            8 * n,
+            Box::new(|| static_eight(n)),
+        ),
+        variant(
+            single,
             protected,
             8,
             "ns/sequence",
@@ -281,6 +358,15 @@ pub fn run(sink: &mut Sink, quick: bool) {
             Box::new(|| unsafe { plain_asm_one(slot_ptr, n) }),
         ),
         // SAFETY: see above.
+        // SAFETY: see above; the machine holds the statics.
+        variant(
+            diag,
+            "static add, kernel form (no simulation check)",
+            8,
+            per_add,
+            8 * n,
+            Box::new(|| unsafe { static_asm_eight(n) }),
+        ),
         variant(
             diag,
             "add gs:[off], offsets in registers",
@@ -308,6 +394,9 @@ pub fn run(sink: &mut Sink, quick: bool) {
     assert_eq!(one.fetch(), 2 * 8 * calls, "pcpu-counter lost adds");
     for counter in &eight {
         assert_eq!(counter.fetch(), 3 * calls, "pcpu-counter lost adds");
+    }
+    for (after, before) in static_totals().into_iter().zip(statics_before) {
+        assert_eq!(after - before, 2 * calls, "per-CPU statics lost adds");
     }
     assert_eq!(atomic.load(Relaxed), 8 * calls);
     assert!(atomics.iter().all(|a| a.load(Relaxed) == calls));

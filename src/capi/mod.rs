@@ -17,6 +17,7 @@
 //! | `struct pcpu_approx`, `pcpu_approx_init/add/read/precise/accuracy/compare/fetch_and_zero/free` | [`crate::ApproxCounter`] |
 //! | `pcpu_zone_init`, `pcpu_zone_cpu_base`, `pcpu_set_cpu_base` | [`crate::freebsd::install`], [`crate::Zone::cpu_base`], [`crate::arch::set_cpu_base`] |
 //! | `pcpu_sysctl_add_counter`, `pcpu_sysctl_add_counter_array` (FreeBSD's `SYSCTL_ADD_COUNTER_U64[_ARRAY]`), `pcpu_sysctl_remove`, `pcpu_sysctl_zero`, `pcpu_sysctl_walk` | [`crate::registry::Registry`] |
+//! | `PCPU_COUNTER_DEFINE/DECLARE/ADD/INC` (header), `pcpu_statics_install`, `pcpu_static_fetch/fetch_and_zero/zero` | [`crate::statics`] |
 //! | `pcpu_sim_machine_new`, `pcpu_sim_bind`, `pcpu_sim_unbind` (feature `sim`: `pcpu_counter::sim::capi`) | [`crate::sim`] |
 //!
 //! A counter is its slot: a `counter_u64_t` is the slot's offset from the per-CPU register,
@@ -39,6 +40,7 @@ mod protect;
 mod rate;
 mod registry;
 mod slot;
+mod statics;
 mod zone;
 
 pub use approx::*;
@@ -50,4 +52,5 @@ pub use protect::*;
 pub use rate::*;
 pub use registry::*;
 pub use slot::{counter_u64_t, CounterSlot};
+pub use statics::*;
 pub use zone::*;

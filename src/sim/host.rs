@@ -102,6 +102,29 @@ pub(crate) fn check_add(area: &crate::area::Area) {
     }
 }
 
+/// Before every add to a per-CPU static: the thread holds a CPU of the machine whose
+/// copies are installed (`area`, its address), or, before any install (0), holds none (its
+/// register is 0 and the add reaches the template, as a kernel's boot CPU before bring-up).
+/// One thread-local load and a compare, as [`check_add`].
+#[inline(always)]
+pub(crate) fn check_static_add(area: usize) {
+    if BOUND_AREA.with(Cell::get) != area {
+        wrong_static_area(area)
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn wrong_static_area(area: usize) -> ! {
+    if area != 0 {
+        wrong_area()
+    }
+    panic!(
+        "pcpu-counter: a per-CPU static's add on a simulated CPU while no machine holds the \
+         statics (make the machine with Machine::with_statics)"
+    )
+}
+
 #[cold]
 #[inline(never)]
 fn no_cpu() -> ! {

@@ -25,6 +25,8 @@ pub struct Machine {
 enum MachineZone {
     Own(Zone<'static>),
     Global(&'static Zone<'static>),
+    /// A zone sharing its registers with the per-CPU statics' copies.
+    Statics(super::statics::StaticsZone),
 }
 
 /// A machine's zone: one heap block per CPU.
@@ -58,6 +60,17 @@ impl Machine {
         Ok(Self::around(MachineZone::Global(zone)))
     }
 
+    /// A machine whose CPUs also hold copies of the per-CPU statics
+    /// ([`percpu_counter!`](crate::percpu_counter)), installed over the same registers (see
+    /// [`statics::install`](crate::statics::install)), and a zone of at least `counters`
+    /// counters. One such machine at a time: [`Error::AlreadyInstalled`] while another
+    /// lives. The statics' template keeps what threads holding no CPU added before.
+    pub fn with_statics(ncpus: usize, counters: usize) -> Result<Self, Error> {
+        Ok(Self::around(MachineZone::Statics(
+            super::statics::StaticsZone::new(ncpus, counters)?,
+        )))
+    }
+
     /// A machine around `zone`, which it [`install`](crate::freebsd::install)s as the global
     /// zone (the C API's machine, whose zone is checked before it is installed).
     #[cfg(pcpu_c_abi)]
@@ -70,6 +83,7 @@ impl Machine {
         let ncpus = match &zone {
             MachineZone::Own(z) => z.ncpus(),
             MachineZone::Global(z) => z.ncpus(),
+            MachineZone::Statics(z) => z.zone().ncpus(),
         };
         let cpus: Vec<Mutex<()>> = (0..ncpus).map(|_| Mutex::new(())).collect();
         Machine {
@@ -85,6 +99,7 @@ impl Machine {
         match &self.zone {
             MachineZone::Own(zone) => zone,
             MachineZone::Global(zone) => zone,
+            MachineZone::Statics(zone) => zone.zone(),
         }
     }
 

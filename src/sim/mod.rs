@@ -26,6 +26,7 @@ pub mod i386;
 mod interrupt;
 mod machine;
 mod register;
+mod statics;
 
 pub use interrupt::{
     interrupt_storm, interrupt_storm_until, interrupts_handled, missed_interrupts, Storm,

@@ -155,15 +155,16 @@ for spec in "${targets[@]}"; do
     # Undefined in some member and defined in none (an archive's members refer to each other).
     defined="$(nm --defined-only "$lib" 2>/dev/null | awk 'NF == 3 {print $3}' | sort -u)"
     undefined="$(nm -u "$lib" 2>/dev/null | awk '$1 == "U" {print $2}' | sort -u | comm -23 - <(printf '%s\n' "$defined"))"
-    # The linker defines the early-counter set's bounds (__start_/__stop_pcpu_counter_early).
+    # The linker defines the early-counter set's bounds (__start_/__stop_pcpu_counter_early) and
+    # the per-CPU statics' section's (__start_/__stop_pcpu_counter_statics).
     extra="$(grep -v '^pcpu_platform_\(protect\|unprotect\|current_cpu\|panic\)$' <<<"$undefined" \
-        | grep -v '^__\(start\|stop\)_pcpu_counter_early$' || true)"
+        | grep -v '^__\(start\|stop\)_pcpu_counter_\(early\|statics\)$' || true)"
     if [ -n "$extra" ]; then
         echo "FAIL: $lib needs symbols beyond the pcpu_platform_* hooks:"; echo "$extra"; exit 1
     fi
     syms=(counter_u64_alloc counter_u64_free counter_u64_fetch counter_u64_zero pcpu_counter_add
         pcpu_counter_add_protected pcpu_zone_init pcpu_set_cpu_base pcpu_sysctl_add_counter
-        pcpu_sysctl_walk)
+        pcpu_sysctl_walk pcpu_statics_install pcpu_static_fetch)
     # i386: the CX8 cache that the header's inline counter_u64_add reads.
     case "$t" in i[3-6]86-*) syms+=(pcpu_cx8) ;; esac
     # riscv64: the register symbol the header's inline add references (tp; gp with riscv-gp).

@@ -381,6 +381,39 @@ static void check_stacks(void)
 	REPORT("stacks", { "CPUs within their stacks", ncpus, within });
 }
 
+#if defined(__x86_64__)
+/*
+ * Per-CPU statics (PCPU_COUNTER_DEFINE), x86_64: counted by CPU 0 before bring-up (GS base 0:
+ * the section's template), then by every CPU through its copy of the section, which lies at
+ * its GS block (the zone's register value) plus the section's address, past the image.
+ */
+#define STATIC_ADDS 100000u
+PCPU_COUNTER_DEFINE(c_static_events);
+extern char __start_pcpu_counter_statics[], __bss_end[];
+
+static void statics_install(void)
+{
+	uintptr_t base = (uintptr_t)kernel_blocks;
+	if (base + (uintptr_t)__start_pcpu_counter_statics < (uintptr_t)__bss_end)
+		kernel_fail("statics copies inside the image (base, start)", base,
+			    (uintptr_t)__start_pcpu_counter_statics);
+	int rc = pcpu_statics_install(base, BLOCK, MAX_CPUS);
+	if (rc != 0)
+		kernel_fail("pcpu_statics_install (rc)", (uint64_t)-rc, 0);
+}
+
+static void statics_run(unsigned cpu)
+{
+	barrier();
+	for (unsigned k = 0; k < STATIC_ADDS; k++)
+		PCPU_COUNTER_ADD(c_static_events, cpu + 1);
+	barrier();
+	if (cpu == 0)
+		REPORT("statics", { "events", 1 + STATIC_ADDS * ncpus * (ncpus + 1) / 2,
+				    pcpu_static_fetch(&c_static_events) });
+}
+#endif
+
 /* The protocol's phases (testbeds/protocol/protocol.h), then this kernel's own checks. */
 static void run_checks(unsigned cpu)
 {
@@ -490,6 +523,10 @@ static void run_checks(unsigned cpu)
 	if (checker)
 		check_registry();
 	barrier();
+
+#if defined(__x86_64__)
+	statics_run(cpu);
+#endif
 }
 
 /*
@@ -539,6 +576,9 @@ void kernel_bsp_main(void)
 		paint_stack(cpu, CKERNEL_CPU_STACK);
 	paint_stack(0, (size_t)((uint8_t *)__builtin_frame_address(0) - arch_stack_bottom(0)) - 256);
 	fbsd_boot(); /* early counters, before the zone exists */
+#if defined(__x86_64__)
+	PCPU_COUNTER_INC(c_static_events); /* GS base 0: the template */
+#endif
 
 	struct pcpu_zone_layout layout = {
 		.base = (uintptr_t)kernel_blocks,
@@ -558,6 +598,9 @@ void kernel_bsp_main(void)
 		kernel_print("\n");
 		arch_exit(0);
 	}
+#if defined(__x86_64__)
+	statics_install();
+#endif
 	become_cpu(0);
 	for (unsigned i = 0; i < 4; i++)
 		sums[i] = must_alloc();

@@ -24,7 +24,8 @@ SECTIONS {
     .text : { *(.text .text.*) }
     .rodata : { *(.rodata .rodata.*) *(.srodata .srodata.*) }
     .data : { *(.data .data.*) *(.sdata .sdata.*)
-        . = ALIGN(8); __start_pcpu_counter_early = .; KEEP(*(pcpu_counter_early)) __stop_pcpu_counter_early = .; }
+        . = ALIGN(8); __start_pcpu_counter_early = .; KEEP(*(pcpu_counter_early)) __stop_pcpu_counter_early = .;
+        . = ALIGN(8); __start_pcpu_counter_statics = .; KEEP(*(pcpu_counter_statics)) __stop_pcpu_counter_statics = .; }
     .bss : { *(.bss .bss.*) *(.sbss .sbss.*) *(COMMON) }
     /DISCARD/ : { *(.eh_frame .eh_frame_hdr .comment .note.*) }
 }
@@ -49,7 +50,7 @@ add_path() {
         on && /^ +[0-9a-f]+:/ { n++; if ($0 ~ /\t(fence|dmb|dsb|mfence|lfence|sfence)|\tlock/) f++; if ($0 ~ /\tret/) exit }
         END { printf "%d %d\n", n, f }'
 }
-printf '%-30s %10s %10s %6s %10s %14s\n' target gc-sections no-gc fp add-insns "+reading (gc)"
+printf '%-30s %10s %10s %6s %10s %14s\n' target gc-sections no-gc fp add-insns "+reading,statics (gc)"
 fail=0
 for t in "${targets[@]}"; do
     lib="target/capi-lib/$t/libpcpu_counter.a"
@@ -81,9 +82,9 @@ for t in "${targets[@]}"; do
             echo "FAIL: $t: C built for gp fails to link, but not on pcpu_counter_riscv_gp:"; cat "$out/err"; fail=1
         fi
     fi
-    # The same kernel with the reading calls too (group reads, export, approximate counters):
-    # printed, not limited.
-    "${cc[@]}" "${common[@]}" -DFOOTPRINT_READING -c tests/c/footprint_kernel.c -o "$out/$t-read.o"
+    # The same kernel with the reading calls too (group reads, export, approximate counters)
+    # and the per-CPU statics: printed, not limited.
+    "${cc[@]}" "${common[@]}" -DFOOTPRINT_READING -DFOOTPRINT_STATICS -c tests/c/footprint_kernel.c -o "$out/$t-read.o"
     "${ld[@]}" -nostdlib -static --no-warn-rwx-segments --gc-sections -T "$out/link.ld" "$out/$t-read.o" "$lib" -o "$out/$t-read.elf"
     reading=$(($(text "$out/$t-read.elf") - $(text "$out/$t-read.o")))
     fp="$(fp_insns "$out/$t.elf" "$od" "$t")"

@@ -3,7 +3,8 @@
  * the host simulation's), for tests/c/footprint.sh: linked with libpcpu_counter.a, the
  * kernel's text grows by what the library brings. Never run; only linked. The reading calls
  * (group reads, the Prometheus export, approximate counters) are built only with
- * -DFOOTPRINT_READING, which footprint.sh measures as a second figure.
+ * -DFOOTPRINT_READING, and the per-CPU statics (PCPU_COUNTER_DEFINE, pcpu_statics_install,
+ * pcpu_static_*) only with -DFOOTPRINT_STATICS; footprint.sh measures both as a second figure.
  */
 #include "pcpu_counter.h"
 
@@ -16,6 +17,10 @@ static size_t text_len = sizeof text;
 static struct pcpu_approx approx;
 #endif
 static COUNTER_U64_DEFINE_EARLY(early);
+#ifdef FOOTPRINT_STATICS
+PCPU_COUNTER_DEFINE(irqs);
+static uint64_t static_blocks[2][8] __attribute__((aligned(64)));
+#endif
 
 uintptr_t pcpu_platform_protect(void) { return 0; }
 void pcpu_platform_unprotect(uintptr_t s) { (void)s; }
@@ -53,6 +58,13 @@ uint64_t kmain(void)
 	sum += (uint64_t)pcpu_early_base(0);
 	counter_u64_add(early, 1);
 	sum += counter_u64_fetch(early);
+#ifdef FOOTPRINT_STATICS
+	PCPU_COUNTER_INC(irqs);
+	pcpu_static_add(&irqs_pcpu_slot, 2);
+	sum += (uint64_t)pcpu_statics_install((size_t)static_blocks, sizeof static_blocks[0], 2);
+	sum += pcpu_static_fetch(&irqs) + pcpu_static_fetch_and_zero(&irqs);
+	sum += (uint64_t)pcpu_static_zero(&irqs);
+#endif
 	sum += (uint64_t)pcpu_zone_init(&layout, meta, PCPU_META_WORDS(32));
 	sum += (uint64_t)pcpu_set_cpu_base(0);
 	sum += (uint64_t)pcpu_cpu_check(0);

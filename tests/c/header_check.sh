@@ -5,7 +5,8 @@
 # for x86_64, aarch64, i386 and riscv64 (issue 20); and counter_u64_add compiled with
 # gcc -O2 is the arch's instruction itself: on x86_64 exactly one non-locked add to %gs: and
 # no call; on aarch64 the ldxr/stxr loop (or one ldadd with LSE) and no call; on riscv64
-# tp (or gp) plus the offset and exactly one amoadd.d, no call, no fence. The checker is
+# tp (or gp) plus the offset and exactly one amoadd.d, no call, no fence; a per-CPU static's
+# add (PCPU_COUNTER_DEFINE) on x86_64 is one add to %gs:slot(%rip), nothing before it. The checker is
 # run once on deliberately broken adds and must reject each.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -21,6 +22,10 @@ void probe_dec(counter_u64_t c) { counter_u64_add_protected(c, -1); }
 void probe_wide(counter_u64_t c) { counter_u64_add(c, 0x100000001LL); }
 /* Several live values around the add, as in a real caller. */
 void probe_two(counter_u64_t a, counter_u64_t b, int64_t v) { counter_u64_add(a, v); counter_u64_add(b, 1); }
+/* A per-CPU static (PCPU_COUNTER_DEFINE): the add off the slot'"'"'s link-time address. */
+PCPU_COUNTER_DEFINE(probe_static);
+void probe_static_add(int64_t v) { PCPU_COUNTER_ADD(probe_static, v); }
+void probe_static_inc(void) { PCPU_COUNTER_INC(probe_static); }
 '
 printf '%s' "$probe" > "$out/probe.c"
 cp "$out/probe.c" "$out/probe.cc"
@@ -123,6 +128,21 @@ for f in probe_add probe_protected probe_inc probe_dec probe_wide; do
     printf '%s:\n%s\n' "$f" "$(sed 's/^/    /' <<<"$insns")"
     check_x86_64 "$insns" || { echo "FAIL: $f is not one non-locked add to %gs:"; exit 1; }
 done
+# x86_64, a per-CPU static: the one add to %gs: at the slot rip-relative (no handle loaded:
+# nothing before it), then ret; $2 the source operand it must have.
+check_x86_64_static() {
+    local insns
+    insns="$(sed '/^ret/q' <<<"$1")"
+    [ "$(wc -l <<<"$insns")" = 2 ] || return 1
+    grep -Eq "^add[q ] +$2,%gs:0x0\(%rip\)" <<<"$(head -1 <<<"$insns")" || return 1
+    grep -q '^ret' <<<"$(tail -1 <<<"$insns")"
+}
+for f in probe_static_add:%rdi probe_static_inc:'\$0x1'; do
+    insns="$(body "$out/x.o" "${f%%:*}" objdump)"
+    printf '%s:\n%s\n' "${f%%:*}" "$(sed 's/^/    /' <<<"$insns")"
+    check_x86_64_static "$insns" "${f#*:}" \
+        || { echo "FAIL: ${f%%:*} is not one add to %gs:slot(%rip)"; exit 1; }
+done
 echo "== the x86_64 checker rejects broken adds"
 cat > "$out/broken.c" <<'C'
 #include <stdint.h>
@@ -131,8 +151,17 @@ void split(uintptr_t c, int64_t v) { uint64_t t; __asm__ __volatile__("movq %%gs
 extern void pcpu_counter_add(uintptr_t, int64_t);
 void called(uintptr_t c, int64_t v) { pcpu_counter_add(c, v); pcpu_counter_add(c, v); }
 void plain(uintptr_t c, int64_t v) { *(volatile int64_t *)c += v; }
+extern uint64_t slot;
+void static_handle(void) { __asm__ __volatile__("addq $1, %%gs:(%0)" : : "r"(&slot) : "memory"); }
+void static_shared(void) { __asm__ __volatile__("addq $1, slot(%%rip)" : : : "memory"); }
 C
 gcc -std=c11 -O2 -c "$out/broken.c" -o "$out/b.o"
+for f in static_handle static_shared locked; do
+    if check_x86_64_static "$(body "$out/b.o" $f objdump)" '\$0x1'; then
+        echo "FAIL: the static checker accepted the broken add '$f'"; exit 1
+    fi
+    echo "ok   rejected $f (as a static's add)"
+done
 for f in locked split called plain; do
     if check_x86_64 "$(body "$out/b.o" $f objdump)"; then
         echo "FAIL: the checker accepted the broken add '$f'"; exit 1

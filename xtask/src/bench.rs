@@ -44,7 +44,7 @@ pub struct Code {
 }
 
 /// The single-thread loops shown in the report.
-const LOOPS: [&str; 3] = ["pcpu_one", "plain_one", "atomic_one"];
+const LOOPS: [&str; 4] = ["pcpu_one", "plain_one", "atomic_one", "static_eight"];
 
 pub fn run(args: &[String]) -> Result<(), String> {
     let mut quick = false;

@@ -12,6 +12,7 @@
 //! | run | QEMU | kernel |
 //! |---|---|---|
 //! | `x86_64` | `qemu-system-x86_64 -smp 4`, MTTCG | `x86_64-unknown-none` |
+//! | `x86_64-statics-broken` | as `x86_64` | the same with `--cfg pcpu_counter_broken="static_shared_add"` (the per-CPU statics' add without `gs:`, to the shared template): must print `FAIL statics` |
 //! | `aarch64-llsc` | `qemu-system-aarch64 -M virt -cpu cortex-a57 -smp 4` | `aarch64-unknown-none-softfloat` (ldxr/stxr) |
 //! | `aarch64-lse` | `qemu-system-aarch64 -M virt -cpu max -smp 4` | the same target with `+lse` (ldadd) |
 //! | `i386-cx8` | `qemu-system-i386 -smp 4` (default CPU: CX8, local APIC) | `arch/i386/i586-unknown-none.json` |
@@ -124,14 +125,18 @@ struct Boot {
     must_fail: Option<&'static str>,
 }
 
-fn x86_64_build() -> Build {
+fn x86_64_build(broken: bool) -> Build {
     Build {
-        name: "x86_64",
+        name: if broken {
+            "x86_64-statics-broken"
+        } else {
+            "x86_64"
+        },
         target: "x86_64-unknown-none".into(),
         rustflags: "-C relocation-model=static",
         linker: None,
         features: "",
-        broken: None,
+        broken: broken.then_some("static_shared_add"),
         dir: "",
         bringup: None,
     }
@@ -196,8 +201,8 @@ fn percpu_run(name: &str) -> Option<Percpu> {
 
 fn percpu_build(kind: Percpu) -> Build {
     let (base, features) = match kind {
-        Percpu::X86_64 => (x86_64_build(), "percpu-crate"),
-        Percpu::BrokenStride => (x86_64_build(), "percpu-broken-stride"),
+        Percpu::X86_64 => (x86_64_build(false), "percpu-crate"),
+        Percpu::BrokenStride => (x86_64_build(false), "percpu-broken-stride"),
         Percpu::Aarch64 => (aarch64_build(false), "percpu-crate"),
         Percpu::BrokenReinit => (aarch64_build(false), "percpu-broken-reinit"),
         Percpu::Riscv64 => (riscv64_build(Rv::Gp), "riscv-gp,percpu-crate"),
@@ -219,12 +224,12 @@ fn percpu_build(kind: Percpu) -> Build {
 /// counter (CPU 0's count copied over the others').
 fn percpu_boot(kind: Percpu) -> Boot {
     let (name, base, must_fail) = match kind {
-        Percpu::X86_64 => ("x86_64-percpu", x86_64_boot(), None),
+        Percpu::X86_64 => ("x86_64-percpu", x86_64_boot(false), None),
         Percpu::Aarch64 => ("aarch64-percpu", aarch64_boot(false), None),
         Percpu::Riscv64 => ("riscv64-percpu", riscv64_boot(Rv::Gp), None),
         Percpu::BrokenStride => (
             "x86_64-percpu-broken-stride",
-            x86_64_boot(),
+            x86_64_boot(false),
             Some("FAIL bring-up: CPU *'s per-CPU register (GS base) holds *, no CPU's block of the zone"),
         ),
         Percpu::BrokenReinit => (
@@ -351,16 +356,20 @@ const X86_ARGS: &[&str] = &[
     "stdio",
 ];
 
-fn x86_64_boot() -> Boot {
+fn x86_64_boot(broken: bool) -> Boot {
     Boot {
-        name: "x86_64",
+        name: if broken {
+            "x86_64-statics-broken"
+        } else {
+            "x86_64"
+        },
         qemu: "qemu-system-x86_64",
         package: "qemu-system-x86",
         args: &["-smp", "4"],
         pass_status: X86_PASS,
         cpus: 4,
         expect: "x86_64 (gs-relative add)",
-        must_fail: None,
+        must_fail: broken.then_some("FAIL statics"),
     }
 }
 
@@ -442,7 +451,7 @@ fn c_x86_64_boot(broken: bool) -> Boot {
         } else {
             "x86_64 (inline addq to %gs: from pcpu_counter.h)"
         },
-        ..x86_64_boot()
+        ..x86_64_boot(false)
     }
 }
 
@@ -675,9 +684,10 @@ fn plan_for(kernel: &str) -> Vec<(Kernel, Vec<Boot>)> {
     use Kernel::{Rust, C};
     match kernel {
         "x86_64" => vec![
-            (Rust(x86_64_build()), vec![x86_64_boot()]),
-            bringup_run("x86_64-bringup-ncpus", x86_64_build(), x86_64_boot()),
-            bringup_run("x86_64-bringup-swap", x86_64_build(), x86_64_boot()),
+            (Rust(x86_64_build(false)), vec![x86_64_boot(false)]),
+            (Rust(x86_64_build(true)), vec![x86_64_boot(true)]),
+            bringup_run("x86_64-bringup-ncpus", x86_64_build(false), x86_64_boot(false)),
+            bringup_run("x86_64-bringup-swap", x86_64_build(false), x86_64_boot(false)),
         ],
         "aarch64" => vec![
             (Rust(aarch64_build(false)), vec![aarch64_boot(false)]),

@@ -15,7 +15,9 @@
 //!   whose loser adds to its own, freed slot), whose first-use race must catch a lost add,
 //!   and `tests/lazy.rs` with `pcpu_counter_broken="lazy_move_takes_word"` (a lazy counter's
 //!   move that takes the shared word into its slot without waiting for adds in flight), whose
-//!   race must catch a lost add or a fetch that goes back; one build with all four (own
+//!   race must catch a lost add or a fetch that goes back, and `tests/statics.rs` with
+//!   `pcpu_counter_broken="static_shared_add"` (a per-CPU static's add without `gs:`, to the
+//!   shared template), whose harness must catch lost adds; one build with all five (own
 //!   target dir `target/broken`).
 //! - `property`: `cargo test --test model --test config_fuzz --test approx` (256 cases per
 //!   property).
@@ -259,23 +261,24 @@ fn broken(root: &Path) -> (bool, String) {
     // Both broken variants in one build (a cfg may hold several values), each suite running
     // only its test that must catch its variant.
     cmd.args(["test", "--test", "early", "--test", "approx"])
-        .args(["--test", "rseq", "--test", "lazy", "--"])
+        .args(["--test", "rseq", "--test", "lazy", "--test", "statics", "--"])
         .args([
             "init_that_does_not_wait",
             "carry_that_is_not_atomic",
             "loser_that_keeps_its_slot",
             "move_that_takes_the_word",
+            "harness_catches_a_shared_static_add",
         ])
         .env(
             "RUSTFLAGS",
-            r#"--cfg pcpu_counter_broken="early_init_without_waiting" --cfg pcpu_counter_broken="approx_racy_carry" --cfg pcpu_counter_broken="static_first_use_keeps_own_slot" --cfg pcpu_counter_broken="lazy_move_takes_word""#,
+            r#"--cfg pcpu_counter_broken="early_init_without_waiting" --cfg pcpu_counter_broken="approx_racy_carry" --cfg pcpu_counter_broken="static_first_use_keeps_own_slot" --cfg pcpu_counter_broken="lazy_move_takes_word" --cfg pcpu_counter_broken="static_shared_add""#,
         )
         .env("CARGO_TARGET_DIR", root.join("target/broken"));
     let (ok, text) = capture(cmd, false);
     let (passed, failed) = test_counts(&text);
     (
-        ok && passed == 4,
-        format!("tests/early.rs against the init that does not wait, tests/approx.rs against the carry that is not atomic, tests/rseq.rs against a static counter's first use that keeps the loser's slot, tests/lazy.rs against the move that takes the word: {passed} passed (each test caught its variant), {failed} failed"),
+        ok && passed == 5,
+        format!("tests/early.rs against the init that does not wait, tests/approx.rs against the carry that is not atomic, tests/rseq.rs against a static counter's first use that keeps the loser's slot, tests/lazy.rs against the move that takes the word, tests/statics.rs against a per-CPU static's add without gs: {passed} passed (each test caught its variant), {failed} failed"),
     )
 }
 

@@ -42,8 +42,9 @@ pub fn run_ap(cpu: usize) {
     run(cpu);
 }
 
-/// The protocol's phases, then the C API's (x86_64), then with `percpu-crate` whether
-/// percpu's own per-CPU value and register survived them.
+/// The protocol's phases, then the C API's (x86_64), the per-CPU statics' (x86_64 without
+/// `percpu-crate`: percpu owns GS there), and with `percpu-crate` whether percpu's own
+/// per-CPU value and register survived them.
 fn run(cpu: usize) {
     if cpu >= protocol::ncpus() {
         return;
@@ -53,6 +54,8 @@ fn run(cpu: usize) {
     c_api(cpu);
     #[cfg(feature = "percpu-crate")]
     crate::percpu_crate::check(cpu);
+    #[cfg(all(target_arch = "x86_64", not(feature = "percpu-crate")))]
+    crate::statics::run(cpu);
 }
 
 /// One per-CPU area per kernel: a second zone that would need other per-CPU register values

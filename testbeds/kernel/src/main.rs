@@ -55,6 +55,10 @@ mod console;
 #[cfg(feature = "percpu-crate")]
 mod percpu_crate;
 
+// The per-CPU statics check (without `percpu-crate`, whose areas GS points at).
+#[cfg(all(target_arch = "x86_64", not(feature = "percpu-crate")))]
+mod statics;
+
 #[cfg(not(feature = "percpu-crate"))]
 use core::sync::atomic::{AtomicUsize, Ordering};
 
@@ -97,10 +101,16 @@ pub fn bsp_main() -> ! {
     );
     #[cfg(feature = "percpu-crate")]
     percpu_crate::init_bsp();
+    #[cfg(all(target_arch = "x86_64", not(feature = "percpu-crate")))]
+    statics::early();
     let zone = match make_zone().and_then(pcpu_counter::freebsd::install) {
         Ok(zone) => zone,
         Err(e) => fail_setup("install", e),
     };
+    #[cfg(all(target_arch = "x86_64", not(feature = "percpu-crate")))]
+    if let Err(e) = statics::install(zone) {
+        fail_setup("statics::install", e)
+    }
     enter_cpu(0, zone);
     checks::setup();
     let started = boot::start_secondaries(wanted);

@@ -1,0 +1,449 @@
+// SPDX-License-Identifier: BSD-2-Clause
+//! Per-CPU statics: counters declared as `static`s in any crate of the kernel, placed by the
+//! linker in the per-CPU section `pcpu_counter_statics` (FreeBSD's `DPCPU_DEFINE`, Linux's
+//! `DEFINE_PER_CPU`), with no run-time allocation and usable before any zone exists.
+//!
+//! ```ignore
+//! pcpu_counter::percpu_counter!(pub static RX_PACKETS);
+//! RX_PACKETS.inc(); // x86_64: add qword ptr gs:[rip + RX_PACKETS::SLOT], 1
+//! ```
+//!
+//! # The section and the register
+//!
+//! Each counter is one 8-byte slot in the section (the *template*, between the linker's
+//! `__start_pcpu_counter_statics` and `__stop_pcpu_counter_statics`). At bring-up the kernel
+//! gives every CPU a copy of the section (a *block*, evenly spaced: block `i` is
+//! `block_0 + i * stride`) and points CPU `i`'s per-CPU register at `block_i - start`
+//! (wrapping), so that the register plus a slot's *link-time address* is CPU `i`'s copy of
+//! it: the slot's address is its offset, and the add needs no handle. On x86_64 it is one
+//! `add qword ptr gs:[rip + SLOT], v` (GS base plus the slot's rip-relative address), valid in
+//! static and position-independent builds, as Linux's `this_cpu_add` since 6.x; on aarch64
+//! `adrp; add; mrs tpidr_el1; add; ldadd` (or the LL/SC loop), on riscv64 `auipc; addi; add;
+//! amoadd.d` off `tp` (or `gp`), on i386 the `cmpxchg8b fs:` loop, elsewhere the platform's
+//! base plus the slot under protection.
+//!
+//! The registers are `base + i * stride` with `base = block_0 - start`: an area's shape
+//! ([`AreaShape`]). [`install`] tells the crate that shape and carves the template's range
+//! (`start..stop`, register-relative) out of the kernel's [`Area`], so that a zone that would
+//! need other register values ([`Error::AreaMismatch`]), or whose counter area some CPU's
+//! copy would overlap ([`Error::ZoneOverlap`]), is refused, and the other way round.
+//!
+//! # Before install
+//!
+//! While a CPU's register still holds 0 (the reset value of GS base and `TPIDR_EL1`), its
+//! add reaches the template itself: a static counts from the first instruction of the
+//! kernel, on the boot CPU, before any zone or block exists. [`install`] does not copy the
+//! template into the blocks (a copy made after adds would count them once per CPU): it clears
+//! every block, and [`StaticCounter::fetch`] sums the template with the blocks, so the early
+//! counts are kept, once. A kernel may also make CPU 0's block the template itself
+//! (`base = 0`); the template is then summed as that CPU's block, not twice. Only the boot
+//! CPU may add through register 0 (two CPUs adding to the template at once could lose adds):
+//! every other CPU's register holds its block before it adds.
+//!
+//! # Fetch and zero
+//!
+//! A static's baseline word lives in the `static` itself (not in the per-CPU section), and
+//! `fetch`/`zero`/`fetch_and_zero` are the zone's lossless protocol over the template and the
+//! installed blocks.
+
+mod array;
+mod macros;
+
+pub use array::{StaticArray, StaticSlots};
+
+use core::cell::UnsafeCell;
+use core::marker::PhantomData;
+
+use crate::area::Area;
+use crate::atomic::{AtomicPtr, Ordering};
+use crate::{arch, baseline, AreaShape, Error};
+
+/// The name of the per-CPU section, a C identifier so that the linker defines its bounds.
+pub const SECTION: &str = "pcpu_counter_statics";
+
+// The section is ELF's (a named section whose bounds GNU ld and lld define): on Mach-O,
+// COFF and wasm hosts, which run no kernel and have no per-CPU register (no add runs there),
+// the slots are plain statics and the template is empty.
+#[cfg(not(any(target_vendor = "apple", target_os = "windows", target_family = "wasm")))]
+extern "C" {
+    /// The template's bounds, defined by the linker (or the kernel's linker script).
+    static __start_pcpu_counter_statics: [u8; 0];
+    static __stop_pcpu_counter_statics: [u8; 0];
+}
+
+/// One template slot: an 8-byte word in the per-CPU section, written through the per-CPU
+/// register only (the macro's add) and read by `fetch`.
+#[doc(hidden)]
+#[repr(C, align(8))]
+pub struct Slot(UnsafeCell<u64>);
+
+// SAFETY: the word is only written by the arch's per-CPU add (on the template, by the boot
+// CPU alone, before its register is set) and read with the arch's non-tearing load.
+unsafe impl Sync for Slot {}
+
+impl Slot {
+    /// A slot that reads 0.
+    #[allow(clippy::new_without_default)]
+    pub const fn new() -> Self {
+        Slot(UnsafeCell::new(0))
+    }
+
+    /// The slot's link-time address: its register-relative offset.
+    #[inline(always)]
+    pub fn offset(&self) -> usize {
+        self.0.get() as usize
+    }
+}
+
+/// The library's own slot, so that the section (and its bounds) exists in every program.
+#[used]
+#[cfg_attr(
+    not(any(target_vendor = "apple", target_os = "windows", target_family = "wasm")),
+    unsafe(link_section = "pcpu_counter_statics")
+)]
+static SENTINEL: Slot = Slot::new();
+
+/// The template's register-relative range: `start..stop`.
+pub fn template() -> (usize, usize) {
+    // Only the addresses of the linker's symbols are taken; reading the sentinel keeps the
+    // object that holds it linked.
+    let sentinel = SENTINEL.offset();
+    cfg_if::cfg_if! {
+        if #[cfg(not(any(target_vendor = "apple", target_os = "windows", target_family = "wasm")))] {
+            let _ = sentinel;
+            let start = core::ptr::addr_of!(__start_pcpu_counter_statics) as usize;
+            let stop = core::ptr::addr_of!(__stop_pcpu_counter_statics) as usize;
+            (start, stop)
+        } else {
+            (sentinel, sentinel)
+        }
+    }
+}
+
+/// What a counter's marker type gives its [`StaticCounter`]: the slot, and the adds compiled
+/// against the slot's symbol (the arch's form, chosen by this crate's build). Implemented by
+/// [`percpu_counter!`](crate::percpu_counter) only.
+///
+/// # Safety
+/// `slot` is a [`Slot`] in the section `pcpu_counter_statics`, used by this type alone, and
+/// `add`/`inc` add to the running CPU's copy of it through the per-CPU register.
+#[doc(hidden)]
+pub unsafe trait StaticSlot {
+    /// The template slot.
+    fn slot() -> &'static Slot;
+    /// Adds `v` to the running CPU's copy.
+    fn add(v: i64);
+    /// Adds 1 to the running CPU's copy, with an immediate operand.
+    fn inc();
+}
+
+/// A per-CPU counter declared as a `static` with [`percpu_counter!`](crate::percpu_counter).
+///
+/// Its slot is in the per-CPU section; the `static` itself holds the zero baseline. `add`
+/// and `inc` reach the running CPU's copy of the slot through the per-CPU register and the
+/// slot's link-time address, with no load of a handle; `fetch` sums the template and every
+/// installed CPU's copy (see the module's docs). The consistency rules are
+/// [`Counter`](crate::Counter)'s.
+pub struct StaticCounter<S> {
+    baseline: UnsafeCell<u64>,
+    _slot: PhantomData<S>,
+}
+
+// SAFETY: the baseline is only accessed through `baseline`'s atomic (or locked) functions.
+unsafe impl<S> Sync for StaticCounter<S> {}
+
+impl<S> StaticCounter<S> {
+    /// A counter that reads 0 (the macro's initialiser).
+    #[doc(hidden)]
+    #[allow(clippy::new_without_default)]
+    pub const fn new() -> Self {
+        StaticCounter {
+            baseline: UnsafeCell::new(0),
+            _slot: PhantomData,
+        }
+    }
+}
+
+impl<S: StaticSlot> StaticCounter<S> {
+    /// Adds `v` (which may be negative) to the running CPU's copy: on x86_64 one
+    /// `add qword ptr gs:[rip + SLOT], v`.
+    #[inline(always)]
+    pub fn add(&self, v: i64) {
+        S::add(v)
+    }
+
+    /// Adds 1: on x86_64 one `add qword ptr gs:[rip + SLOT], 1`.
+    #[inline(always)]
+    pub fn inc(&self) {
+        S::inc()
+    }
+
+    /// The slot's register-relative offset (its link-time address): what C's
+    /// `pcpu_static_fetch` takes.
+    pub fn offset(&self) -> usize {
+        S::slot().offset()
+    }
+
+    /// The sum over the template and every installed CPU since the last zero.
+    pub fn fetch(&self) -> u64 {
+        // SAFETY: the counter's own baseline word.
+        unsafe { fetch_at(self.offset(), self.baseline.get()) }
+    }
+
+    /// Returns the count since the last zero and zeroes it, as one step (the zone's lossless
+    /// protocol: the baseline moves, no CPU's copy is written).
+    pub fn fetch_and_zero(&self) -> u64 {
+        // SAFETY: the counter's own baseline word.
+        unsafe { fetch_and_zero_at(self.offset(), self.baseline.get()) }
+    }
+
+    /// Resets the counter to 0 without writing any CPU's copy.
+    pub fn zero(&self) {
+        self.fetch_and_zero();
+    }
+
+    /// The raw value of CPU `cpu`'s copy (not adjusted by zeroes): [`Error::NotInstalled`]
+    /// before [`install`], [`Error::CpuOutOfRange`] past the installed CPUs.
+    pub fn cpu_slot(&self, cpu: usize) -> Result<u64, Error> {
+        let shape = installed().ok_or(Error::NotInstalled)?;
+        if cpu >= shape.ncpus {
+            return Err(Error::CpuOutOfRange {
+                cpu,
+                ncpus: shape.ncpus,
+            });
+        }
+        // SAFETY: an installed CPU's copy of a template slot.
+        Ok(unsafe { arch::load_slot(copy(shape, cpu, self.offset())) })
+    }
+}
+
+impl<S: StaticSlot> core::fmt::Debug for StaticCounter<S> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("StaticCounter")
+            .field("offset", &self.offset())
+            .field("value", &self.fetch())
+            .finish()
+    }
+}
+
+/// The area [`install`] carved the template from (null before): its lock-free register
+/// values are the installed shape.
+static AREA: AtomicPtr<Area> = AtomicPtr::new(core::ptr::null_mut());
+
+/// The installed area, if any.
+fn installed_area() -> Option<&'static Area> {
+    // SAFETY: an installed area outlives its install (`install_in`'s contract), and only
+    // the simulation's `uninstall`, when no fetch runs, ends one.
+    unsafe { AREA.load(Ordering::Acquire).as_ref() }
+}
+
+/// The shape [`install`] recorded, if any.
+pub fn installed() -> Option<AreaShape> {
+    installed_area().and_then(Area::shape)
+}
+
+/// CPU `cpu`'s copy of the slot at `off`.
+fn copy(shape: AreaShape, cpu: usize, off: usize) -> *mut u64 {
+    shape
+        .base
+        .wrapping_add(cpu.wrapping_mul(shape.stride))
+        .wrapping_add(off) as *mut u64
+}
+
+/// The wrapping sum of the slot at `off`: the template, and every installed CPU's copy (the
+/// template once, where a CPU's block is the template itself).
+fn sum(off: usize) -> u64 {
+    let mut total = 0u64;
+    let mut template_is_a_block = false;
+    if let Some(area) = installed_area() {
+        let mut cpu = 0;
+        while let Ok(register) = area.register(cpu) {
+            let p = register.wrapping_add(off);
+            template_is_a_block |= p == off;
+            // SAFETY: an installed CPU's copy of a template slot.
+            total = total.wrapping_add(unsafe { arch::load_slot(p as *mut u64) });
+            cpu += 1;
+        }
+    }
+    if !template_is_a_block {
+        // SAFETY: the template slot itself, in the image for ever.
+        total = total.wrapping_add(unsafe { arch::load_slot(off as *mut u64) });
+    }
+    total
+}
+
+/// The count of the slot at `off` since its last zero: the sum less the baseline at `word`.
+///
+/// # Safety
+/// `off` is a template slot; `word` is its aligned baseline word, live and only accessed
+/// through `baseline`.
+pub(crate) unsafe fn fetch_at(off: usize, word: *mut u64) -> u64 {
+    // SAFETY: per the caller.
+    let b = unsafe { baseline::load(word) };
+    sum(off).wrapping_sub(b)
+}
+
+/// The count of the slot at `off` since its last zero, zeroed as one step: the zone's
+/// lossless protocol (read the baseline, then the slots, and move the baseline by CAS).
+///
+/// # Safety
+/// As [`fetch_at`].
+pub(crate) unsafe fn fetch_and_zero_at(off: usize, word: *mut u64) -> u64 {
+    loop {
+        // SAFETY: per the caller.
+        let old = unsafe { baseline::load(word) };
+        let s = sum(off);
+        // SAFETY: as above.
+        if unsafe { baseline::replace(word, old, s) } {
+            return s.wrapping_sub(old);
+        }
+    }
+}
+
+/// Tells the crate where every CPU's copy of the per-CPU section lies: CPU `i`'s register
+/// holds `shape.base + i * shape.stride` (wrapping), and its block is that plus the
+/// template's start. Carves the template's range from `area` (the kernel's
+/// [`Area::global`]), clears every block that is not the template itself, and records the
+/// shape for `fetch`. Call it once, on the boot CPU, before any CPU's register holds its
+/// block.
+///
+/// Fails, changing nothing, with [`Error::AlreadyInstalled`] (a second call),
+/// [`Error::NoCpus`], [`Error::StrideNotMultipleOf8`], [`Error::Misaligned`] (the base),
+/// [`Error::StrideTooSmall`] (a stride below the template's length),
+/// [`Error::AddressOverflow`] (a block past the end of the address space), or the area's
+/// [`Error::AreaMismatch`], [`Error::ZoneOverlap`] and [`Error::TooManyZones`].
+///
+/// # Safety
+/// For every CPU `i`, the bytes from `shape.base + i * shape.stride + start` to `+ (stop -
+/// start)` (wrapping) are valid for reads and writes for ever and used by nothing else; no
+/// CPU adds to them yet.
+pub unsafe fn install(area: &'static Area, shape: AreaShape) -> Result<(), Error> {
+    // SAFETY: the caller's contract; the area lives for ever.
+    unsafe { install_in(area, shape) }
+}
+
+/// As [`install`], in an area that [`uninstall`] is called for before it goes (the
+/// simulation's machines).
+///
+/// # Safety
+/// As [`install`], for as long as installed; `area` outlives the install.
+pub(crate) unsafe fn install_in(area: &Area, shape: AreaShape) -> Result<(), Error> {
+    let (start, stop) = template();
+    let len = stop - start;
+    if !AREA.load(Ordering::Relaxed).is_null() {
+        return Err(Error::AlreadyInstalled);
+    }
+    let AreaShape {
+        base,
+        stride,
+        ncpus,
+    } = shape;
+    if ncpus == 0 {
+        return Err(Error::NoCpus);
+    }
+    if !stride.is_multiple_of(8) {
+        return Err(Error::StrideNotMultipleOf8 { stride });
+    }
+    if !base.is_multiple_of(8) {
+        return Err(Error::Misaligned { addr: base });
+    }
+    if stride < len {
+        return Err(Error::StrideTooSmall {
+            stride,
+            needed: len,
+        });
+    }
+    (ncpus - 1)
+        .checked_mul(stride)
+        .and_then(|span| span.checked_add(len))
+        .and_then(|span| base.wrapping_add(start).checked_add(span))
+        .ok_or(Error::AddressOverflow)?;
+    area.carve_range(shape, (start, stop))?;
+    for cpu in 0..ncpus {
+        let block = copy(shape, cpu, start);
+        if block as usize != start {
+            // SAFETY: the caller's contract: the block is this install's, and no CPU adds to
+            // it yet.
+            unsafe { core::ptr::write_bytes(block.cast::<u8>(), 0, len) };
+        }
+    }
+    let area = core::ptr::from_ref(area).cast_mut();
+    if AREA
+        .compare_exchange(
+            core::ptr::null_mut(),
+            area,
+            Ordering::AcqRel,
+            Ordering::Relaxed,
+        )
+        .is_err()
+    {
+        // Another install won meanwhile.
+        // SAFETY: `area` is the caller's, alive.
+        unsafe { &*area }.release_range((start, stop));
+        return Err(Error::AlreadyInstalled);
+    }
+    Ok(())
+}
+
+/// Forgets the install (the simulation's machine, when it goes): the area's range is
+/// released, and adds and fetches reach the template alone again.
+///
+/// # Safety
+/// No CPU adds through a block of the install any more.
+#[cfg(feature = "sim")]
+pub(crate) unsafe fn uninstall() {
+    let area = AREA.swap(core::ptr::null_mut(), Ordering::AcqRel);
+    if !area.is_null() {
+        // SAFETY: `install_in`'s caller keeps the area alive while installed.
+        unsafe { &*area }.release_range(template());
+    }
+}
+
+/// The check before every static add: nothing in a kernel; under the host simulation, that
+/// the thread holds a CPU of the machine whose blocks are installed (or, before any install,
+/// holds none, and adds to the template).
+#[doc(hidden)]
+#[inline(always)]
+pub fn __check() {
+    #[cfg(pcpu_hosted_cpus)]
+    {
+        crate::platform::check_static_add(AREA.load(Ordering::Relaxed) as usize);
+    }
+}
+
+/// The register-based add of the slot at `off` to the running CPU's copy, for the arches
+/// whose add takes an offset in a register (all but x86_64): the arch's own add primitive.
+#[doc(hidden)]
+#[inline(always)]
+pub fn __add_at(off: usize, v: i64) {
+    #[cfg(pcpu_no_cpu_register)]
+    {
+        let _ = (off, v);
+        panic!("pcpu-counter: {}", Error::NoCpuRegister)
+    }
+    #[cfg(not(pcpu_no_cpu_register))]
+    {
+        __check();
+        // SAFETY: `off` is a template slot's link-time address; the running CPU's register
+        // holds its block minus the template's start (or 0: the template), per the module's
+        // contract.
+        unsafe { arch::add(off, v) }
+    }
+}
+
+/// A per-CPU static in a [`Registry`](crate::registry::Registry): one value, read one by one
+/// (its slots are not a zone's) and taken with its own lossless `fetch_and_zero`.
+impl<S: StaticSlot> crate::registry::Statistic for StaticCounter<S> {
+    fn len(&self) -> usize {
+        1
+    }
+    fn value(&self, _i: usize) -> u64 {
+        self.fetch()
+    }
+    fn zero_value(&self, _i: usize) {
+        self.zero()
+    }
+    fn fetch_and_zero_value(&self, _i: usize) -> u64 {
+        self.fetch_and_zero()
+    }
+}

@@ -551,6 +551,11 @@ static void become_cpu(unsigned cpu)
 		kernel_fail("arch_set_cpu_base (cpu, rc)", cpu, (uint64_t)-rc);
 	rc = pcpu_cpu_check(cpu);
 	if (rc != 0) {
+		/* The first CPU to fail reports it; others that fail at once wait for the exit. */
+		static int reported;
+		if (__atomic_exchange_n(&reported, 1, __ATOMIC_ACQ_REL))
+			for (;;)
+				arch_relax();
 		kernel_print("FAIL bring-up: CPU ");
 		print_u64(cpu);
 		kernel_print(": ");

@@ -27,9 +27,6 @@
 #define PCPU_META_WORDS(counters) ((counters) + ((counters) + 63) / 64)
 
 
-// The largest threshold [`with_threshold`](LazyCounter::with_threshold) accepts.
-#define LazyCounter_MAX_THRESHOLD (NEVER - 1)
-
 // FreeBSD's `M_NOWAIT`: fail at once when the zone is full.
 #define M_NOWAIT 1
 

@@ -134,7 +134,7 @@ pub enum Error {
         batch: u64,
     },
     /// A [`LazyCounter`](crate::LazyCounter) threshold above
-    /// [`LazyCounter::MAX_THRESHOLD`](crate::LazyCounter::MAX_THRESHOLD).
+    /// [`LazyCounter::max_threshold`](crate::LazyCounter::max_threshold).
     BadThreshold {
         /// The threshold given (adds before the move).
         threshold: usize,

@@ -92,8 +92,12 @@ const _: () =
 unsafe impl Sync for LazyCounter<'_> {}
 
 impl<'z> LazyCounter<'z> {
-    /// The largest threshold [`with_threshold`](LazyCounter::with_threshold) accepts.
-    pub const MAX_THRESHOLD: usize = NEVER - 1;
+    /// The largest threshold [`with_threshold`](LazyCounter::with_threshold) accepts (a
+    /// function, not an associated constant, so that the C header generator, which reads every
+    /// public constant, leaves it out: the lazy counter has no C API).
+    pub const fn max_threshold() -> usize {
+        NEVER - 1
+    }
 
     /// A shared counter reading 0 that moves to `zone` when an add finds it contended.
     ///
@@ -112,13 +116,13 @@ impl<'z> LazyCounter<'z> {
     /// one moves it to `zone` (as does an earlier contended one). `0` moves it at its first
     /// add: a counter that takes its slot only when it is first used.
     ///
-    /// Fails with [`Error::BadThreshold`] above [`MAX_THRESHOLD`](LazyCounter::MAX_THRESHOLD)
+    /// Fails with [`Error::BadThreshold`] above [`max_threshold`](LazyCounter::max_threshold)
     /// (2^61 - 2 on 64-bit targets, 2^29 - 2 on 32-bit ones).
     ///
     /// ```
     /// # use pcpu_counter::{sim::Machine, Error, LazyCounter};
     /// let machine = Machine::new(1);
-    /// let max = LazyCounter::MAX_THRESHOLD;
+    /// let max = LazyCounter::max_threshold();
     /// assert!(LazyCounter::with_threshold(machine.zone(), max).is_ok());
     /// assert_eq!(
     ///     LazyCounter::with_threshold(machine.zone(), max + 1).err(),
@@ -126,10 +130,10 @@ impl<'z> LazyCounter<'z> {
     /// );
     /// ```
     pub fn with_threshold(zone: &'z Zone<'z>, adds: usize) -> Result<Self, Error> {
-        if adds > Self::MAX_THRESHOLD {
+        if adds > Self::max_threshold() {
             return Err(Error::BadThreshold {
                 threshold: adds,
-                max: Self::MAX_THRESHOLD,
+                max: Self::max_threshold(),
             });
         }
         Ok(Self::shared(zone, adds))

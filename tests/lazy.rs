@@ -53,7 +53,7 @@ fn threshold_zero_moves_at_the_first_add_and_too_large_is_an_error() {
     assert!(!c.is_per_cpu());
     machine.run_on(0, || c.inc());
     assert_eq!((c.is_per_cpu(), c.fetch()), (true, 1));
-    let max = LazyCounter::MAX_THRESHOLD;
+    let max = LazyCounter::max_threshold();
     assert_eq!(max, (usize::MAX >> 3) - 1);
     let err = LazyCounter::with_threshold(machine.zone(), usize::MAX).err();
     assert_eq!(

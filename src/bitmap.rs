@@ -1,42 +1,103 @@
 // SPDX-License-Identifier: BSD-2-Clause
-//! The zone's slot allocator: one bit per slot, first fit.
+//! The zone's slot allocator: a bitmap with a summary tree over it, first fit.
+//!
+//! Level 0 has one bit per slot (set: in use). Each level above has one bit per word of the
+//! level below, set when that word is full, up to a level of one word. A single slot is found
+//! by walking down from that word, one `trailing_zeros` per level: the lowest free slot, in
+//! `depth` word reads whatever the number of live slots (`depth` = levels, 4 for up to
+//! 16,777,216 slots, at most 11 for any `usize`), and freed or taken in at most `depth` word
+//! writes. Nothing scans a word count that grows with the zone, except a run of several slots
+//! (a counter array), which is first fit from the lowest free slot (below).
+//!
+//! One allocator is one contiguous range of slots, its words the caller's: a zone's today, and
+//! a chunk's when zones grow.
 
 use core::ptr::NonNull;
 
-/// A bitmap over `nbits` slots kept in caller-provided words; a set bit is a slot in use.
+use crate::layout::bitmap_words as words_for;
+
+/// The most levels any slot count needs: 64^11 > 2^64.
+const MAX_DEPTH: usize = 11;
+
+/// A first-fit slot bitmap over `nbits` slots with its summary levels, kept in
+/// [`words_for`]`(nbits)` caller-provided words, and the count of slots in use.
 ///
 /// It is only touched under the zone's `spin::Mutex`, so it needs no atomics.
 pub(crate) struct Bitmap {
     words: NonNull<u64>,
     nbits: usize,
+    used: usize,
 }
 
 // SAFETY: the words are owned by the bitmap for its whole life (the zone's contract) and are
 // only reached through `&mut self`, i.e. under the zone's mutex.
 unsafe impl Send for Bitmap {}
 
+/// Where each level starts in the words (level 0 first) and how many levels there are.
+struct Levels {
+    start: [usize; MAX_DEPTH],
+    depth: usize,
+}
+
 impl Bitmap {
-    /// Takes `words` (cleared here) as storage for `nbits` bits.
+    /// Takes `words` as storage for `nbits` slots, all free.
+    ///
+    /// Every word is written here: the leaf and summary bits of real slots and words clear,
+    /// the padding past them set (a padding bit is never free, so "full" is `u64::MAX` in
+    /// every word, the last ones included).
     ///
     /// # Safety
-    /// `words` must point at `nbits.div_ceil(64)` writable `u64`s that nothing else touches
-    /// while the bitmap lives.
+    /// `words` must point at [`words_for`]`(nbits)` writable `u64`s that nothing else
+    /// touches while the bitmap lives.
     pub(crate) unsafe fn new(words: NonNull<u64>, nbits: usize) -> Self {
-        for i in 0..nbits.div_ceil(64) {
-            // SAFETY: `i` is inside the caller's storage.
-            unsafe { words.as_ptr().add(i).write(0) };
+        let mut bitmap = Bitmap {
+            words,
+            nbits,
+            used: 0,
+        };
+        let levels = bitmap.levels();
+        let mut bits = nbits;
+        for level in 0..levels.depth {
+            let count = bits.div_ceil(64);
+            for i in 0..count {
+                bitmap.set_word(levels.start[level] + i, 0);
+            }
+            if bits % 64 != 0 {
+                bitmap.set_word(levels.start[level] + count - 1, u64::MAX << (bits % 64));
+            }
+            bits = count;
         }
-        Bitmap { words, nbits }
+        bitmap
+    }
+
+    /// The start of each level in the words.
+    fn levels(&self) -> Levels {
+        let mut levels = Levels {
+            start: [0; MAX_DEPTH],
+            depth: 0,
+        };
+        let (mut n, mut at) = (self.nbits, 0);
+        while n > 0 {
+            let words = n.div_ceil(64);
+            levels.start[levels.depth] = at;
+            levels.depth += 1;
+            at += words;
+            if words == 1 {
+                break;
+            }
+            n = words;
+        }
+        levels
     }
 
     fn word(&self, i: usize) -> u64 {
-        debug_assert!(i < self.nbits.div_ceil(64));
+        debug_assert!(i < words_for(self.nbits));
         // SAFETY: every caller keeps `i` below the word count.
         unsafe { *self.words.as_ptr().add(i) }
     }
 
     fn set_word(&mut self, i: usize, w: u64) {
-        debug_assert!(i < self.nbits.div_ceil(64));
+        debug_assert!(i < words_for(self.nbits));
         // SAFETY: as in `word`, and `&mut self` makes the write exclusive.
         unsafe { *self.words.as_ptr().add(i) = w }
     }
@@ -45,46 +106,88 @@ impl Bitmap {
         self.word(bit / 64) & (1 << (bit % 64)) != 0
     }
 
-    fn set_range(&mut self, start: usize, len: usize, on: bool) {
-        for bit in start..start + len {
-            let (i, mask) = (bit / 64, 1u64 << (bit % 64));
-            let w = self.word(i);
-            self.set_word(i, if on { w | mask } else { w & !mask });
+    /// Marks free slot `bit` in use; a leaf word that fills sets its bit in the level above,
+    /// and so on up.
+    fn take(&mut self, levels: &Levels, bit: usize) {
+        let mut bit = bit;
+        for level in 0..levels.depth {
+            let i = levels.start[level] + bit / 64;
+            let w = self.word(i) | 1 << (bit % 64);
+            self.set_word(i, w);
+            if w != u64::MAX {
+                break;
+            }
+            bit /= 64;
         }
+        self.used += 1;
     }
 
-    /// Number of set bits.
+    /// Marks slot `bit` (in use) free; a word that was full clears its bit in the level
+    /// above, and so on up.
+    fn give(&mut self, levels: &Levels, bit: usize) {
+        let mut bit = bit;
+        for level in 0..levels.depth {
+            let i = levels.start[level] + bit / 64;
+            let was = self.word(i);
+            self.set_word(i, was & !(1 << (bit % 64)));
+            if was != u64::MAX || cfg!(pcpu_counter_broken = "slot_summary_stale") {
+                break;
+            }
+            bit /= 64;
+        }
+        self.used -= 1;
+    }
+
+    /// The lowest free slot, found down the summary levels: one word per level.
+    fn lowest_free(&self, levels: &Levels) -> Option<usize> {
+        let top = levels.start[levels.depth.checked_sub(1)?];
+        if self.word(top) == u64::MAX {
+            return None;
+        }
+        let mut index = 0;
+        for level in (0..levels.depth).rev() {
+            let w = self.word(levels.start[level] + index);
+            index = index * 64 + (!w).trailing_zeros() as usize;
+        }
+        Some(index)
+    }
+
+    /// Number of slots in use.
     pub(crate) fn count_used(&self) -> usize {
-        (0..self.nbits.div_ceil(64))
-            .map(|i| self.word(i).count_ones() as usize)
-            .sum()
+        self.used
     }
 
-    /// Finds the first run of `len` clear bits, sets it and returns its first bit.
+    /// Finds the first run of `len` free slots, takes it and returns its first slot.
+    ///
+    /// One slot (every counter) costs one walk down the levels. A longer run (an array) is
+    /// searched from the lowest free slot up, bit by bit, skipping full words: up to
+    /// O(capacity) bit tests in a fragmented zone.
     pub(crate) fn alloc_run(&mut self, len: usize) -> Option<usize> {
         if len == 0 || len > self.nbits {
             return None;
         }
-        let mut start = 0;
-        while start + len <= self.nbits {
-            // Skip full words quickly; bits past `nbits` in the last word stay clear but are
-            // never handed out because of the bound above.
+        let levels = self.levels();
+        let mut start = self.lowest_free(&levels)?;
+        let first = loop {
+            if start + len > self.nbits {
+                return None;
+            }
             if start % 64 == 0 && self.word(start / 64) == u64::MAX {
                 start += 64;
                 continue;
             }
             match (start..start + len).find(|&b| self.is_set(b)) {
                 Some(used) => start = used + 1,
-                None => {
-                    self.set_range(start, len, true);
-                    return Some(start);
-                }
+                None => break start,
             }
+        };
+        for bit in first..first + len {
+            self.take(&levels, bit);
         }
-        None
+        Some(first)
     }
 
-    /// Clears the run `start..start + len`, which `alloc_run` handed out.
+    /// Frees the run `start..start + len`, every slot of which is in use.
     pub(crate) fn free_run(&mut self, start: usize, len: usize) {
         assert!(
             start + len <= self.nbits,
@@ -94,7 +197,10 @@ impl Bitmap {
             (start..start + len).all(|b| self.is_set(b)),
             "pcpu-counter: free of slot run {start}+{len}, which is not allocated (a double free?)"
         );
-        self.set_range(start, len, false);
+        let levels = self.levels();
+        for bit in start..start + len {
+            self.give(&levels, bit);
+        }
     }
 }
 
@@ -103,10 +209,28 @@ mod tests {
     use super::*;
 
     fn with_bitmap(nbits: usize, f: impl FnOnce(&mut Bitmap)) {
-        let mut words = [u64::MAX; 4]; // garbage: `new` must clear it
-                                       // SAFETY: 4 words cover up to 256 bits and outlive the bitmap.
+        let mut words = [u64::MAX; 8]; // garbage: `new` must write every word
+        assert!(words_for(nbits) <= words.len());
+        // SAFETY: the words cover `words_for(nbits)` and outlive the bitmap.
         let mut bitmap = unsafe { Bitmap::new(NonNull::from(&mut words).cast(), nbits) };
         f(&mut bitmap)
+    }
+
+    #[test]
+    fn words_for_counts_every_level() {
+        let table = [
+            (0, 0),
+            (1, 1),
+            (64, 1),
+            (65, 2 + 1),
+            (4096, 64 + 1),
+            (4097, 65 + 2 + 1),
+            (262_144, 4096 + 64 + 1),
+            (1_000_001, 15_626 + 245 + 4 + 1),
+        ];
+        for (nbits, words) in table {
+            assert_eq!(words_for(nbits), words, "{nbits} slots");
+        }
     }
 
     #[test]
@@ -155,6 +279,32 @@ mod tests {
             assert_eq!(b.alloc_run(3), Some(128));
             assert_eq!(b.alloc_run(1), Some(63));
         });
+    }
+
+    /// Three levels (4097 slots: 65 leaf words, 2 summary words, 1 top word): filling a leaf
+    /// word sets its summary bit, freeing one slot of it clears the bit again, at every level.
+    #[test]
+    fn the_summary_follows_full_words_up_three_levels() {
+        let mut words = [0u64; 68];
+        // SAFETY: 68 words are `words_for(4097)` and outlive the bitmap.
+        let mut b = unsafe { Bitmap::new(NonNull::from(&mut words).cast(), 4097) };
+        assert_eq!(b.alloc_run(4096), Some(0));
+        assert_eq!(b.alloc_run(1), Some(4096));
+        assert_eq!(b.alloc_run(1), None, "full at exactly 4097");
+        b.free_run(4095, 1);
+        b.free_run(0, 1);
+        assert_eq!(b.alloc_run(1), Some(0), "the lowest free slot first");
+        assert_eq!(b.alloc_run(1), Some(4095));
+        assert_eq!(b.count_used(), 4097);
+        b.free_run(0, 4097);
+        assert_eq!(b.count_used(), 0);
+        drop(b);
+        // Every real bit is clear again; only the padding past 4097, 65 and 2 stays set.
+        let padding = [(64, u64::MAX << 1), (65 + 1, u64::MAX << 1), (67, u64::MAX << 2)];
+        for (i, w) in words.iter().enumerate() {
+            let expected = padding.iter().find(|p| p.0 == i).map_or(0, |p| p.1);
+            assert_eq!(*w, expected, "word {i}");
+        }
     }
 
     #[test]

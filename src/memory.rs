@@ -5,7 +5,7 @@ use crate::atomic::{AtomicBool, Ordering};
 use core::cell::UnsafeCell;
 
 /// Room for `NCPUS` CPUs times `WORDS * 64` counters, plus the zone's metadata (a zero
-/// baseline per counter and the slot bitmap), in a `static`.
+/// baseline per counter, the slot bitmap and its summary levels), in a `static`.
 ///
 /// Each CPU's block is `WORDS * 512` bytes (a multiple of 128, so CPUs never share a cache
 /// line) and holds `WORDS * 64` dense 8-byte slots.
@@ -22,6 +22,9 @@ pub struct ZoneMemory<const NCPUS: usize, const WORDS: usize> {
     pub(crate) blocks: UnsafeCell<[[[u64; 64]; WORDS]; NCPUS]>,
     pub(crate) baselines: UnsafeCell<[[u64; 64]; WORDS]>,
     pub(crate) bitmap: UnsafeCell<[u64; WORDS]>,
+    /// Room for the bitmap's summary levels: they need fewer than `WORDS` words (a `const`
+    /// generic cannot size an array by a formula; at most 1/64 of a word per counter unused).
+    pub(crate) summary: UnsafeCell<[u64; WORDS]>,
     pub(crate) taken: AtomicBool,
 }
 
@@ -35,6 +38,7 @@ impl<const NCPUS: usize, const WORDS: usize> ZoneMemory<NCPUS, WORDS> {
             blocks: UnsafeCell::new([[[0; 64]; WORDS]; NCPUS]),
             baselines: UnsafeCell::new([[0; 64]; WORDS]),
             bitmap: UnsafeCell::new([0; WORDS]),
+            summary: UnsafeCell::new([0; WORDS]),
             taken: AtomicBool::new(false),
         }
     }

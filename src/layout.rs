@@ -160,6 +160,23 @@ impl ZoneLayout {
 mod tests {
     use super::*;
 
+    /// The same table as `PCPU_META_WORDS`'s `_Static_assert`s in `tests/c/capi_test.c`.
+    #[test]
+    fn meta_words_count_baselines_bitmap_and_summary_levels() {
+        let table = [
+            (0, 0),
+            (1, 1 + 1),
+            (64, 64 + 1),
+            (65, 65 + 2 + 1),
+            (4096, 4096 + 64 + 1),
+            (4097, 4097 + 65 + 2 + 1),
+            (1_000_001, 1_000_001 + 15_626 + 245 + 4 + 1),
+        ];
+        for (capacity, words) in table {
+            assert_eq!(ZoneLayout::meta_words_for(capacity), words, "{capacity}");
+        }
+    }
+
     /// The span check counts `ncpus - 1` whole strides before the last block: a zone whose
     /// last block ends 8 bytes below the top of the address space is valid, and one 8 bytes
     /// higher (ending at 2^64) overflows.

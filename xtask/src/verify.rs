@@ -12,10 +12,12 @@
 //!   `pcpu_counter_broken="approx_racy_carry"` (the approximate counter's carry as a load and
 //!   a store), whose carry race must catch a lost carry, and `tests/rseq.rs` with
 //!   `pcpu_counter_broken="static_first_use_keeps_own_slot"` (a static counter's first use
-//!   whose loser adds to its own, freed slot), whose first-use race must catch a lost add;
-//!   one build with all three (own target dir `target/broken`).
-//! - `property`: `cargo test --test model --test config_fuzz --test approx` (256 cases per
-//!   property).
+//!   whose loser adds to its own, freed slot), whose first-use race must catch a lost add,
+//!   and `tests/slots.rs` with `pcpu_counter_broken="slot_summary_stale"` (a free that leaves
+//!   a full word's summary bit set), whose model test must find a slot never handed out
+//!   again; one build with all four (own target dir `target/broken`).
+//! - `property`: `cargo test --test model --test config_fuzz --test approx --test slots` (256
+//!   cases per property).
 //! - `fuzz`: the same property tests with `PROPTEST_CASES` cases (default 2000,
 //!   `PCPU_FUZZ_CASES` overrides), reusing the same binaries.
 //! - `tsan`: the host simulation suite (`--tests`) built with `-Zsanitizer=thread`, which
@@ -256,22 +258,23 @@ fn broken(root: &Path) -> (bool, String) {
     // Both broken variants in one build (a cfg may hold several values), each suite running
     // only its test that must catch its variant.
     cmd.args(["test", "--test", "early", "--test", "approx"])
-        .args(["--test", "rseq", "--"])
+        .args(["--test", "rseq", "--test", "slots", "--"])
         .args([
             "init_that_does_not_wait",
             "carry_that_is_not_atomic",
             "loser_that_keeps_its_slot",
+            "catches_a_stale_summary",
         ])
         .env(
             "RUSTFLAGS",
-            r#"--cfg pcpu_counter_broken="early_init_without_waiting" --cfg pcpu_counter_broken="approx_racy_carry" --cfg pcpu_counter_broken="static_first_use_keeps_own_slot""#,
+            r#"--cfg pcpu_counter_broken="early_init_without_waiting" --cfg pcpu_counter_broken="approx_racy_carry" --cfg pcpu_counter_broken="static_first_use_keeps_own_slot" --cfg pcpu_counter_broken="slot_summary_stale""#,
         )
         .env("CARGO_TARGET_DIR", root.join("target/broken"));
     let (ok, text) = capture(cmd, false);
     let (passed, failed) = test_counts(&text);
     (
-        ok && passed == 3,
-        format!("tests/early.rs against the init that does not wait, tests/approx.rs against the carry that is not atomic, tests/rseq.rs against a static counter's first use that keeps the loser's slot: {passed} passed (each test caught its variant), {failed} failed"),
+        ok && passed == 4,
+        format!("tests/early.rs against the init that does not wait, tests/approx.rs against the carry that is not atomic, tests/rseq.rs against a static counter's first use that keeps the loser's slot, tests/slots.rs against a free that leaves a full word's summary bit set: {passed} passed (each test caught its variant), {failed} failed"),
     )
 }
 
@@ -285,10 +288,12 @@ fn property(root: &Path) -> (bool, String) {
         "config_fuzz",
         "--test",
         "approx",
+        "--test",
+        "slots",
     ]);
     let (ok, text) = capture(cmd, false);
     let (passed, failed) = test_counts(&text);
-    (ok, format!("tests/model.rs + tests/config_fuzz.rs + tests/approx.rs: {passed} passed, {failed} failed (256 cases per property)"))
+    (ok, format!("tests/model.rs + tests/config_fuzz.rs + tests/approx.rs + tests/slots.rs: {passed} passed, {failed} failed (256 cases per property)"))
 }
 
 fn fuzz(root: &Path) -> (bool, String) {
@@ -302,6 +307,8 @@ fn fuzz(root: &Path) -> (bool, String) {
         "config_fuzz",
         "--test",
         "approx",
+        "--test",
+        "slots",
     ])
     .env("PROPTEST_CASES", &cases);
     let (ok, text) = capture(cmd, false);

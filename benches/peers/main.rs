@@ -8,6 +8,7 @@
 //! `--bench` (as under `cargo test --benches`) it runs the quick rounds. Every result
 //! is one tab-separated line `section, name, parameter, value, unit` on stdout and in FILE.
 
+mod alloc;
 mod approx;
 #[cfg(all(
     target_os = "linux",
@@ -28,6 +29,7 @@ fn main() {
     let mut quick = false;
     let mut bench = false;
     let mut reads_only = false;
+    let mut alloc_only = false;
     let mut rseq_only = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -36,6 +38,8 @@ fn main() {
             "--quick" => quick = true,
             // Only the read rows (fetch, zero, group reads, alloc): for measuring them alone.
             "--reads-only" => reads_only = true,
+            // Only alloc + free against the live count (benches/peers/alloc.rs).
+            "--alloc-only" => alloc_only = true,
             // Only the Linux programs' section (the rseq counter and its peers).
             "--rseq-only" => rseq_only = true,
             // `cargo bench` passes `--bench`; `cargo test --benches` does not, and then the
@@ -59,6 +63,10 @@ fn main() {
         reads::run(&mut sink, quick);
         return;
     }
+    if alloc_only {
+        alloc::run(&mut sink, quick);
+        return;
+    }
     if !rseq_only {
         run_core(&mut sink, quick);
     }
@@ -76,6 +84,7 @@ fn run_core(sink: &mut Sink, quick: bool) {
     handoff::run(sink, quick);
     single::run(sink, quick);
     reads::run(sink, quick);
+    alloc::run(sink, quick);
     approx::run(sink, quick);
     memory::run(sink);
 }

@@ -62,7 +62,7 @@ impl Bitmap {
             for i in 0..count {
                 bitmap.set_word(levels.start[level] + i, 0);
             }
-            if bits % 64 != 0 {
+            if !bits.is_multiple_of(64) {
                 bitmap.set_word(levels.start[level] + count - 1, u64::MAX << (bits % 64));
             }
             bits = count;
@@ -281,8 +281,8 @@ mod tests {
         assert_eq!(b.count_used(), 4097);
         b.free_run(0, 4097);
         assert_eq!(b.count_used(), 0);
-        drop(b);
-        // Every real bit is clear again; only the padding past 4097, 65 and 2 stays set.
+        // The bitmap is not used past here. Every real bit is clear again; only the padding
+        // past 4097, 65 and 2 stays set.
         let padding = [
             (64, u64::MAX << 1),
             (65 + 1, u64::MAX << 1),

@@ -27,6 +27,8 @@ pub(crate) struct Bitmap {
     words: NonNull<u64>,
     nbits: usize,
     used: usize,
+    /// Where each level starts in the words, computed once.
+    levels: Levels,
 }
 
 // SAFETY: the words are owned by the bitmap for its whole life (the zone's contract) and are
@@ -34,9 +36,32 @@ pub(crate) struct Bitmap {
 unsafe impl Send for Bitmap {}
 
 /// Where each level starts in the words (level 0 first) and how many levels there are.
+#[derive(Clone, Copy)]
 struct Levels {
     start: [usize; MAX_DEPTH],
     depth: usize,
+}
+
+impl Levels {
+    /// The start of each level in the words.
+    fn of(nbits: usize) -> Levels {
+        let mut levels = Levels {
+            start: [0; MAX_DEPTH],
+            depth: 0,
+        };
+        let (mut n, mut at) = (nbits, 0);
+        while n > 0 {
+            let words = n.div_ceil(64);
+            levels.start[levels.depth] = at;
+            levels.depth += 1;
+            at += words;
+            if words == 1 {
+                break;
+            }
+            n = words;
+        }
+        levels
+    }
 }
 
 impl Bitmap {
@@ -50,12 +75,13 @@ impl Bitmap {
     /// `words` must point at [`words_for`]`(nbits)` writable `u64`s that nothing else
     /// touches while the bitmap lives.
     pub(crate) unsafe fn new(words: NonNull<u64>, nbits: usize) -> Self {
+        let levels = Levels::of(nbits);
         let mut bitmap = Bitmap {
             words,
             nbits,
             used: 0,
+            levels,
         };
-        let levels = bitmap.levels();
         let mut bits = nbits;
         for level in 0..levels.depth {
             let count = bits.div_ceil(64);
@@ -68,26 +94,6 @@ impl Bitmap {
             bits = count;
         }
         bitmap
-    }
-
-    /// The start of each level in the words.
-    fn levels(&self) -> Levels {
-        let mut levels = Levels {
-            start: [0; MAX_DEPTH],
-            depth: 0,
-        };
-        let (mut n, mut at) = (self.nbits, 0);
-        while n > 0 {
-            let words = n.div_ceil(64);
-            levels.start[levels.depth] = at;
-            levels.depth += 1;
-            at += words;
-            if words == 1 {
-                break;
-            }
-            n = words;
-        }
-        levels
     }
 
     fn word(&self, i: usize) -> u64 {
@@ -108,10 +114,10 @@ impl Bitmap {
 
     /// Marks free slot `bit` in use; a leaf word that fills sets its bit in the level above,
     /// and so on up.
-    fn take(&mut self, levels: &Levels, bit: usize) {
+    fn take(&mut self, bit: usize) {
         let mut bit = bit;
-        for level in 0..levels.depth {
-            let i = levels.start[level] + bit / 64;
+        for level in 0..self.levels.depth {
+            let i = self.levels.start[level] + bit / 64;
             let w = self.word(i) | 1 << (bit % 64);
             self.set_word(i, w);
             if w != u64::MAX {
@@ -124,10 +130,10 @@ impl Bitmap {
 
     /// Marks slot `bit` (in use) free; a word that was full clears its bit in the level
     /// above, and so on up.
-    fn give(&mut self, levels: &Levels, bit: usize) {
+    fn give(&mut self, bit: usize) {
         let mut bit = bit;
-        for level in 0..levels.depth {
-            let i = levels.start[level] + bit / 64;
+        for level in 0..self.levels.depth {
+            let i = self.levels.start[level] + bit / 64;
             let was = self.word(i);
             self.set_word(i, was & !(1 << (bit % 64)));
             if was != u64::MAX || cfg!(pcpu_counter_broken = "slot_summary_stale") {
@@ -139,7 +145,8 @@ impl Bitmap {
     }
 
     /// The lowest free slot, found down the summary levels: one word per level.
-    fn lowest_free(&self, levels: &Levels) -> Option<usize> {
+    fn lowest_free(&self) -> Option<usize> {
+        let levels = &self.levels;
         let top = levels.start[levels.depth.checked_sub(1)?];
         if self.word(top) == u64::MAX {
             return None;
@@ -166,8 +173,7 @@ impl Bitmap {
         if len == 0 || len > self.nbits {
             return None;
         }
-        let levels = self.levels();
-        let mut start = self.lowest_free(&levels)?;
+        let mut start = self.lowest_free()?;
         let first = loop {
             if start + len > self.nbits {
                 return None;
@@ -182,7 +188,7 @@ impl Bitmap {
             }
         };
         for bit in first..first + len {
-            self.take(&levels, bit);
+            self.take(bit);
         }
         Some(first)
     }
@@ -197,9 +203,8 @@ impl Bitmap {
             (start..start + len).all(|b| self.is_set(b)),
             "pcpu-counter: free of slot run {start}+{len}, which is not allocated (a double free?)"
         );
-        let levels = self.levels();
         for bit in start..start + len {
-            self.give(&levels, bit);
+            self.give(bit);
         }
     }
 }

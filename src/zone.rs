@@ -561,7 +561,7 @@ impl core::fmt::Debug for Zone<'_> {
 // the same size in a kernel's build and under `sim`.
 const _: () = assert!(
     core::mem::size_of::<Zone<'_>>()
-        == core::mem::size_of::<usize>() * if cfg!(feature = "alloc") { 17 } else { 12 }
+        == core::mem::size_of::<usize>() * if cfg!(feature = "alloc") { 29 } else { 24 }
 );
 
 #[cfg(test)]

@@ -16,8 +16,10 @@ use core::ptr::NonNull;
 
 use crate::layout::bitmap_words as words_for;
 
-/// The most levels any slot count needs: 64^11 > 2^64.
-const MAX_DEPTH: usize = 11;
+/// The most levels any slot count needs: a zone has fewer than `2^(usize::BITS - 3)` slots
+/// (8 bytes each), and each level divides by 64 (2^6): 5 levels on 32-bit targets, 11 on
+/// 64-bit ones.
+pub(crate) const MAX_DEPTH: usize = (usize::BITS as usize - 3).div_ceil(6);
 
 /// A first-fit slot bitmap over `nbits` slots with its summary levels, kept in
 /// [`words_for`]`(nbits)` caller-provided words, and the count of slots in use.
@@ -43,6 +45,11 @@ struct Levels {
 }
 
 impl Levels {
+    /// The starts of the levels, bottom first (iterated, not indexed: no bounds checks).
+    fn starts(&self) -> impl DoubleEndedIterator<Item = usize> + '_ {
+        self.start.iter().take(self.depth).copied()
+    }
+
     /// The start of each level in the words.
     fn of(nbits: usize) -> Levels {
         let mut levels = Levels {
@@ -76,22 +83,23 @@ impl Bitmap {
     /// touches while the bitmap lives.
     pub(crate) unsafe fn new(words: NonNull<u64>, nbits: usize) -> Self {
         let levels = Levels::of(nbits);
-        let mut bitmap = Bitmap {
+        let bitmap = Bitmap {
             words,
             nbits,
             used: 0,
             levels,
         };
+        // The top level is one word, the last.
+        let words = levels.starts().last().map_or(0, |top| top + 1);
+        for i in 0..words {
+            bitmap.set_word(i, 0);
+        }
         let mut bits = nbits;
-        for level in 0..levels.depth {
-            let count = bits.div_ceil(64);
-            for i in 0..count {
-                bitmap.set_word(levels.start[level] + i, 0);
-            }
+        for start in levels.starts() {
             if !bits.is_multiple_of(64) {
-                bitmap.set_word(levels.start[level] + count - 1, u64::MAX << (bits % 64));
+                bitmap.set_word(start + bits / 64, u64::MAX << (bits % 64));
             }
-            bits = count;
+            bits = bits.div_ceil(64);
         }
         bitmap
     }
@@ -102,9 +110,13 @@ impl Bitmap {
         unsafe { *self.words.as_ptr().add(i) }
     }
 
-    fn set_word(&mut self, i: usize, w: u64) {
+    /// Writes word `i`. Only the `&mut self` methods call it (so that a walk over
+    /// `self.levels` can write without copying them): the write is exclusive.
+    fn set_word(&self, i: usize, w: u64) {
         debug_assert!(i < words_for(self.nbits));
-        // SAFETY: as in `word`, and `&mut self` makes the write exclusive.
+        // SAFETY: `i` is inside the words, which the bitmap owns (not its own memory: the
+        // caller's words); every caller holds `&mut self`, so nothing else reads or writes
+        // them meanwhile.
         unsafe { *self.words.as_ptr().add(i) = w }
     }
 
@@ -116,8 +128,8 @@ impl Bitmap {
     /// and so on up.
     fn take(&mut self, bit: usize) {
         let mut bit = bit;
-        for level in 0..self.levels.depth {
-            let i = self.levels.start[level] + bit / 64;
+        for start in self.levels.starts() {
+            let i = start + bit / 64;
             let w = self.word(i) | 1 << (bit % 64);
             self.set_word(i, w);
             if w != u64::MAX {
@@ -132,8 +144,8 @@ impl Bitmap {
     /// above, and so on up.
     fn give(&mut self, bit: usize) {
         let mut bit = bit;
-        for level in 0..self.levels.depth {
-            let i = self.levels.start[level] + bit / 64;
+        for start in self.levels.starts() {
+            let i = start + bit / 64;
             let was = self.word(i);
             self.set_word(i, was & !(1 << (bit % 64)));
             if was != u64::MAX || cfg!(pcpu_counter_broken = "slot_summary_stale") {
@@ -146,17 +158,17 @@ impl Bitmap {
 
     /// The lowest free slot, found down the summary levels: one word per level.
     fn lowest_free(&self) -> Option<usize> {
-        let levels = &self.levels;
-        let top = levels.start[levels.depth.checked_sub(1)?];
-        if self.word(top) == u64::MAX {
-            return None;
-        }
         let mut index = 0;
-        for level in (0..levels.depth).rev() {
-            let w = self.word(levels.start[level] + index);
+        for start in self.levels.starts().rev() {
+            let w = self.word(start + index);
+            if w == u64::MAX {
+                // Only the top word can be full here: a clear bit above names a word with a
+                // clear bit below.
+                return None;
+            }
             index = index * 64 + (!w).trailing_zeros() as usize;
         }
-        Some(index)
+        (self.levels.depth > 0).then_some(index)
     }
 
     /// Number of slots in use.

@@ -558,10 +558,12 @@ impl core::fmt::Debug for Zone<'_> {
 }
 
 // The zone's fields depend on feature `alloc` (heap backing) alone, never on the simulation:
-// the same size in a kernel's build and under `sim`.
+// the same size in a kernel's build and under `sim`. The slot allocator's level starts take
+// `MAX_DEPTH` words of it (11 on 64-bit targets, 5 on 32-bit ones).
 const _: () = assert!(
     core::mem::size_of::<Zone<'_>>()
-        == core::mem::size_of::<usize>() * if cfg!(feature = "alloc") { 29 } else { 24 }
+        == core::mem::size_of::<usize>()
+            * (if cfg!(feature = "alloc") { 18 } else { 13 } + crate::bitmap::MAX_DEPTH)
 );
 
 #[cfg(test)]

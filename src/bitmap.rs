@@ -9,17 +9,17 @@
 //! writes. Nothing scans a word count that grows with the zone, except a run of several slots
 //! (a counter array), which is first fit from the lowest free slot (below).
 //!
+//! The levels lie top first in the words: the top word, then each level below it, the leaves
+//! last. Level `k` (0: the leaves) has `ceil(nbits / 64^(k+1))` words, a shift to compute, so
+//! a walk down or up finds each level's start from the one before it, with nothing stored
+//! per level.
+//!
 //! One allocator is one contiguous range of slots, its words the caller's: a zone's today, and
 //! a chunk's when zones grow.
 
 use core::ptr::NonNull;
 
 use crate::layout::bitmap_words as words_for;
-
-/// The most levels any slot count needs: a zone has fewer than `2^(usize::BITS - 3)` slots
-/// (8 bytes each), and each level divides by 64 (2^6): 5 levels on 32-bit targets, 11 on
-/// 64-bit ones.
-pub(crate) const MAX_DEPTH: usize = (usize::BITS as usize - 3).div_ceil(6);
 
 /// A first-fit slot bitmap over `nbits` slots with its summary levels, kept in
 /// [`words_for`]`(nbits)` caller-provided words, and the count of slots in use.
@@ -29,47 +29,15 @@ pub(crate) struct Bitmap {
     words: NonNull<u64>,
     nbits: usize,
     used: usize,
-    /// Where each level starts in the words, computed once.
-    levels: Levels,
+    /// Number of levels (0 only for no slots).
+    depth: usize,
+    /// Where the leaves start: the words of every level above them.
+    leaves: usize,
 }
 
 // SAFETY: the words are owned by the bitmap for its whole life (the zone's contract) and are
 // only reached through `&mut self`, i.e. under the zone's mutex.
 unsafe impl Send for Bitmap {}
-
-/// Where each level starts in the words (level 0 first) and how many levels there are.
-#[derive(Clone, Copy)]
-struct Levels {
-    start: [usize; MAX_DEPTH],
-    depth: usize,
-}
-
-impl Levels {
-    /// The starts of the levels, bottom first (iterated, not indexed: no bounds checks).
-    fn starts(&self) -> impl DoubleEndedIterator<Item = usize> + '_ {
-        self.start.iter().take(self.depth).copied()
-    }
-
-    /// The start of each level in the words.
-    fn of(nbits: usize) -> Levels {
-        let mut levels = Levels {
-            start: [0; MAX_DEPTH],
-            depth: 0,
-        };
-        let (mut n, mut at) = (nbits, 0);
-        while n > 0 {
-            let words = n.div_ceil(64);
-            levels.start[levels.depth] = at;
-            levels.depth += 1;
-            at += words;
-            if words == 1 {
-                break;
-            }
-            n = words;
-        }
-        levels
-    }
-}
 
 impl Bitmap {
     /// Takes `words` as storage for `nbits` slots, all free.
@@ -82,26 +50,41 @@ impl Bitmap {
     /// `words` must point at [`words_for`]`(nbits)` writable `u64`s that nothing else
     /// touches while the bitmap lives.
     pub(crate) unsafe fn new(words: NonNull<u64>, nbits: usize) -> Self {
-        let levels = Levels::of(nbits);
-        let bitmap = Bitmap {
+        let mut bitmap = Bitmap {
             words,
             nbits,
             used: 0,
-            levels,
+            depth: usize::from(nbits > 0),
+            leaves: 0,
         };
-        // The top level is one word, the last.
-        let words = levels.starts().last().map_or(0, |top| top + 1);
-        for i in 0..words {
-            bitmap.set_word(i, 0);
+        while bitmap.depth > 0 && bitmap.level_words(bitmap.depth - 1) > 1 {
+            bitmap.depth += 1;
         }
-        let mut bits = nbits;
-        for start in levels.starts() {
-            if !bits.is_multiple_of(64) {
-                bitmap.set_word(start + bits / 64, u64::MAX << (bits % 64));
+        // Top down: each level cleared, and the padding past its bits (the words of the level
+        // below, or the slots) set in its last word; the last level is the leaves.
+        let mut start = 0;
+        for level in (0..bitmap.depth).rev() {
+            let count = bitmap.level_words(level);
+            let bits = match level {
+                0 => nbits,
+                _ => bitmap.level_words(level - 1),
+            };
+            for i in start..start + count {
+                bitmap.set_word(i, 0);
             }
-            bits = bits.div_ceil(64);
+            if !bits.is_multiple_of(64) {
+                bitmap.set_word(start + count - 1, u64::MAX << (bits % 64));
+            }
+            bitmap.leaves = start;
+            start += count;
         }
         bitmap
+    }
+
+    /// Words of level `level` (0: the leaves): `ceil(nbits / 64^(level + 1))`, 1 at the top.
+    fn level_words(&self, level: usize) -> usize {
+        let shift = 6 * (level as u32 + 1);
+        (self.nbits.saturating_sub(1).checked_shr(shift).unwrap_or(0)) + 1
     }
 
     fn word(&self, i: usize) -> u64 {
@@ -110,25 +93,21 @@ impl Bitmap {
         unsafe { *self.words.as_ptr().add(i) }
     }
 
-    /// Writes word `i`. Only the `&mut self` methods call it (so that a walk over
-    /// `self.levels` can write without copying them): the write is exclusive.
-    fn set_word(&self, i: usize, w: u64) {
+    fn set_word(&mut self, i: usize, w: u64) {
         debug_assert!(i < words_for(self.nbits));
-        // SAFETY: `i` is inside the words, which the bitmap owns (not its own memory: the
-        // caller's words); every caller holds `&mut self`, so nothing else reads or writes
-        // them meanwhile.
+        // SAFETY: as in `word`, and `&mut self` makes the write exclusive.
         unsafe { *self.words.as_ptr().add(i) = w }
     }
 
     fn is_set(&self, bit: usize) -> bool {
-        self.word(bit / 64) & (1 << (bit % 64)) != 0
+        self.word(self.leaves + bit / 64) & (1 << (bit % 64)) != 0
     }
 
     /// Marks free slot `bit` in use; a leaf word that fills sets its bit in the level above,
     /// and so on up.
     fn take(&mut self, bit: usize) {
-        let mut bit = bit;
-        for start in self.levels.starts() {
+        let (mut bit, mut start) = (bit, self.leaves);
+        for level in 0..self.depth {
             let i = start + bit / 64;
             let w = self.word(i) | 1 << (bit % 64);
             self.set_word(i, w);
@@ -136,6 +115,8 @@ impl Bitmap {
                 break;
             }
             bit /= 64;
+            // The level above ends where this one starts (past the top: unused).
+            start = start.wrapping_sub(self.level_words(level + 1));
         }
         self.used += 1;
     }
@@ -143,8 +124,8 @@ impl Bitmap {
     /// Marks slot `bit` (in use) free; a word that was full clears its bit in the level
     /// above, and so on up.
     fn give(&mut self, bit: usize) {
-        let mut bit = bit;
-        for start in self.levels.starts() {
+        let (mut bit, mut start) = (bit, self.leaves);
+        for level in 0..self.depth {
             let i = start + bit / 64;
             let was = self.word(i);
             self.set_word(i, was & !(1 << (bit % 64)));
@@ -152,14 +133,16 @@ impl Bitmap {
                 break;
             }
             bit /= 64;
+            // As in `take`.
+            start = start.wrapping_sub(self.level_words(level + 1));
         }
         self.used -= 1;
     }
 
     /// The lowest free slot, found down the summary levels: one word per level.
     fn lowest_free(&self) -> Option<usize> {
-        let mut index = 0;
-        for start in self.levels.starts().rev() {
+        let (mut index, mut start) = (0, 0);
+        for level in (0..self.depth).rev() {
             let w = self.word(start + index);
             if w == u64::MAX {
                 // Only the top word can be full here: a clear bit above names a word with a
@@ -167,8 +150,9 @@ impl Bitmap {
                 return None;
             }
             index = index * 64 + (!w).trailing_zeros() as usize;
+            start += self.level_words(level);
         }
-        (self.levels.depth > 0).then_some(index)
+        (self.depth > 0).then_some(index)
     }
 
     /// Number of slots in use.
@@ -190,7 +174,7 @@ impl Bitmap {
             if start + len > self.nbits {
                 return None;
             }
-            if start % 64 == 0 && self.word(start / 64) == u64::MAX {
+            if start % 64 == 0 && self.word(self.leaves + start / 64) == u64::MAX {
                 start += 64;
                 continue;
             }
@@ -206,14 +190,18 @@ impl Bitmap {
     }
 
     /// Frees the run `start..start + len`, every slot of which is in use.
+    ///
+    /// # Panics
+    /// If the run is outside the slots, or a slot of it is free (a double free). Fixed texts,
+    /// not formatted: a C kernel's library reaches this (`tests/c/footprint.sh`).
     pub(crate) fn free_run(&mut self, start: usize, len: usize) {
         assert!(
             start + len <= self.nbits,
-            "slot run {start}+{len} outside the bitmap"
+            "pcpu-counter: free of a slot run outside the bitmap"
         );
         assert!(
             (start..start + len).all(|b| self.is_set(b)),
-            "pcpu-counter: free of slot run {start}+{len}, which is not allocated (a double free?)"
+            "pcpu-counter: free of a slot run that is not allocated (a double free?)"
         );
         for bit in start..start + len {
             self.give(bit);
@@ -299,16 +287,23 @@ mod tests {
         b.free_run(0, 4097);
         assert_eq!(b.count_used(), 0);
         // The bitmap is not used past here. Every real bit is clear again; only the padding
-        // past 4097, 65 and 2 stays set.
-        let padding = [
-            (64, u64::MAX << 1),
-            (65 + 1, u64::MAX << 1),
-            (67, u64::MAX << 2),
-        ];
+        // past 2, 65 and 4097 stays set: in the top word (0), the second summary word (2) and
+        // the last leaf word (67).
+        let padding = [(0, u64::MAX << 2), (2, u64::MAX << 1), (67, u64::MAX << 1)];
         for (i, w) in words.iter().enumerate() {
             let expected = padding.iter().find(|p| p.0 == i).map_or(0, |p| p.1);
             assert_eq!(*w, expected, "word {i}");
         }
+    }
+
+    #[test]
+    #[should_panic(expected = "not allocated (a double free?)")]
+    fn a_double_free_panics() {
+        with_bitmap(130, |b| {
+            assert_eq!(b.alloc_run(2), Some(0));
+            b.free_run(1, 1);
+            b.free_run(0, 2);
+        });
     }
 
     #[test]

@@ -21,10 +21,10 @@ use core::cell::UnsafeCell;
 pub struct ZoneMemory<const NCPUS: usize, const WORDS: usize> {
     pub(crate) blocks: UnsafeCell<[[[u64; 64]; WORDS]; NCPUS]>,
     pub(crate) baselines: UnsafeCell<[[u64; 64]; WORDS]>,
-    pub(crate) bitmap: UnsafeCell<[u64; WORDS]>,
-    /// Room for the bitmap's summary levels: they need fewer than `WORDS` words (a `const`
-    /// generic cannot size an array by a formula; at most 1/64 of a word per counter unused).
-    pub(crate) summary: UnsafeCell<[u64; WORDS]>,
+    /// Room for the slot bitmap (`WORDS` words) and its summary levels, which need fewer than
+    /// `WORDS` more (a `const` generic cannot size an array by a formula: at most 1/64 of a
+    /// word per counter stays unused).
+    pub(crate) bitmap: UnsafeCell<[[u64; 2]; WORDS]>,
     pub(crate) taken: AtomicBool,
 }
 
@@ -37,8 +37,7 @@ impl<const NCPUS: usize, const WORDS: usize> ZoneMemory<NCPUS, WORDS> {
         ZoneMemory {
             blocks: UnsafeCell::new([[[0; 64]; WORDS]; NCPUS]),
             baselines: UnsafeCell::new([[0; 64]; WORDS]),
-            bitmap: UnsafeCell::new([0; WORDS]),
-            summary: UnsafeCell::new([0; WORDS]),
+            bitmap: UnsafeCell::new([[0; 2]; WORDS]),
             taken: AtomicBool::new(false),
         }
     }

@@ -192,8 +192,8 @@ impl<'m> Zone<'m> {
         if !memory.take() {
             return Err(Error::MemoryInUse);
         }
-        // The baselines, the bitmap and the summary room are adjacent (`repr(C)`): one metadata
-        // run, at most `WORDS * 66` words long (the summary needs fewer than `WORDS`). The pointer
+        // The baselines and the bitmap's room are adjacent (`repr(C)`): one metadata run of
+        // `WORDS * 66` words, of which the zone takes `meta_words` (checked below). The pointer
         // comes from the whole struct, not from `baselines.get()`, whose provenance covers that
         // field only (the bitmap past it would be out of its bounds: Miri's Stacked Borrows
         // caught it).
@@ -204,7 +204,7 @@ impl<'m> Zone<'m> {
             .cast::<u64>()
             .cast_mut();
         // SAFETY: `take` made this zone the memory's only owner until drop releases it; the
-        // metadata run is `meta_words` <= `WORDS * 66` words (checked at compile time above) of
+        // metadata run is `meta_words` <= `WORDS * 66` words (checked at compile time) of
         // the same `repr(C)` struct, all inside its `UnsafeCell`s, and the pointer's provenance
         // is the whole struct.
         let meta = unsafe { core::slice::from_raw_parts_mut(meta, layout.meta_words()) };
@@ -558,12 +558,10 @@ impl core::fmt::Debug for Zone<'_> {
 }
 
 // The zone's fields depend on feature `alloc` (heap backing) alone, never on the simulation:
-// the same size in a kernel's build and under `sim`. The slot allocator's level starts take
-// `MAX_DEPTH` words of it (11 on 64-bit targets, 5 on 32-bit ones).
+// the same size in a kernel's build and under `sim`.
 const _: () = assert!(
     core::mem::size_of::<Zone<'_>>()
-        == core::mem::size_of::<usize>()
-            * (if cfg!(feature = "alloc") { 18 } else { 13 } + crate::bitmap::MAX_DEPTH)
+        == core::mem::size_of::<usize>() * if cfg!(feature = "alloc") { 19 } else { 14 }
 );
 
 #[cfg(test)]

@@ -101,10 +101,11 @@ fn meta_words(capacity: usize) -> usize {
     capacity + free_bitmap(capacity).len()
 }
 
-/// The bitmap and summary words of a zone of `bits` slots with every slot free: each level's
-/// bits clear, the padding past them in its last word set.
+/// The bitmap and summary words of a zone of `bits` slots with every slot free, top level
+/// first and the leaves last: each level's bits clear, the padding past them in its last word
+/// set.
 fn free_bitmap(bits: usize) -> Vec<u64> {
-    let mut words = Vec::new();
+    let mut levels: Vec<Vec<u64>> = Vec::new();
     let mut bits = bits;
     while bits > 0 {
         let count = bits.div_ceil(64);
@@ -112,13 +113,13 @@ fn free_bitmap(bits: usize) -> Vec<u64> {
         if bits % 64 != 0 {
             level[count - 1] = u64::MAX << (bits % 64);
         }
-        words.extend(level);
+        levels.push(level);
         if count == 1 {
             break;
         }
         bits = count;
     }
-    words
+    levels.into_iter().rev().flatten().collect()
 }
 
 /// A live zone of the input and what the oracle knows of it.

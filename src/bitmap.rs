@@ -139,7 +139,8 @@ impl Bitmap {
         self.used -= 1;
     }
 
-    /// The lowest free slot, found down the summary levels: one word per level.
+    /// The lowest free slot, found down the summary levels: one word per level. The bitmap
+    /// has slots (`alloc_run` checks).
     fn lowest_free(&self) -> Option<usize> {
         let (mut index, mut start) = (0, 0);
         for level in (0..self.depth).rev() {
@@ -152,7 +153,7 @@ impl Bitmap {
             index = index * 64 + (!w).trailing_zeros() as usize;
             start += self.level_words(level);
         }
-        (self.depth > 0).then_some(index)
+        Some(index)
     }
 
     /// Number of slots in use.
@@ -221,10 +222,31 @@ mod tests {
         f(&mut bitmap)
     }
 
+    /// The walk down the levels alone (`alloc_run` would find the same slot by its scan from
+    /// slot 0): the lowest free slot at every level, and none in a full bitmap.
+    #[test]
+    fn the_walk_down_finds_the_lowest_free_slot() {
+        let mut words = [0u64; 68];
+        // SAFETY: 68 words are `words_for(4097)` and outlive the bitmap.
+        let mut b = unsafe { Bitmap::new(NonNull::from(&mut words).cast(), 4097) };
+        assert_eq!(b.lowest_free(), Some(0));
+        assert_eq!(b.alloc_run(64 * 63 + 5), Some(0));
+        assert_eq!(b.lowest_free(), Some(64 * 63 + 5), "into the last word of a summary word");
+        assert_eq!(b.alloc_run(59), Some(64 * 63 + 5));
+        assert_eq!(b.lowest_free(), Some(4096), "past a full summary word");
+        b.free_run(64 * 3 + 7, 1);
+        assert_eq!(b.lowest_free(), Some(64 * 3 + 7), "under a clear summary bit again");
+        assert_eq!(b.alloc_run(1), Some(64 * 3 + 7));
+        assert_eq!(b.alloc_run(1), Some(4096));
+        assert_eq!(b.lowest_free(), None, "full");
+    }
+
     #[test]
     fn first_fit_runs_across_words_and_exact_capacity() {
         with_bitmap(130, |b| {
             assert_eq!(b.count_used(), 0);
+            assert_eq!(b.alloc_run(0), None, "no empty run, even with room");
+            assert_eq!(b.alloc_run(131), None, "no run longer than the bitmap, even empty");
             assert_eq!(b.alloc_run(1), Some(0));
             assert_eq!(b.alloc_run(62), Some(1));
             assert_eq!(b.alloc_run(3), Some(63), "a run may cross a word boundary");

@@ -187,7 +187,14 @@ fn cases() -> impl Strategy<Value = (usize, Vec<Op>)> {
 }
 
 // 256 cases by default; `PROPTEST_CASES` sets another count (`cargo xtask verify --only fuzz`).
+// No regression file: the failures the broken and mutant runs find are theirs, not the
+// product's.
 proptest! {
+    #![proptest_config(ProptestConfig {
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
     #[test]
     fn the_allocator_agrees_with_a_first_fit_model((capacity, ops) in cases()) {
         agrees_with_model(capacity, &ops)?;

@@ -231,11 +231,19 @@ mod tests {
         let mut b = unsafe { Bitmap::new(NonNull::from(&mut words).cast(), 4097) };
         assert_eq!(b.lowest_free(), Some(0));
         assert_eq!(b.alloc_run(64 * 63 + 5), Some(0));
-        assert_eq!(b.lowest_free(), Some(64 * 63 + 5), "into the last word of a summary word");
+        assert_eq!(
+            b.lowest_free(),
+            Some(64 * 63 + 5),
+            "into the last word of a summary word"
+        );
         assert_eq!(b.alloc_run(59), Some(64 * 63 + 5));
         assert_eq!(b.lowest_free(), Some(4096), "past a full summary word");
         b.free_run(64 * 3 + 7, 1);
-        assert_eq!(b.lowest_free(), Some(64 * 3 + 7), "under a clear summary bit again");
+        assert_eq!(
+            b.lowest_free(),
+            Some(64 * 3 + 7),
+            "under a clear summary bit again"
+        );
         assert_eq!(b.alloc_run(1), Some(64 * 3 + 7));
         assert_eq!(b.alloc_run(1), Some(4096));
         assert_eq!(b.lowest_free(), None, "full");
@@ -246,7 +254,11 @@ mod tests {
         with_bitmap(130, |b| {
             assert_eq!(b.count_used(), 0);
             assert_eq!(b.alloc_run(0), None, "no empty run, even with room");
-            assert_eq!(b.alloc_run(131), None, "no run longer than the bitmap, even empty");
+            assert_eq!(
+                b.alloc_run(131),
+                None,
+                "no run longer than the bitmap, even empty"
+            );
             assert_eq!(b.alloc_run(1), Some(0));
             assert_eq!(b.alloc_run(62), Some(1));
             assert_eq!(b.alloc_run(3), Some(63), "a run may cross a word boundary");

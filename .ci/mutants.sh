@@ -31,7 +31,7 @@ CORE=(src/zone.rs src/layout.rs src/bitmap.rs src/area.rs src/counter.rs src/arr
 tests_for() {
     case "$1" in
         src/layout.rs) echo --lib --test zone --test area --test config_fuzz ;;
-        src/bitmap.rs) echo --lib --test zone --test model ;;
+        src/bitmap.rs) echo --lib --test zone --test model --test slots ;;
         src/area.rs) echo --lib --test area --test zone --test config_fuzz ;;
         src/zone.rs) echo --lib --test zone --test area --test counting --test zero --test config_fuzz --test model ;;
         src/counter.rs) echo --lib --test counting --test zero --test zone ;;

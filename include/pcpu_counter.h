@@ -23,8 +23,11 @@
 #define COUNTER_ARRAY_COPY(a, dstp, n) counter_u64_array_copy((a), (uint64_t *)(dstp), (n))
 
 /* Words of pcpu_zone_init's metadata for a zone of `counters` counters: a zero baseline and a
- * bitmap bit per counter (ZoneLayout::meta_words_for in Rust). */
-#define PCPU_META_WORDS(counters) ((counters) + ((counters) + 63) / 64)
+ * bitmap bit per counter, and the bitmap's summary levels: level k (k >= 1) exists when
+ * counters > 64^k and has ceil(counters / 64^(k+1)) words (ZoneLayout::meta_words_for in
+ * Rust). A constant expression: `static uint64_t meta[PCPU_META_WORDS(n)];`. */
+#define PCPU_META_LEVEL(n, k) ((unsigned long long)(n) > (1ULL << (6 * (k))) ? ((unsigned long long)(n) - 1) / (1ULL << (6 * (k) + 6)) + 1 : 0ULL)
+#define PCPU_META_WORDS(counters) ((size_t)((counters) + ((counters) + 63) / 64 + PCPU_META_LEVEL(counters, 1) + PCPU_META_LEVEL(counters, 2) + PCPU_META_LEVEL(counters, 3) + PCPU_META_LEVEL(counters, 4) + PCPU_META_LEVEL(counters, 5) + PCPU_META_LEVEL(counters, 6) + PCPU_META_LEVEL(counters, 7) + PCPU_META_LEVEL(counters, 8) + PCPU_META_LEVEL(counters, 9) + ((unsigned long long)(counters) > (1ULL << 60))))
 
 
 // FreeBSD's `M_NOWAIT`: fail at once when the zone is full.

@@ -36,7 +36,7 @@ pub enum Error {
     },
     /// The metadata given to the zone is shorter than [`ZoneLayout::meta_words`](crate::ZoneLayout::meta_words).
     MetaTooSmall {
-        /// Words the zone needs (a baseline per slot and a bitmap bit per slot).
+        /// Words the zone needs (a baseline per slot, a bitmap bit per slot and its summary).
         needed: usize,
         /// Words given.
         has: usize,

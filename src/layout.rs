@@ -91,17 +91,27 @@ impl ZoneLayout {
         self.len / 8
     }
 
-    /// Words of zone metadata the zone needs: one zero baseline per slot, then one bitmap
-    /// bit per slot.
+    /// Words of zone metadata the zone needs: one zero baseline per slot, then the slot
+    /// bitmap and its summary levels (see [`meta_words_for`](ZoneLayout::meta_words_for)).
     pub const fn meta_words(&self) -> usize {
         Self::meta_words_for(self.capacity())
     }
 
     /// Words of zone metadata for a zone of `capacity` slots: a baseline word per slot (for
-    /// the lossless zero) and a bitmap bit per slot (for alloc and free). A `const fn`, so a
-    /// kernel can size a static: `[u64; ZoneLayout::meta_words_for(SLOTS)]`.
+    /// the lossless zero), a bitmap bit per slot and the bitmap's summary levels (a bit per
+    /// word of the level below, up to one word), for alloc and free in a few word steps
+    /// whatever the number of live counters: `capacity + ceil(capacity / 64) +
+    /// ceil(capacity / 4096) + ...`, about 1.016 words per slot. A `const fn`, so a kernel can
+    /// size a static: `[u64; ZoneLayout::meta_words_for(SLOTS)]`.
+    ///
+    /// ```
+    /// use pcpu_counter::ZoneLayout;
+    /// assert_eq!(ZoneLayout::meta_words_for(64), 64 + 1);
+    /// assert_eq!(ZoneLayout::meta_words_for(4096), 4096 + 64 + 1);
+    /// assert_eq!(ZoneLayout::meta_words_for(1_000_000), 1_000_000 + 15_625 + 245 + 4 + 1);
+    /// ```
     pub const fn meta_words_for(capacity: usize) -> usize {
-        capacity + capacity.div_ceil(64)
+        capacity + bitmap_words(capacity)
     }
 
     /// The per-CPU register value for `cpu`.
@@ -114,6 +124,23 @@ impl ZoneLayout {
         }
         Ok(self.base + cpu * self.stride)
     }
+}
+
+/// Words of the slot bitmap and its summary levels over `nbits` slots (`src/bitmap.rs`):
+/// `ceil(nbits / 64)` leaf words, then `ceil(words / 64)` for each level above until a level
+/// of one word.
+pub(crate) const fn bitmap_words(nbits: usize) -> usize {
+    let mut total = 0;
+    let mut n = nbits;
+    while n > 0 {
+        let words = n.div_ceil(64);
+        total += words;
+        if words == 1 {
+            break;
+        }
+        n = words;
+    }
+    total
 }
 
 /// Slot arithmetic, for the zone.
@@ -132,6 +159,23 @@ impl ZoneLayout {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The same table as `PCPU_META_WORDS`'s `_Static_assert`s in `tests/c/capi_test.c`.
+    #[test]
+    fn meta_words_count_baselines_bitmap_and_summary_levels() {
+        let table = [
+            (0, 0),
+            (1, 1 + 1),
+            (64, 64 + 1),
+            (65, 65 + 2 + 1),
+            (4096, 4096 + 64 + 1),
+            (4097, 4097 + 65 + 2 + 1),
+            (1_000_001, 1_000_001 + 15_626 + 245 + 4 + 1),
+        ];
+        for (capacity, words) in table {
+            assert_eq!(ZoneLayout::meta_words_for(capacity), words, "{capacity}");
+        }
+    }
 
     /// The span check counts `ncpus - 1` whole strides before the last block: a zone whose
     /// last block ends 8 bytes below the top of the address space is valid, and one 8 bytes

@@ -5,7 +5,7 @@ use crate::atomic::{AtomicBool, Ordering};
 use core::cell::UnsafeCell;
 
 /// Room for `NCPUS` CPUs times `WORDS * 64` counters, plus the zone's metadata (a zero
-/// baseline per counter and the slot bitmap), in a `static`.
+/// baseline per counter, the slot bitmap and its summary levels), in a `static`.
 ///
 /// Each CPU's block is `WORDS * 512` bytes (a multiple of 128, so CPUs never share a cache
 /// line) and holds `WORDS * 64` dense 8-byte slots.
@@ -21,7 +21,10 @@ use core::cell::UnsafeCell;
 pub struct ZoneMemory<const NCPUS: usize, const WORDS: usize> {
     pub(crate) blocks: UnsafeCell<[[[u64; 64]; WORDS]; NCPUS]>,
     pub(crate) baselines: UnsafeCell<[[u64; 64]; WORDS]>,
-    pub(crate) bitmap: UnsafeCell<[u64; WORDS]>,
+    /// Room for the slot bitmap (`WORDS` words) and its summary levels, which need fewer than
+    /// `WORDS` more (a `const` generic cannot size an array by a formula: at most 1/64 of a
+    /// word per counter stays unused).
+    pub(crate) bitmap: UnsafeCell<[[u64; 2]; WORDS]>,
     pub(crate) taken: AtomicBool,
 }
 
@@ -34,7 +37,7 @@ impl<const NCPUS: usize, const WORDS: usize> ZoneMemory<NCPUS, WORDS> {
         ZoneMemory {
             blocks: UnsafeCell::new([[[0; 64]; WORDS]; NCPUS]),
             baselines: UnsafeCell::new([[0; 64]; WORDS]),
-            bitmap: UnsafeCell::new([0; WORDS]),
+            bitmap: UnsafeCell::new([[0; 2]; WORDS]),
             taken: AtomicBool::new(false),
         }
     }

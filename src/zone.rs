@@ -65,7 +65,8 @@ impl AreaRef<'_> {
 /// memory per counter is exactly 8 bytes per CPU. A zone is carved from the kernel's one
 /// per-CPU [`Area`]: its slots lie at offsets no other zone uses, from the same per-CPU
 /// register values. The zone's metadata holds one zero baseline per slot and the slot bitmap
-/// (under a `spin::Mutex`); allocation and free are rare, the add path never touches them.
+/// with its summary levels (under a `spin::Mutex`): allocating or freeing a counter takes a
+/// few word steps whatever the number of live counters; the add path never touches them.
 ///
 /// In a hosted program (Linux, macOS, Windows) without the host simulation the type compiles,
 /// so that kernel code builds and documents on the host, but every constructor fails with
@@ -160,7 +161,8 @@ impl<'m> Zone<'m> {
         let capacity = layout.capacity();
         area.get().carve(&layout)?;
         let (baselines, bitmap) = meta.split_at_mut(capacity);
-        // SAFETY: the bitmap words are borrowed mutably for 'm, and only the zone uses them.
+        // SAFETY: the bitmap words (at least `words_for(capacity)`, as `meta_words` counted)
+        // are borrowed mutably for 'm, and only the zone uses them.
         let bits = unsafe { Bitmap::new(NonNull::from(bitmap).cast(), capacity) };
         Ok(Zone {
             layout,
@@ -190,18 +192,21 @@ impl<'m> Zone<'m> {
         if !memory.take() {
             return Err(Error::MemoryInUse);
         }
-        // The baselines and the bitmap are adjacent (`repr(C)`): one metadata run. The pointer
+        // The baselines and the bitmap's room are adjacent (`repr(C)`): one metadata run of
+        // `WORDS * 66` words, of which the zone takes `meta_words` (checked below). The pointer
         // comes from the whole struct, not from `baselines.get()`, whose provenance covers that
         // field only (the bitmap past it would be out of its bounds: Miri's Stacked Borrows
         // caught it).
+        const { assert!(ZoneLayout::meta_words_for(WORDS * 64) <= WORDS * 66) };
         let meta = core::ptr::from_ref(memory)
             .cast::<u8>()
             .wrapping_add(core::mem::offset_of!(ZoneMemory<NCPUS, WORDS>, baselines))
             .cast::<u64>()
             .cast_mut();
         // SAFETY: `take` made this zone the memory's only owner until drop releases it; the
-        // metadata run is `WORDS * 64 + WORDS` words of the same `repr(C)` struct, all inside
-        // its `UnsafeCell`s, and the pointer's provenance is the whole struct.
+        // metadata run is `meta_words` <= `WORDS * 66` words (checked at compile time) of
+        // the same `repr(C)` struct, all inside its `UnsafeCell`s, and the pointer's provenance
+        // is the whole struct.
         let meta = unsafe { core::slice::from_raw_parts_mut(meta, layout.meta_words()) };
         // SAFETY: as above; the blocks live for 'm and are exactly the size the layout says.
         match unsafe { Self::from_raw_parts(layout, meta) } {
@@ -268,7 +273,7 @@ impl<'m> Zone<'m> {
         self.layout.capacity()
     }
 
-    /// Number of slots in use now.
+    /// Number of slots in use now (a count the allocator keeps: no scan).
     pub fn in_use(&self) -> usize {
         self.slots.lock().count_used()
     }
@@ -312,7 +317,7 @@ impl<'m> Zone<'m> {
                 let addr = self.slot_addr(cpu, slot_off);
                 // Only a slot that reads non-zero is written: a fresh counter does not fault
                 // in (or dirty) every CPU's page of a lazily backed zone (`rseq::Zone`).
-                // SAFETY: the slot is inside the zone (the bitmap only has `capacity` bits) and
+                // SAFETY: the slot is inside the zone (the bitmap only has `capacity` slots) and
                 // newly allocated, so no CPU adds to it; the handle that publishes it to other
                 // CPUs carries the happens-before edge for these stores.
                 unsafe {
@@ -579,7 +584,7 @@ impl core::fmt::Debug for Zone<'_> {
 // the same size in a kernel's build and under `sim`.
 const _: () = assert!(
     core::mem::size_of::<Zone<'_>>()
-        == core::mem::size_of::<usize>() * if cfg!(feature = "alloc") { 16 } else { 11 }
+        == core::mem::size_of::<usize>() * if cfg!(feature = "alloc") { 19 } else { 14 }
 );
 
 #[cfg(test)]

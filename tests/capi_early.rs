@@ -96,7 +96,7 @@ fn kernel_memory(counters: usize) -> (pcpu_zone_layout, &'static mut [u64]) {
         len: counters * 8,
         ncpus: 2,
     };
-    let meta = vec![0u64; counters + counters.div_ceil(64)].leak();
+    let meta = vec![0u64; pcpu_counter::ZoneLayout::meta_words_for(counters)].leak();
     (zone, meta)
 }
 

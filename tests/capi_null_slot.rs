@@ -25,7 +25,7 @@ fn a_first_run_at_offset_0_keeps_only_that_slot() {
         len: stride,
         ncpus: 2,
     };
-    let meta = vec![0u64; COUNTERS + COUNTERS.div_ceil(64)].leak();
+    let meta = vec![0u64; pcpu_counter::ZoneLayout::meta_words_for(COUNTERS)].leak();
     // SAFETY: the layout names live memory of the test's, and the metadata lives for ever.
     let rc = unsafe { pcpu_zone_init(&layout, meta.as_mut_ptr(), meta.len()) };
     assert_eq!(rc, PCPU_OK);

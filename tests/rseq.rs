@@ -560,7 +560,8 @@ fn refused_memory_child() {
         Err(Error::AddressOverflow),
         "no room for the mapping"
     );
-    let bytes = ((1 << 24) + (1 << 18)) * 8;
+    // The baselines, the bitmap and its summary levels: 2^24 + 2^18 + 2^12 + 2^6 + 1 words.
+    let bytes = ((1 << 24) + (1 << 18) + (1 << 12) + (1 << 6) + 1) * 8;
     assert_eq!(
         meta,
         Err(Error::OutOfMemory { bytes }),
@@ -568,7 +569,7 @@ fn refused_memory_child() {
     );
     assert_eq!(
         Error::OutOfMemory { bytes }.to_string(),
-        "out of memory: the zone's 136314880 bytes could not be had"
+        "out of memory: the zone's 136348168 bytes could not be had"
     );
     let z = rseq::Zone::with_slots(1, 1 << 24).unwrap();
     let c = z.alloc().unwrap();

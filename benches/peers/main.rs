@@ -8,6 +8,7 @@
 //! `--bench` (as under `cargo test --benches`) it runs the quick rounds. Every result
 //! is one tab-separated line `section, name, parameter, value, unit` on stdout and in FILE.
 
+mod alloc;
 mod approx;
 #[cfg(all(
     target_os = "linux",
@@ -29,6 +30,7 @@ fn main() {
     let mut quick = false;
     let mut bench = false;
     let mut reads_only = false;
+    let mut alloc_only = false;
     let mut rseq_only = false;
     let mut lazy_only = false;
     let mut args = std::env::args().skip(1);
@@ -38,6 +40,8 @@ fn main() {
             "--quick" => quick = true,
             // Only the read rows (fetch, zero, group reads, alloc): for measuring them alone.
             "--reads-only" => reads_only = true,
+            // Only alloc + free against the live count (benches/peers/alloc.rs).
+            "--alloc-only" => alloc_only = true,
             // Only the Linux programs' section (the rseq counter and its peers).
             "--rseq-only" => rseq_only = true,
             // Only the lazy counter's rows (its memory, its add before and after the move).
@@ -67,6 +71,10 @@ fn main() {
         lazy::run(&mut sink, quick);
         return;
     }
+    if alloc_only {
+        alloc::run(&mut sink, quick);
+        return;
+    }
     if !rseq_only {
         run_core(&mut sink, quick);
     }
@@ -84,6 +92,7 @@ fn run_core(sink: &mut Sink, quick: bool) {
     handoff::run(sink, quick);
     single::run(sink, quick);
     reads::run(sink, quick);
+    alloc::run(sink, quick);
     approx::run(sink, quick);
     lazy::run(sink, quick);
     memory::run(sink);

@@ -66,7 +66,7 @@ pub fn run(sink: &mut Sink) {
     };
 
     // This crate: one 8-byte slot per CPU. A zone of 1024 counters, divided by 1024 (the
-    // bitmap's bit per counter is the only extra).
+    // metadata, a baseline word and about 1.02 bitmap bits per counter, is the only extra).
     const COUNTERS: usize = 1024;
     let (bytes, zone) = heap_of(|| Zone::with_capacity(n, COUNTERS).expect("zone"));
     assert_eq!(zone.capacity(), COUNTERS);

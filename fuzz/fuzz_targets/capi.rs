@@ -422,7 +422,7 @@ fn step(m: &mut Model, op: &Op) {
             let words = usize::from(meta_words) % 4096;
             let mut meta = vec![POISON; words + 1];
             let capacity = layout.len / 8;
-            let needed = capacity + capacity.div_ceil(64);
+            let needed = capacity + bitmap_words(capacity);
             let expect = if null_layout || null_meta {
                 PCPU_EINVAL
             } else if let Err(e) = validate_code(&layout) {
@@ -906,5 +906,15 @@ fn register(
             n,
             array,
         });
+    }
+}
+
+/// Words of the slot bitmap over `bits` slots and its summary levels: `ceil(bits / 64)` words,
+/// then a bit per word of the level below until a level of one word.
+fn bitmap_words(bits: usize) -> usize {
+    match bits {
+        0 => 0,
+        1..=64 => 1,
+        _ => bits.div_ceil(64) + bitmap_words(bits.div_ceil(64)),
     }
 }

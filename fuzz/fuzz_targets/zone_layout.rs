@@ -95,8 +95,31 @@ struct Input {
     ops: Vec<Op>,
 }
 
+/// The baselines, then the slot bitmap and its summary levels (a bit per word of the level
+/// below, up to a level of one word).
 fn meta_words(capacity: usize) -> usize {
-    capacity + capacity.div_ceil(64)
+    capacity + free_bitmap(capacity).len()
+}
+
+/// The bitmap and summary words of a zone of `bits` slots with every slot free, top level
+/// first and the leaves last: each level's bits clear, the padding past them in its last word
+/// set.
+fn free_bitmap(bits: usize) -> Vec<u64> {
+    let mut levels: Vec<Vec<u64>> = Vec::new();
+    let mut bits = bits;
+    while bits > 0 {
+        let count = bits.div_ceil(64);
+        let mut level = vec![0u64; count];
+        if bits % 64 != 0 {
+            level[count - 1] = u64::MAX << (bits % 64);
+        }
+        levels.push(level);
+        if count == 1 {
+            break;
+        }
+        bits = count;
+    }
+    levels.into_iter().rev().flatten().collect()
 }
 
 /// A live zone of the input and what the oracle knows of it.
@@ -463,7 +486,7 @@ fuzz_target!(|input: Input| {
         );
     }
     // Each metadata: the baselines of slots ever allocated 0 and the others untouched, the
-    // bitmap cleared and all free, the words past `meta_words` untouched.
+    // bitmap and its summary all free, the words past `meta_words` untouched.
     let mut metas: Vec<(*mut [u64], usize, usize)> = Vec::new();
     for r in &records {
         match metas.iter_mut().find(|m| std::ptr::addr_eq(m.0, r.meta)) {
@@ -483,9 +506,10 @@ fuzz_target!(|input: Input| {
             m[ever..cap].iter().all(|&w| w == POISON),
             "baseline of a slot never allocated"
         );
-        assert!(
-            m[cap..needed].iter().all(|&w| w == 0),
-            "the bitmap is cleared and all free"
+        assert_eq!(
+            m[cap..needed],
+            free_bitmap(cap)[..],
+            "the bitmap and its summary are all free"
         );
         assert!(
             m[needed..].iter().all(|&w| w == POISON),

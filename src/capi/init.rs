@@ -17,8 +17,8 @@ use crate::{arch, baseline, freebsd, Zone, ZoneLayout};
 ///
 /// Every `COUNTER_U64_DEFINE_EARLY` counter of the program gets a slot, with its early count.
 ///
-/// `meta` (`meta_words` 64-bit words: a zero baseline per counter and a bitmap bit per
-/// counter, `len / 8 + len / 8 / 64` rounded up) is the zone's metadata.
+/// `meta` (`meta_words` 64-bit words: a zero baseline per counter, a bitmap bit per counter
+/// and the bitmap's summary levels, `PCPU_META_WORDS(len / 8)`) is the zone's metadata.
 ///
 /// Returns 0, `PCPU_EINVAL` (NULL pointer), `PCPU_EINSTALLED`, the code of the first
 /// broken layout rule (`PCPU_ENOCPUS`, `PCPU_ESTRIDE`, `PCPU_EMISALIGNED`, ...),

@@ -22,6 +22,16 @@
 
 int pcpu_c_kernel_check(unsigned cpu, unsigned ncpus);
 
+/* PCPU_META_WORDS: baselines, bitmap words and summary levels, the same table as
+ * ZoneLayout::meta_words_for's test in src/layout.rs (a constant expression). */
+_Static_assert(PCPU_META_WORDS(0) == 0, "no counters");
+_Static_assert(PCPU_META_WORDS(1) == 1 + 1, "one word of bitmap");
+_Static_assert(PCPU_META_WORDS(64) == 64 + 1, "one full word, no summary");
+_Static_assert(PCPU_META_WORDS(65) == 65 + 2 + 1, "two words and their summary word");
+_Static_assert(PCPU_META_WORDS(4096) == 4096 + 64 + 1, "two levels");
+_Static_assert(PCPU_META_WORDS(4097) == 4097 + 65 + 2 + 1, "three levels");
+_Static_assert(PCPU_META_WORDS(1000001) == 1000001 + 15626 + 245 + 4 + 1, "four levels");
+
 static int failures;
 
 #define CHECK_EQ(what, got, want)                                                         \

@@ -15,12 +15,14 @@
 //!   whose loser adds to its own, freed slot), whose first-use race must catch a lost add,
 //!   and `tests/lazy.rs` with `pcpu_counter_broken="lazy_move_takes_word"` (a lazy counter's
 //!   move that takes the shared word into its slot without waiting for adds in flight), whose
-//!   race must catch a lost add or a fetch that goes back, and `tests/statics.rs` with
+//!   race must catch a lost add or a fetch that goes back, `tests/statics.rs` with
 //!   `pcpu_counter_broken="static_shared_add"` (a per-CPU static's add without `gs:`, to the
-//!   shared template), whose harness must catch lost adds; one build with all five (own
-//!   target dir `target/broken`).
-//! - `property`: `cargo test --test model --test config_fuzz --test approx` (256 cases per
-//!   property).
+//!   shared template), whose harness must catch lost adds, and `tests/slots.rs` with
+//!   `pcpu_counter_broken="slot_summary_stale"` (a free that leaves a full word's summary bit
+//!   set), whose model test must find a slot never handed out again; one build with all six
+//!   (own target dir `target/broken`).
+//! - `property`: `cargo test --test model --test config_fuzz --test approx --test slots` (256
+//!   cases per property).
 //! - `fuzz`: the same property tests with `PROPTEST_CASES` cases (default 2000,
 //!   `PCPU_FUZZ_CASES` overrides), reusing the same binaries.
 //! - `tsan`: the host simulation suite (`--tests`) built with `-Zsanitizer=thread`, which
@@ -261,24 +263,25 @@ fn broken(root: &Path) -> (bool, String) {
     // Both broken variants in one build (a cfg may hold several values), each suite running
     // only its test that must catch its variant.
     cmd.args(["test", "--test", "early", "--test", "approx"])
-        .args(["--test", "rseq", "--test", "lazy", "--test", "statics", "--"])
+        .args(["--test", "rseq", "--test", "lazy", "--test", "statics", "--test", "slots", "--"])
         .args([
             "init_that_does_not_wait",
             "carry_that_is_not_atomic",
             "loser_that_keeps_its_slot",
             "move_that_takes_the_word",
             "harness_catches_a_shared_static_add",
+            "catches_a_stale_summary",
         ])
         .env(
             "RUSTFLAGS",
-            r#"--cfg pcpu_counter_broken="early_init_without_waiting" --cfg pcpu_counter_broken="approx_racy_carry" --cfg pcpu_counter_broken="static_first_use_keeps_own_slot" --cfg pcpu_counter_broken="lazy_move_takes_word" --cfg pcpu_counter_broken="static_shared_add""#,
+            r#"--cfg pcpu_counter_broken="early_init_without_waiting" --cfg pcpu_counter_broken="approx_racy_carry" --cfg pcpu_counter_broken="static_first_use_keeps_own_slot" --cfg pcpu_counter_broken="lazy_move_takes_word" --cfg pcpu_counter_broken="static_shared_add" --cfg pcpu_counter_broken="slot_summary_stale""#,
         )
         .env("CARGO_TARGET_DIR", root.join("target/broken"));
     let (ok, text) = capture(cmd, false);
     let (passed, failed) = test_counts(&text);
     (
-        ok && passed == 5,
-        format!("tests/early.rs against the init that does not wait, tests/approx.rs against the carry that is not atomic, tests/rseq.rs against a static counter's first use that keeps the loser's slot, tests/lazy.rs against the move that takes the word, tests/statics.rs against a per-CPU static's add without gs: {passed} passed (each test caught its variant), {failed} failed"),
+        ok && passed == 6,
+        format!("tests/early.rs against the init that does not wait, tests/approx.rs against the carry that is not atomic, tests/rseq.rs against a static counter's first use that keeps the loser's slot, tests/lazy.rs against the move that takes the word, tests/statics.rs against a per-CPU static's add without gs:, tests/slots.rs against a free that leaves a full word's summary bit set: {passed} passed (each test caught its variant), {failed} failed"),
     )
 }
 
@@ -292,10 +295,12 @@ fn property(root: &Path) -> (bool, String) {
         "config_fuzz",
         "--test",
         "approx",
+        "--test",
+        "slots",
     ]);
     let (ok, text) = capture(cmd, false);
     let (passed, failed) = test_counts(&text);
-    (ok, format!("tests/model.rs + tests/config_fuzz.rs + tests/approx.rs: {passed} passed, {failed} failed (256 cases per property)"))
+    (ok, format!("tests/model.rs + tests/config_fuzz.rs + tests/approx.rs + tests/slots.rs: {passed} passed, {failed} failed (256 cases per property)"))
 }
 
 fn fuzz(root: &Path) -> (bool, String) {
@@ -309,6 +314,8 @@ fn fuzz(root: &Path) -> (bool, String) {
         "config_fuzz",
         "--test",
         "approx",
+        "--test",
+        "slots",
     ])
     .env("PROPTEST_CASES", &cases);
     let (ok, text) = capture(cmd, false);

@@ -198,7 +198,8 @@ impl<'a, const N: usize> Table<'_, 'a, N> {
     fn entries(&self) -> impl Iterator<Item = Entry<'a>> + '_ {
         (0..N)
             .filter(|i| self.present & 1 << i != 0)
-            .filter_map(|i| self.registry.entries.lock()[i])
+            // `get`, not an index: no bounds panic (and its formatting) in the C library.
+            .filter_map(|i| self.registry.entries.lock().get(i).copied().flatten())
     }
 
     /// Calls `f(name, description, values, is_array)` for each entry (at most

@@ -87,7 +87,10 @@ pub(crate) fn exit_nested(needs: bool) {
     }
     with_this_cpu_nest(|nest| {
         let depth = nest.depth.get();
-        assert!(depth > 0, "pcpu-counter: counter_exit without counter_enter");
+        assert!(
+            depth > 0,
+            "pcpu-counter: counter_exit without counter_enter"
+        );
         nest.depth.set(depth - 1);
         if depth == 1 {
             // SAFETY: depth 1: the outermost enter wrote the slot and nothing has read it

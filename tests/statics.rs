@@ -21,6 +21,19 @@ fn one_machine() -> std::sync::MutexGuard<'static, ()> {
     ONE_MACHINE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The per-CPU register as a kernel has it before the install: 0, so that adds reach the
+/// template. On x86_64 an unbound thread's GS base is 0 already. On i386 a kernel boots with
+/// a flat data segment (base 0) in `%fs` (docs/c.md), but a Linux thread's `%fs` is the null
+/// selector, through which an add faults: load the flat one, as `%ds` holds it.
+fn register_as_at_boot() {
+    #[cfg(target_arch = "x86")]
+    // SAFETY: copies the thread's flat user data selector into `%fs`, which neither glibc
+    // (its TLS is in `%gs`) nor the simulation (it reloads `%fs` when it binds) relies on.
+    unsafe {
+        core::arch::asm!("mov {0:x}, ds", "mov fs, {0:x}", out(reg) _, options(nostack, preserves_flags));
+    }
+}
+
 pcpu_counter::percpu_counter!(
     /// Counted by the harness.
     static PACKETS
@@ -131,6 +144,7 @@ fn many_cpus_sum_exactly() {
 #[test]
 fn early_adds_are_kept_once() {
     let _one = one_machine();
+    register_as_at_boot();
     assert_eq!(statics::installed(), None);
     let before = EARLY.fetch();
     EARLY.add(40);
@@ -330,6 +344,7 @@ pcpu_counter::percpu_counter!(static FROM_C);
 fn the_c_abi_adds_fetches_and_zeroes() {
     use pcpu_counter::capi::*;
     let _one = one_machine();
+    register_as_at_boot();
     let mut s = pcpu_static {
         slot: FROM_C::SLOT.offset() as *mut u64,
         baseline: 0,

@@ -96,9 +96,18 @@ struct Input {
 }
 
 /// The baselines, then the slot bitmap and its summary levels (a bit per word of the level
-/// below, up to a level of one word).
+/// below, up to a level of one word). Counted, not built: a layout may name 2^56 slots.
 fn meta_words(capacity: usize) -> usize {
-    capacity + free_bitmap(capacity).len()
+    let (mut words, mut bits) = (0usize, capacity);
+    while bits > 0 {
+        let count = bits.div_ceil(64);
+        words += count;
+        if count == 1 {
+            break;
+        }
+        bits = count;
+    }
+    capacity.saturating_add(words)
 }
 
 /// The bitmap and summary words of a zone of `bits` slots with every slot free, top level

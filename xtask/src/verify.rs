@@ -286,19 +286,22 @@ fn broken(root: &Path) -> (bool, String) {
     )
 }
 
+/// The property tests' binaries, run by `property` and again by `fuzz` with more cases.
+const PROPERTY_TESTS: [&str; 9] = [
+    "test",
+    "--test",
+    "model",
+    "--test",
+    "config_fuzz",
+    "--test",
+    "approx",
+    "--test",
+    "slots",
+];
+
 fn property(root: &Path) -> (bool, String) {
     let mut cmd = cargo(root);
-    cmd.args([
-        "test",
-        "--test",
-        "model",
-        "--test",
-        "config_fuzz",
-        "--test",
-        "approx",
-        "--test",
-        "slots",
-    ]);
+    cmd.args(PROPERTY_TESTS);
     let (ok, text) = capture(cmd, false);
     let (passed, failed) = test_counts(&text);
     (ok, format!("tests/model.rs + tests/config_fuzz.rs + tests/approx.rs + tests/slots.rs: {passed} passed, {failed} failed (256 cases per property)"))
@@ -307,18 +310,7 @@ fn property(root: &Path) -> (bool, String) {
 fn fuzz(root: &Path) -> (bool, String) {
     let cases = std::env::var("PCPU_FUZZ_CASES").unwrap_or_else(|_| "2000".into());
     let mut cmd = cargo(root);
-    cmd.args([
-        "test",
-        "--test",
-        "model",
-        "--test",
-        "config_fuzz",
-        "--test",
-        "approx",
-        "--test",
-        "slots",
-    ])
-    .env("PROPTEST_CASES", &cases);
+    cmd.args(PROPERTY_TESTS).env("PROPTEST_CASES", &cases);
     let (ok, text) = capture(cmd, false);
     let (passed, failed) = test_counts(&text);
     (

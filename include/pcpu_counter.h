@@ -30,10 +30,10 @@
 #define PCPU_META_WORDS(counters) ((size_t)((counters) + ((counters) + 63) / 64 + PCPU_META_LEVEL(counters, 1) + PCPU_META_LEVEL(counters, 2) + PCPU_META_LEVEL(counters, 3) + PCPU_META_LEVEL(counters, 4) + PCPU_META_LEVEL(counters, 5) + PCPU_META_LEVEL(counters, 6) + PCPU_META_LEVEL(counters, 7) + PCPU_META_LEVEL(counters, 8) + PCPU_META_LEVEL(counters, 9) + ((unsigned long long)(counters) > (1ULL << 60))))
 
 
-// FreeBSD's `M_NOWAIT`: fail at once when the zone is full.
+// FreeBSD's `M_NOWAIT`: never block. A full zone fails at once, or, with chunk hooks
 #define M_NOWAIT 1
 
-// FreeBSD's `M_WAITOK`: wait until a slot is free.
+// FreeBSD's `M_WAITOK`: may block. A full zone with chunk hooks takes a chunk from `alloc`
 #define M_WAITOK 2
 
 // FreeBSD's `M_ZERO`: accepted and ignored (counters always start at 0).
@@ -129,6 +129,12 @@
 // The bring-up check: the register holds no CPU's block of the zone (Rust:
 #define PCPU_EREGOUTSIDE -30
 
+// The zone's chunk hook returned no memory (Rust: `Error::OutOfMemory`).
+#define PCPU_ENOMEM -31
+
+// The zone already has chunk hooks (Rust: `Error::SourceAlreadySet`).
+#define PCPU_ESOURCE -32
+
 // The most CPUs the nullary `counter_enter()` keeps nesting depths for.
 #define PCPU_NEST_CPUS 256
 
@@ -176,6 +182,12 @@ typedef struct pcpu_approx {
 
 // FreeBSD's `counter_u64_t`: the slot's offset from the per-CPU register, or NULL.
 typedef struct pcpu_counter *counter_u64_t;
+
+// The kernel's chunk allocator: `size` bytes aligned to `align` (a power of two), or NULL.
+typedef void *(*pcpu_chunk_alloc_fn)(size_t size, size_t align, int wait);
+
+// Takes back an empty chunk the allocator gave, with the same `size` and `align`.
+typedef void (*pcpu_chunk_free_fn)(void *chunk, size_t size, size_t align);
 
 // Where a zone's per-CPU memory lies (Rust: `ZoneLayout`).
 typedef struct pcpu_zone_layout {
@@ -281,6 +293,15 @@ int pcpu_counter_group_fetch(counter_u64_t first, size_t n, uint64_t *dst);
 
 // As `pcpu_counter_group_fetch`, and zeroes each counter losslessly with its read.
 int pcpu_counter_group_fetch_and_zero(counter_u64_t first, size_t n, uint64_t *dst);
+
+// Lets the installed zone grow (Rust: `Zone::grow_from`): when every slot is in use,
+int pcpu_zone_grow(pcpu_chunk_alloc_fn alloc, pcpu_chunk_free_fn free);
+
+// The bytes of a chunk the installed zone asks `pcpu_zone_grow`'s `alloc` for: `ncpus *
+size_t pcpu_zone_chunk_size(void);
+
+// The alignment of those chunks: the power of two at or above the stride, at least 64.
+size_t pcpu_zone_chunk_align(void);
 
 // Installs the global zone on the memory `layout` describes, once, with the early counters.
 int pcpu_zone_init(const struct pcpu_zone_layout *layout, uint64_t *meta, size_t meta_words);

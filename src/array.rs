@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause
 //! Counter arrays: `N` counters in one contiguous run of slots (FreeBSD's `COUNTER_ARRAY_*`).
 
-use crate::{Error, Protected, Zone};
+use crate::{Error, Protected, Wait, Zone};
 
 /// `N` per-CPU counters allocated as one run of `N` adjacent slots: one allocation, one free.
 ///
@@ -47,8 +47,15 @@ impl<'z, const N: usize> CounterArray<'z, N> {
     /// assert_eq!(machine.zone().in_use(), 60); // nothing half-allocated
     /// ```
     pub fn new(zone: &'z Zone<'z>) -> Result<Self, Error> {
+        Self::alloc_with(zone, Wait::NoWait)
+    }
+
+    /// As [`new`](CounterArray::new), in a zone that grows asking its chunk source with `wait`
+    /// (see [`Zone::alloc_with`]). A run stays in one chunk: [`Error::RunTooLong`] for more
+    /// than [`Zone::max_run`] counters.
+    pub fn alloc_with(zone: &'z Zone<'z>, wait: Wait) -> Result<Self, Error> {
         const { assert!(N > 0, "a counter array needs at least one element") };
-        let off = zone.alloc_run(N)?;
+        let off = zone.alloc_run(N, wait)?;
         Ok(CounterArray { zone, off })
     }
 

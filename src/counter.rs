@@ -3,7 +3,7 @@
 
 use crate::protect::Protected;
 use crate::zone::Zone;
-use crate::Error;
+use crate::{Error, Wait};
 
 /// A per-CPU 64-bit counter: one private 8-byte slot on every CPU of its zone.
 ///
@@ -35,11 +35,22 @@ pub struct Counter<'z> {
 const _: () = assert!(core::mem::size_of::<Counter<'_>>() == 2 * core::mem::size_of::<usize>());
 
 impl Zone<'_> {
-    /// Allocates a counter that reads 0.
+    /// Allocates a counter that reads 0: [`alloc_with`](Zone::alloc_with)`(Wait::NoWait)`.
     ///
-    /// Fails with [`Error::ZoneFull`] when every slot is in use; nothing changes then.
+    /// Fails with [`Error::ZoneFull`] when every slot is in use and the zone does not grow;
+    /// nothing changes then.
     pub fn alloc(&self) -> Result<Counter<'_>, Error> {
-        let off = self.alloc_run(1)?;
+        self.alloc_with(Wait::NoWait)
+    }
+
+    /// Allocates a counter that reads 0; when every slot is in use, a zone that grows
+    /// ([`grow_from`](Zone::grow_from)) takes a chunk from its source, asked with `wait`.
+    ///
+    /// Fails, with nothing changed, with [`Error::ZoneFull`] when the zone is full and does not
+    /// grow (whatever `wait`: [`counter_u64_alloc`](crate::freebsd::counter_u64_alloc) is the
+    /// call that waits for a free), and [`Error::OutOfMemory`] when its source has no chunk.
+    pub fn alloc_with(&self, wait: Wait) -> Result<Counter<'_>, Error> {
+        let off = self.alloc_run(1, wait)?;
         // SAFETY: the slot at `off` was just allocated and cleared, and is owned by the counter.
         Ok(unsafe { Counter::from_slot(self, off) })
     }

@@ -91,7 +91,19 @@ pub enum Error {
         /// The most a zone of this kind holds.
         max: usize,
     },
-    /// The operating system or the allocator refused the memory a zone needs.
+    /// A zone was given a second chunk source ([`Zone::grow_from`](crate::Zone::grow_from)):
+    /// its chunks must go back to the one they came from.
+    SourceAlreadySet,
+    /// A run of adjacent slots (a counter array) longer than the zone can ever hold in one
+    /// piece: its first blocks, or one chunk of a zone that grows.
+    RunTooLong {
+        /// The run asked for.
+        len: usize,
+        /// The longest the zone can hold.
+        max: usize,
+    },
+    /// The operating system, the allocator or a zone's chunk source refused the memory a zone
+    /// needs.
     OutOfMemory {
         /// The bytes asked for.
         bytes: usize,
@@ -253,8 +265,21 @@ impl fmt::Display for Error {
                 write!(f, "CPU {cpu} is out of range (the zone has {ncpus} CPUs)")
             }
             Error::ZoneFull { capacity } => {
-                write!(f, "zone full: all {capacity} counter slots are in use")
+                write!(
+                    f,
+                    "zone full: all {capacity} counter slots are in use, and the zone does not \
+                     grow (give it a chunk source: Zone::grow_from)"
+                )
             }
+            Error::SourceAlreadySet => write!(
+                f,
+                "the zone already has a chunk source (its chunks go back to the one they came from)"
+            ),
+            Error::RunTooLong { len, max } => write!(
+                f,
+                "a run of {len} adjacent counters asked for, but the zone holds at most {max} \
+                 in one piece (a run stays in one chunk)"
+            ),
             Error::MemoryInUse => write!(f, "this zone memory already backs a zone"),
             Error::AlreadyInstalled => write!(f, "the global zone is already installed"),
             Error::NotInstalled => write!(f, "no global zone is installed"),
@@ -264,7 +289,7 @@ impl fmt::Display for Error {
                 "{counters} counters asked for, but a zone holds at most {max}"
             ),
             Error::OutOfMemory { bytes } => {
-                write!(f, "out of memory: the zone's {bytes} bytes could not be had")
+                write!(f, "out of memory: the {bytes} bytes the zone asked for could not be had")
             }
             Error::NotInZone { offset, len } => {
                 write!(f, "{len} slots from offset {offset:#x} are not all slots of the zone")

@@ -48,41 +48,44 @@ pub fn global_zone() -> Result<&'static Zone<'static>, Error> {
     GLOBAL.get().ok_or(Error::NotInstalled)
 }
 
-/// How [`counter_u64_alloc`] behaves when the zone is full (FreeBSD's `M_NOWAIT`/`M_WAITOK`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Wait {
-    /// Return `None` at once when the zone is full (`M_NOWAIT`).
-    NoWait,
-    /// Never fail for want of a slot (`M_WAITOK`): when the zone is full, spin (yield, under
-    /// `std`) until another CPU frees a counter. A zone never grows, so a zone that is full
-    /// for good hangs the caller: size the zone for the worst case, or use `NoWait` (or
-    /// [`Zone::alloc`], which says why) where full must be handled. Returns `None` only when
-    /// no global zone is installed.
-    WaitOk,
-}
+/// How [`counter_u64_alloc`] behaves when the zone is full: FreeBSD's `M_NOWAIT` and
+/// `M_WAITOK` (see [`counter_u64_alloc`]).
+pub use crate::chunk::Wait;
 
 /// FreeBSD's `counter_u64_t`: a counter of the global zone.
 pub type CounterU64 = Counter<'static>;
 
 /// FreeBSD's `counter_u64_alloc(flags)`: a new counter of the global zone, reading 0.
+///
+/// - A zone that grows ([`Zone::grow_from`]) takes a chunk from its source when it is full:
+///   `Wait::WaitOk` asks the source with `wait` set (it may block until it has memory, as
+///   FreeBSD's `M_WAITOK` sleeps in UMA), `Wait::NoWait` asks it not to block. `None` only
+///   when the source says no (FreeBSD would sleep; here the source decides how long to wait,
+///   and its refusal is final).
+/// - A zone that does not grow fails at once when full with `Wait::NoWait`; with
+///   `Wait::WaitOk` it waits for another CPU to free a counter (yielding the thread under
+///   `std`, spinning without it): size such a zone for the worst case, or give it a source.
+///
+/// `None` also when no global zone is installed.
 pub fn counter_u64_alloc(wait: Wait) -> Option<CounterU64> {
     let zone = global_zone().ok()?;
-    alloc_waiting(wait, || zone.alloc())
+    alloc_waiting(wait, || zone.alloc_with(wait))
 }
 
-/// Runs `attempt` until it succeeds, or once with `Wait::NoWait`: FreeBSD's `M_WAITOK` loop,
-/// which yields the thread under `std` and spins without it.
+/// Runs `attempt` until it succeeds or fails for another reason than a full zone that does
+/// not grow, or once with `Wait::NoWait`: FreeBSD's `M_WAITOK` loop, which yields the thread
+/// under `std` and spins without it.
 fn alloc_waiting<T>(wait: Wait, mut attempt: impl FnMut() -> Result<T, Error>) -> Option<T> {
     loop {
         match (attempt(), wait) {
             (Ok(made), _) => return Some(made),
-            (Err(_), Wait::NoWait) => return None,
-            (Err(_), Wait::WaitOk) => {
+            (Err(Error::ZoneFull { .. }), Wait::WaitOk) => {
                 #[cfg(feature = "std")]
                 std::thread::yield_now();
                 #[cfg(not(feature = "std"))]
                 core::hint::spin_loop();
             }
+            (Err(_), _) => return None,
         }
     }
 }
@@ -129,9 +132,9 @@ pub fn counter_u64_add_protected(guard: &Protected, counter: &Counter<'_>, v: i6
 /// FreeBSD's `COUNTER_ARRAY_ALLOC(a, N, wait)` on the global zone: `N` counters in one run.
 ///
 /// `Wait::NoWait` returns `None` at once when no run of `N` free slots exists; `Wait::WaitOk`
-/// waits for one, as [`counter_u64_alloc`] does. `None` also when no global zone is installed,
-/// and when `N` is more than the zone's capacity (a run that could never fit, which `WaitOk`
-/// would wait for for ever). `COUNTER_ARRAY_FREE` is dropping the array, `COUNTER_ARRAY_ZERO`
+/// takes a chunk or waits, as [`counter_u64_alloc`] does. `None` also when no global zone is
+/// installed, and when `N` is more than [`Zone::max_run`] (a run that could never fit, which
+/// `WaitOk` would wait for for ever). `COUNTER_ARRAY_FREE` is dropping the array, `COUNTER_ARRAY_ZERO`
 /// is [`CounterArray::zero_all`], `COUNTER_ARRAY_COPY` is [`CounterArray::fetch_all`].
 ///
 /// ```
@@ -141,10 +144,10 @@ pub fn counter_u64_add_protected(guard: &Protected, counter: &Counter<'_>, v: i6
 /// ```
 pub fn counter_array_alloc<const N: usize>(wait: Wait) -> Option<CounterArray<'static, N>> {
     let zone = global_zone().ok()?;
-    if N > zone.capacity() {
+    if N > zone.max_run() {
         return None;
     }
-    alloc_waiting(wait, || CounterArray::new(zone))
+    alloc_waiting(wait, || CounterArray::alloc_with(zone, wait))
 }
 
 /// FreeBSD's `counter_ratecheck(cr, limit)`: [`CounterRate::check`].

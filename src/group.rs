@@ -198,14 +198,9 @@ pub(crate) fn fetch_and_zero(parts: &[Part<'_>], out: &mut [u64]) {
 impl Zone<'_> {
     /// Checks that the `len` slots from offset `off` are slots of this zone.
     pub(crate) fn check_run(&self, off: usize, len: usize) -> Result<(), Error> {
-        let end = len.checked_mul(8).and_then(|b| b.checked_add(off));
-        match end {
-            Some(end)
-                if self.holds_offset(off) && end <= self.layout().offset + self.layout().len =>
-            {
-                Ok(())
-            }
-            _ => Err(Error::NotInZone { offset: off, len }),
+        match self.holds_run(off, len) {
+            true => Ok(()),
+            false => Err(Error::NotInZone { offset: off, len }),
         }
     }
 

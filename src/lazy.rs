@@ -239,7 +239,7 @@ impl<'z> LazyCounter<'z> {
             .compare_exchange(s, idle | MOVING, Ordering::Acquire, Ordering::Relaxed)
             .ok()?;
         let allocated = if wait {
-            Some(self.zone.alloc_run(1))
+            Some(self.zone.alloc_run(1, crate::Wait::NoWait))
         } else {
             self.zone.try_alloc_run(1)
         };

@@ -37,6 +37,7 @@ mod atomic;
 mod baseline;
 mod bitmap;
 mod bringup;
+mod chunk;
 mod group;
 mod memory;
 pub mod platform;
@@ -56,6 +57,7 @@ pub mod statics;
 pub use {
     approx::ApproxCounter,
     area::Area,
+    chunk::{ChunkSource, Wait},
     counter::Counter,
     lazy::LazyCounter,
     memory::{ZoneMemory, ZoneMeta},
@@ -64,6 +66,9 @@ pub use {
     statics::StaticCounter,
     zone::Zone,
 };
+
+#[cfg(feature = "alloc")]
+pub use chunk::HeapChunks;
 
 // The other faces: C kernels, Linux programs, and the host simulation the tests run on.
 #[cfg(pcpu_c_abi)]

@@ -6,6 +6,7 @@ use core::ptr::NonNull;
 
 use crate::area::Area;
 use crate::bitmap::Bitmap;
+use crate::chunk::{Chunk, ChunkShape, ChunkSource, Chunks, Found, Wait};
 use crate::memory::{ZoneMemory, ZoneMeta};
 use crate::{arch, baseline, platform, Error, ZoneLayout};
 
@@ -33,6 +34,18 @@ enum Backing {
         layout: alloc::alloc::Layout,
         meta: NonNull<[u64]>,
     },
+}
+
+/// The zone's allocator state, under its lock: the first blocks' bitmap and the chunks.
+struct Slots {
+    bitmap: Bitmap,
+    chunks: Chunks,
+}
+
+/// Where a slot lies: in the zone's first blocks (its index there) or in a chunk.
+enum Place {
+    First(usize),
+    Chunk(*mut Chunk, usize),
 }
 
 /// The release flag of a `ZoneMemory`, type-erased over its size.
@@ -75,7 +88,9 @@ pub struct Zone<'m> {
     layout: ZoneLayout,
     /// The first of `capacity` baseline words (the metadata's first part).
     baselines: NonNull<u64>,
-    slots: spin::Mutex<Bitmap>,
+    slots: spin::Mutex<Slots>,
+    /// The chunks' shape and source once [`grow_from`](Zone::grow_from) set them.
+    growth: spin::Once<ChunkShape>,
     area: AreaRef<'m>,
     backing: Backing,
     _memory: PhantomData<&'m mut [u64]>,
@@ -164,10 +179,15 @@ impl<'m> Zone<'m> {
         // SAFETY: the bitmap words (at least `words_for(capacity)`, as `meta_words` counted)
         // are borrowed mutably for 'm, and only the zone uses them.
         let bits = unsafe { Bitmap::new(NonNull::from(bitmap).cast(), capacity) };
+        let baselines: NonNull<u64> = NonNull::from(baselines).cast();
         Ok(Zone {
             layout,
-            baselines: NonNull::from(baselines).cast(),
-            slots: spin::Mutex::new(bits),
+            baselines,
+            slots: spin::Mutex::new(Slots {
+                bitmap: bits,
+                chunks: Chunks::new(),
+            }),
+            growth: spin::Once::new(),
             area,
             backing: Backing::Borrowed,
             _memory: PhantomData,
@@ -268,14 +288,75 @@ impl<'m> Zone<'m> {
         self.layout.ncpus
     }
 
-    /// Number of counters the zone can hold at once.
+    /// Number of counters the zone can hold now: its first blocks' slots and, in a zone that
+    /// grows, those of the chunks it has taken.
     pub fn capacity(&self) -> usize {
-        self.layout.capacity()
+        let chunks = self.slots.lock().chunks.count();
+        self.layout.capacity() + self.growth.get().map_or(0, |g| chunks * g.slots)
+    }
+
+    /// The longest run of adjacent slots ([`CounterArray`](crate::array::CounterArray)) the zone can
+    /// ever hand out: its first blocks' slots, or a chunk's where that is more (a run never
+    /// spans two chunks).
+    pub fn max_run(&self) -> usize {
+        let per_chunk = self.growth.get().map_or(0, |g| g.slots);
+        self.layout.capacity().max(per_chunk)
     }
 
     /// Number of slots in use now (a count the allocator keeps: no scan).
     pub fn in_use(&self) -> usize {
-        self.slots.lock().count_used()
+        let slots = self.slots.lock();
+        slots.bitmap.count_used() + slots.chunks.used()
+    }
+
+    /// Lets the zone grow: when every slot is taken, an alloc asks `source` for a chunk of
+    /// [`chunk_layout`](Zone::chunk_layout) (`ncpus * stride` bytes for the slots, then the
+    /// chunk's metadata, aligned to the power of two at or above `stride`) and carries on in
+    /// it. Its counters' offsets are reached through the same per-CPU register values
+    /// ([`cpu_base`](Zone::cpu_base)): the add is unchanged. A chunk that empties goes back
+    /// to the source (one is kept as a spare); dropping the zone gives back every chunk.
+    ///
+    /// Fails with [`Error::SourceAlreadySet`] for a second source (the chunks taken must go
+    /// back to the one they came from), and [`Error::AddressOverflow`] when a chunk's size
+    /// does not fit the address space.
+    ///
+    /// On i386 a counter in a chunk has an offset anywhere in the 4 GiB address space: every
+    /// CPU's `%fs` segment must then have a 4 GiB limit (the bring-up check,
+    /// [`check_cpu`](Zone::check_cpu), says so when it does not).
+    ///
+    /// ```
+    /// use pcpu_counter::{Error, HeapChunks, sim::Machine};
+    /// let machine = Machine::new(2);
+    /// let zone = machine.zone();
+    /// zone.grow_from(&HeapChunks)?;
+    /// let many: Vec<_> = (0..zone.capacity() + 1).map(|_| zone.alloc()).collect::<Result<_, _>>()?;
+    /// machine.run_on(1, || many.last().unwrap().add(3));
+    /// assert_eq!(many.last().unwrap().fetch(), 3);
+    /// assert_eq!(zone.grow_from(&HeapChunks), Err(Error::SourceAlreadySet));
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn grow_from(&self, source: &'static dyn ChunkSource) -> Result<(), Error> {
+        let shape = ChunkShape::new(&self.layout, self.baselines.as_ptr() as usize, source)?;
+        let mut set = false;
+        self.growth.call_once(|| {
+            set = true;
+            shape
+        });
+        match set {
+            true => Ok(()),
+            false => Err(Error::SourceAlreadySet),
+        }
+    }
+
+    /// The size and alignment of the chunks a zone that grows asks its source for (an error
+    /// when no chunk of the zone's shape fits the address space).
+    pub fn chunk_layout(&self) -> Result<core::alloc::Layout, Error> {
+        Ok(ChunkShape::new(&self.layout, 0, &crate::chunk::NoSource)?.layout)
+    }
+
+    /// Whether the zone grows ([`grow_from`](Zone::grow_from) gave it a source).
+    pub fn grows(&self) -> bool {
+        self.growth.get().is_some()
     }
 
     /// The value CPU `cpu`'s per-CPU register must hold before that CPU adds to a counter.
@@ -283,42 +364,168 @@ impl<'m> Zone<'m> {
         self.layout.cpu_base(cpu)
     }
 
-    /// Whether `off` is the offset of a slot of this zone (allocated or not).
+    /// Whether `off` is the offset of a slot of this zone (allocated or not): of its first
+    /// blocks, or of a chunk it grew (a walk over the chunks).
     pub fn holds_offset(&self, off: usize) -> bool {
+        self.in_first_blocks(off)
+            || self
+                .growth
+                .get()
+                .is_some_and(|g| self.slots.lock().chunks.holds(g, off))
+    }
+
+    /// Whether `off` is a slot of the zone's first blocks (no lock, no memory read).
+    fn in_first_blocks(&self, off: usize) -> bool {
         off.is_multiple_of(8)
             && off >= self.layout.offset
             && off < self.layout.offset + self.layout.len
     }
 
+    /// Where the slot at `off`, a slot of the zone, lies.
+    ///
+    /// # Safety
+    /// As [`Chunks::find`]: `off` is a live slot of the zone, or a C handle whose masked chunk
+    /// header is readable.
+    unsafe fn place(&self, off: usize) -> Option<Place> {
+        if self.in_first_blocks(off) {
+            return Some(Place::First(self.layout.slot_index(off)));
+        }
+        // The tag check reads the header alone: no lock is needed to find the chunk.
+        // SAFETY: the caller's contract.
+        let found = unsafe { self.growth.get()?.find(off) };
+        found.map(|(chunk, index)| Place::Chunk(chunk, index))
+    }
+
+    /// Whether the run of `len` slots from `off` is slots of this zone, all in its first
+    /// blocks or all in one chunk (found by a walk, as [`holds_offset`](Zone::holds_offset)).
+    pub(crate) fn holds_run(&self, off: usize, len: usize) -> bool {
+        let Some(last) = len
+            .checked_sub(1)
+            .and_then(|n| n.checked_mul(8))
+            .map(|b| off.wrapping_add(b))
+        else {
+            return false;
+        };
+        if self.in_first_blocks(off) {
+            return last >= off && self.in_first_blocks(last);
+        }
+        let Some(shape) = self.growth.get() else {
+            return false;
+        };
+        last >= off
+            && (last - off) / 8 < shape.slots
+            && shape.same_chunk(off, last)
+            && self.slots.lock().chunks.holds(shape, off)
+    }
+
+    /// Whether `off` is a slot of the zone, for a handle from C: as
+    /// [`holds_offset`](Zone::holds_offset) without the walk (the chunk's tag instead).
+    ///
+    /// # Safety
+    /// As [`place`](Zone::place).
+    #[inline]
+    pub(crate) unsafe fn holds_handle(&self, off: usize) -> bool {
+        // SAFETY: the caller's contract.
+        self.in_first_blocks(off) || unsafe { self.place(off) }.is_some()
+    }
+
     /// Allocates `len` adjacent slots, clears them and their baselines, and returns the
-    /// register-relative offset of the first.
-    pub(crate) fn alloc_run(&self, len: usize) -> Result<usize, Error> {
-        let first = self.slots.lock().alloc_run(len);
-        self.clear_run(first, len)
+    /// register-relative offset of the first. A zone that grows asks its source for a chunk
+    /// when none has the run, with `wait` (see [`Wait`]).
+    pub(crate) fn alloc_run(&self, len: usize, wait: Wait) -> Result<usize, Error> {
+        loop {
+            let mut slots = self.slots.lock();
+            if let Some(first) = slots.bitmap.alloc_run(len) {
+                drop(slots);
+                return self.clear_run(self.layout.slot_offset(first), len);
+            }
+            let Some(shape) = self.growth.get() else {
+                drop(slots);
+                return Err(self.full(len));
+            };
+            match slots.chunks.alloc_run(shape, len) {
+                Found::Slot(off) => {
+                    drop(slots);
+                    return self.clear_run(off, len);
+                }
+                Found::TooLong => {
+                    drop(slots);
+                    return Err(self.full(len));
+                }
+                Found::Grow => {}
+            }
+            // The source may block (`wait`): never under the zone's lock.
+            drop(slots);
+            let chunk = shape
+                .source
+                .alloc_chunk(shape.layout, wait == Wait::WaitOk)
+                .ok_or(Error::OutOfMemory {
+                    bytes: shape.layout.size(),
+                })?;
+            // SAFETY: a chunk of the zone's chunk layout from its source, unused.
+            unsafe { self.slots.lock().chunks.add(shape, chunk) };
+        }
     }
 
-    /// [`alloc_run`](Zone::alloc_run) unless the bitmap's lock is held (`None`, nothing
-    /// changed): an allocation that never waits, for a lazy counter's move, which may run in
-    /// an interrupt handler that interrupted this CPU's own `alloc` or `free`.
+    /// The error of an alloc of `len` slots that the zone cannot give: in a zone that grows,
+    /// a run longer than a chunk; else a full zone (as a zone that does not grow reports
+    /// every run it has no room for).
+    fn full(&self, len: usize) -> Error {
+        let max = self.max_run();
+        match len > max && self.grows() {
+            true => Error::RunTooLong { len, max },
+            false => Error::ZoneFull {
+                capacity: self.capacity(),
+            },
+        }
+    }
+
+    /// [`alloc_run`](Zone::alloc_run) unless the lock is held or a chunk would have to be
+    /// taken (`None`, nothing changed): an allocation that never waits, for a lazy counter's
+    /// move, which may run in an interrupt handler that interrupted this CPU's own `alloc` or
+    /// `free`.
     pub(crate) fn try_alloc_run(&self, len: usize) -> Option<Result<usize, Error>> {
-        let first = self.slots.try_lock()?.alloc_run(len);
-        Some(self.clear_run(first, len))
+        let mut slots = self.slots.try_lock()?;
+        if let Some(first) = slots.bitmap.alloc_run(len) {
+            drop(slots);
+            return Some(self.clear_run(self.layout.slot_offset(first), len));
+        }
+        let Some(shape) = self.growth.get() else {
+            drop(slots);
+            return Some(Err(self.full(len)));
+        };
+        match slots.chunks.alloc_run(shape, len) {
+            Found::Slot(off) => {
+                drop(slots);
+                Some(self.clear_run(off, len))
+            }
+            Found::TooLong => {
+                drop(slots);
+                Some(Err(self.full(len)))
+            }
+            Found::Grow => None,
+        }
     }
 
-    /// Clears the `len` slots from index `first` (just allocated) and their baselines, and
-    /// returns the first one's offset; `None` is a full zone.
-    fn clear_run(&self, first: Option<usize>, len: usize) -> Result<usize, Error> {
-        let capacity = self.capacity();
-        let first = first.ok_or(Error::ZoneFull { capacity })?;
-        let off = self.layout.slot_offset(first);
+    /// Clears the `len` slots from offset `off` (just allocated) and their baselines, and
+    /// returns `off`.
+    fn clear_run(&self, off: usize, len: usize) -> Result<usize, Error> {
         for slot in 0..len {
-            let slot_off = off + slot * 8;
-            for cpu in 0..self.ncpus() {
+            let slot_off = off.wrapping_add(slot * 8);
+            // The broken variant the churn tests must catch (`tests/grow.rs`, the QEMU
+            // kernels' growth runs): a reused chunk slot keeps its old count.
+            let cpus = match cfg!(pcpu_counter_broken = "chunk_slot_not_cleared")
+                && !self.in_first_blocks(off)
+            {
+                true => 0,
+                false => self.ncpus(),
+            };
+            for cpu in 0..cpus {
                 let addr = self.slot_addr(cpu, slot_off);
                 // Only a slot that reads non-zero is written: a fresh counter does not fault
                 // in (or dirty) every CPU's page of a lazily backed zone (`rseq::Zone`).
-                // SAFETY: the slot is inside the zone (the bitmap only has `capacity` slots) and
-                // newly allocated, so no CPU adds to it; the handle that publishes it to other
+                // SAFETY: the slot is inside the zone (its first blocks or a chunk) and newly
+                // allocated, so no CPU adds to it; the handle that publishes it to other
                 // CPUs carries the happens-before edge for these stores.
                 unsafe {
                     if arch::load_slot(addr) != 0 {
@@ -332,34 +539,55 @@ impl<'m> Zone<'m> {
         Ok(off)
     }
 
-    /// Returns `len` slots starting at offset `off` to the bitmap.
+    /// Returns `len` slots starting at offset `off` to the zone; a chunk that empties goes
+    /// back to its source (or stays as the spare).
     ///
     /// # Panics
-    /// If the run is not inside the zone or a slot of it is not allocated (a double free).
+    /// If the run is not a run of the zone's slots or a slot of it is not allocated (a
+    /// double free).
     pub(crate) fn free_run(&self, off: usize, len: usize) {
-        // Fixed text, not formatted: it keeps `core::fmt`'s hex printing out of a C kernel's
-        // library (`tests/c/footprint.sh`).
-        assert!(
-            self.holds_offset(off),
-            "pcpu-counter: free of an offset that is not a slot of this zone"
-        );
-        self.slots.lock().free_run(self.layout.slot_index(off), len);
+        // SAFETY: callers free offsets of live handles (Rust's) or C handles the C caller
+        // vouches for.
+        let place = unsafe { self.place(off) };
+        let mut slots = self.slots.lock();
+        let give_back = match place {
+            Some(Place::First(index)) => {
+                slots.bitmap.free_run(index, len);
+                None
+            }
+            Some(Place::Chunk(chunk, index)) => match self.growth.get() {
+                Some(shape) => slots.chunks.free_run(shape, chunk, index, len),
+                None => None,
+            },
+            // Fixed text, not formatted: it keeps `core::fmt`'s hex printing out of a C
+            // kernel's library (`tests/c/footprint.sh`).
+            None => panic!("pcpu-counter: free of an offset that is not a slot of this zone"),
+        };
+        drop(slots);
+        if let (Some(memory), Some(shape)) = (give_back, self.growth.get()) {
+            // SAFETY: an empty chunk of this zone, off its lists, from its source.
+            unsafe { shape.source.free_chunk(memory, shape.layout) };
+        }
     }
 
-    /// The address of the slot at `off` in CPU `cpu`'s block. `cpu` must be in range.
+    /// The address of the slot at `off` in CPU `cpu`'s block (of the first blocks or of a
+    /// chunk: the arithmetic wraps, as the add's does). `cpu` must be in range.
     #[inline]
     pub(crate) fn slot_addr(&self, cpu: usize, off: usize) -> *mut u64 {
         debug_assert!(cpu < self.ncpus());
-        (self.layout.base + cpu * self.layout.stride + off) as *mut u64
+        (self.layout.base + cpu * self.layout.stride).wrapping_add(off) as *mut u64
     }
 
-    /// The baseline word of the slot at `off`.
+    /// The baseline word of the slot at `off`, a live slot of the zone.
     pub(crate) fn baseline(&self, off: usize) -> *mut u64 {
-        debug_assert!(self.holds_offset(off));
-        // SAFETY: `off` is a slot of the zone, so its index is below the baseline count.
-        unsafe { self.baselines.as_ptr().add(self.layout.slot_index(off)) }
+        // SAFETY: callers pass offsets of live slots (a handle's).
+        match unsafe { self.place(off) } {
+            // SAFETY: `index` is below the baseline count (a slot of the first blocks).
+            Some(Place::First(index)) => unsafe { self.baselines.as_ptr().add(index) },
+            Some(Place::Chunk(chunk, index)) => ChunkShape::baseline(chunk, index),
+            None => panic!("pcpu-counter: a counter offset that is no slot of its zone"),
+        }
     }
-
     /// The raw value of slot `off` on CPU `cpu`.
     pub(crate) fn slot_value(&self, cpu: usize, off: usize) -> Result<u64, Error> {
         self.layout.cpu_base(cpu)?;
@@ -545,6 +773,9 @@ impl Zone<'static> {
 
 impl Drop for Zone<'_> {
     fn drop(&mut self) {
+        if let Some(shape) = self.growth.get() {
+            self.slots.get_mut().chunks.release_all(shape);
+        }
         self.area().release(&self.layout);
         match self.backing {
             Backing::Borrowed => {}
@@ -584,7 +815,7 @@ impl core::fmt::Debug for Zone<'_> {
 // the same size in a kernel's build and under `sim`.
 const _: () = assert!(
     core::mem::size_of::<Zone<'_>>()
-        == core::mem::size_of::<usize>() * if cfg!(feature = "alloc") { 19 } else { 14 }
+        == core::mem::size_of::<usize>() * if cfg!(feature = "alloc") { 34 } else { 29 }
 );
 
 #[cfg(test)]

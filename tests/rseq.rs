@@ -569,7 +569,7 @@ fn refused_memory_child() {
     );
     assert_eq!(
         Error::OutOfMemory { bytes }.to_string(),
-        "out of memory: the zone's 136348168 bytes could not be had"
+        "out of memory: the 136348168 bytes the zone asked for could not be had"
     );
     let z = rseq::Zone::with_slots(1, 1 << 24).unwrap();
     let c = z.alloc().unwrap();

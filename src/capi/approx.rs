@@ -90,11 +90,11 @@ pub unsafe extern "C" fn pcpu_approx_init(a: *mut pcpu_approx, batch: u64) -> c_
     let Some(zone) = current_zone() else {
         return PCPU_ENOTINSTALLED;
     };
-    let off = match slot::alloc_run(zone, 1) {
+    let off = match slot::alloc_run(zone, 1, crate::Wait::NoWait) {
         Ok(off) => off,
         Err(e) => return code(e),
     };
-    let sixteens = match slot::alloc_run(zone, 1) {
+    let sixteens = match slot::alloc_run(zone, 1, crate::Wait::NoWait) {
         Ok(s) => s,
         Err(e) => {
             zone.free_run(off, 1);

@@ -8,9 +8,12 @@ use super::slot::{self, counter_u64_t, Target};
 use super::zone::{self, current_zone};
 use crate::baseline;
 
-/// FreeBSD's `M_NOWAIT`: fail at once when the zone is full.
+/// FreeBSD's `M_NOWAIT`: never block. A full zone fails at once, or, with chunk hooks
+/// (`pcpu_zone_grow`), takes a chunk its `alloc` gives without blocking.
 pub const M_NOWAIT: c_int = 0x0001;
-/// FreeBSD's `M_WAITOK`: wait until a slot is free.
+/// FreeBSD's `M_WAITOK`: may block. A full zone with chunk hooks takes a chunk from `alloc`
+/// (which may sleep for it) and fails only when `alloc` returns NULL; without hooks it waits
+/// until another CPU frees a slot.
 pub const M_WAITOK: c_int = 0x0002;
 /// FreeBSD's `M_ZERO`: accepted and ignored (counters always start at 0).
 pub const M_ZERO: c_int = 0x0100;
@@ -24,7 +27,16 @@ fn waits(wait: c_int) -> Option<bool> {
     }
 }
 
-/// Retries `attempt` while it fails with `PCPU_EFULL` and `wait` is set.
+/// The chunk hooks' wait for a C `wait` flag.
+fn wait_of(wait: bool) -> crate::Wait {
+    match wait {
+        true => crate::Wait::WaitOk,
+        false => crate::Wait::NoWait,
+    }
+}
+
+/// Retries `attempt` while it fails with `PCPU_EFULL` (a full zone without chunk hooks) and
+/// `wait` is set.
 fn retry<T>(wait: bool, mut attempt: impl FnMut() -> Result<T, c_int>) -> Result<T, c_int> {
     loop {
         match attempt() {
@@ -41,8 +53,9 @@ fn retry<T>(wait: bool, mut attempt: impl FnMut() -> Result<T, c_int>) -> Result
 
 /// FreeBSD's `counter_u64_alloc(wait)`: a new counter reading 0, or NULL.
 ///
-/// NULL when there is no zone, `wait` is neither `M_NOWAIT` nor `M_WAITOK`, or (`M_NOWAIT`) the
-/// zone or handle table is full. `M_WAITOK` waits for a free slot.
+/// NULL when there is no zone, `wait` is neither `M_NOWAIT` nor `M_WAITOK`, the zone's chunk
+/// hook (`pcpu_zone_grow`) gave no memory, or (`M_NOWAIT`) the zone is full and has no hooks.
+/// `M_WAITOK` on a full zone without hooks waits for a free slot.
 ///
 /// ```
 /// use pcpu_counter::capi::{counter_u64_alloc, M_NOWAIT};
@@ -57,7 +70,9 @@ pub extern "C" fn counter_u64_alloc(wait: c_int) -> counter_u64_t {
         return core::ptr::null_mut();
     };
     retry(wait, || {
-        slot::alloc_run(zone, 1).map(slot::handle).map_err(code)
+        slot::alloc_run(zone, 1, wait_of(wait))
+            .map(slot::handle)
+            .map_err(code)
     })
     .unwrap_or(core::ptr::null_mut())
 }
@@ -235,12 +250,14 @@ pub unsafe extern "C" fn counter_u64_array_alloc(
     let Some(zone) = current_zone() else {
         return PCPU_ENOTINSTALLED;
     };
-    if n >= zone.capacity() {
-        // Could never fit (offset 0 is never a C counter): fail even under `M_WAITOK`,
-        // which would wait for ever.
+    if n > zone.max_run() || (!zone.grows() && n >= zone.capacity()) {
+        // Could never fit (offset 0 is never a C counter, and a run stays in one chunk):
+        // fail even under `M_WAITOK`, which would wait for ever.
         return PCPU_EFULL;
     }
-    match retry(wait, || slot::alloc_run(zone, n).map_err(code)) {
+    match retry(wait, || {
+        slot::alloc_run(zone, n, wait_of(wait)).map_err(code)
+    }) {
         Ok(off) => {
             for i in 0..n {
                 // SAFETY: `a` is valid for `n` writes per the contract.

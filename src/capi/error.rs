@@ -70,6 +70,10 @@ pub const PCPU_EREGWRONG: c_int = -29;
 /// The bring-up check: the register holds no CPU's block of the zone (Rust:
 /// `Error::CpuRegisterOutside`).
 pub const PCPU_EREGOUTSIDE: c_int = -30;
+/// The zone's chunk hook returned no memory (Rust: `Error::OutOfMemory`).
+pub const PCPU_ENOMEM: c_int = -31;
+/// The zone already has chunk hooks (Rust: `Error::SourceAlreadySet`).
+pub const PCPU_ESOURCE: c_int = -32;
 
 /// The C code of `e`.
 pub(crate) fn code(e: Error) -> c_int {
@@ -97,6 +101,9 @@ pub(crate) fn code(e: Error) -> c_int {
         Error::CpuRegisterForeign { .. } => PCPU_EREGFOREIGN,
         Error::CpuRegisterWrong { .. } => PCPU_EREGWRONG,
         Error::CpuRegisterOutside { .. } => PCPU_EREGOUTSIDE,
+        Error::OutOfMemory { .. } => PCPU_ENOMEM,
+        Error::SourceAlreadySet => PCPU_ESOURCE,
+        Error::RunTooLong { .. } => PCPU_EFULL,
         #[allow(unreachable_patterns)] // Variants added later map here until given a code.
         _ => PCPU_EOTHER,
     }
@@ -146,6 +153,8 @@ pub extern "C" fn pcpu_strerror(err: c_int) -> *const c_char {
         PCPU_EREGFOREIGN => c"the per-CPU register holds another CPU's block (bases swapped?)",
         PCPU_EREGWRONG => c"the CPU's block is in the other register (riscv64 tp vs gp)",
         PCPU_EREGOUTSIDE => c"the per-CPU register holds no CPU's block: wrong base or stride",
+        PCPU_ENOMEM => c"the zone's chunk hook gave no memory",
+        PCPU_ESOURCE => c"the zone already has chunk hooks",
         _ => c"unknown error",
     };
     text.as_ptr()
@@ -231,7 +240,15 @@ mod tests {
                 },
                 PCPU_EREGOUTSIDE,
             ),
-            (Error::OutOfMemory { bytes: usize::MAX }, PCPU_EOTHER),
+            (Error::OutOfMemory { bytes: usize::MAX }, PCPU_ENOMEM),
+            (Error::SourceAlreadySet, PCPU_ESOURCE),
+            (
+                Error::CapacityTooLarge {
+                    counters: 2,
+                    max: 1,
+                },
+                PCPU_EOTHER,
+            ),
         ];
         for (e, want) in cases {
             assert_eq!(code(e), want, "{e:?}");

@@ -141,7 +141,7 @@ pub(crate) fn move_into(zone: &Zone<'_>) {
         let word = early::word(unsafe { var.read_volatile() });
         // A fixed message, not `expect`: that would link `Error`'s `Debug` (and `core::fmt`)
         // into the C kernel library.
-        let Ok(off) = slot::alloc_run(zone, 1) else {
+        let Ok(off) = slot::alloc_run(zone, 1, crate::Wait::NoWait) else {
             panic!("pcpu-counter: early counters fit (checked by `fit`)")
         };
         // SAFETY: the early word, a static `uint64_t` of the macro's, only reached atomically.

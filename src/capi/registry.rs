@@ -246,7 +246,8 @@ unsafe fn add(
 fn slot_of(c: counter_u64_t) -> Result<usize, c_int> {
     let zone = current_zone().ok_or(PCPU_ENOTINSTALLED)?;
     let off = c as usize;
-    if off == 0 || !zone.holds_offset(off) {
+    // SAFETY: a handle the C caller vouches for (the registration's contract).
+    if off == 0 || !unsafe { zone.holds_handle(off) } {
         return Err(PCPU_EINVAL);
     }
     Ok(off)

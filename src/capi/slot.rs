@@ -54,7 +54,8 @@ pub(crate) fn add_slot(c: counter_u64_t) -> Option<(&'static Zone<'static>, usiz
     // SAFETY: only ever set from a `&'static Zone` ([`remember`]), made before this CPU adds.
     let zone: &'static Zone<'static> = unsafe { &*zone };
     let off = c as usize;
-    if off == 0 || !zone.holds_offset(off) {
+    // SAFETY: a handle the C caller vouches for (the add's contract).
+    if off == 0 || !unsafe { zone.holds_handle(off) } {
         not_a_counter();
     }
     Some((zone, off))
@@ -74,11 +75,16 @@ pub(crate) fn not_a_counter() -> ! {
     panic!("pcpu-counter: not a counter_u64_t of the zone")
 }
 
-/// Allocates a run of `n` slots of `zone` for C: never one starting at offset 0 (that slot
-/// stays allocated for good, as C's NULL, and the rest of such a run is freed and tried again).
-pub(crate) fn alloc_run(zone: &Zone<'_>, n: usize) -> Result<usize, crate::Error> {
+/// Allocates a run of `n` slots of `zone` for C, a zone that grows asking its hooks with
+/// `wait`: never one starting at offset 0 (that slot stays allocated for good, as C's NULL,
+/// and the rest of such a run is freed and tried again).
+pub(crate) fn alloc_run(
+    zone: &Zone<'_>,
+    n: usize,
+    wait: crate::Wait,
+) -> Result<usize, crate::Error> {
     loop {
-        let off = zone.alloc_run(n)?;
+        let off = zone.alloc_run(n, wait)?;
         if off != 0 {
             return Ok(off);
         }

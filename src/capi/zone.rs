@@ -38,7 +38,8 @@ pub(crate) fn resolve(c: counter_u64_t) -> (&'static Zone<'static>, usize) {
     let off = c as usize;
     let zone = current_zone()
         .unwrap_or_else(|| panic!("pcpu-counter: counter used before any zone exists"));
-    if off == 0 || !zone.holds_offset(off) {
+    // SAFETY: a handle the C caller vouches for (every C call's contract).
+    if off == 0 || !unsafe { zone.holds_handle(off) } {
         slot::not_a_counter();
     }
     (zone, off)

@@ -118,7 +118,7 @@ impl Zone {
     /// Allocates a counter that reads 0. Fails with [`Error::ZoneFull`] when every slot is
     /// in use.
     pub fn alloc(&self) -> Result<Counter<'_>, Error> {
-        let off = self.core.alloc_run(1)?;
+        let off = self.core.alloc_run(1, crate::Wait::NoWait)?;
         Ok(Counter::new_in(self, off))
     }
 

@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: BSD-2-Clause
+//! `pcpu_zone_grow`: the C zone grows through the kernel's chunk hooks.
+
+use core::alloc::Layout;
+use core::ffi::{c_int, c_void};
+use core::ptr::NonNull;
+
+use super::counter::{M_NOWAIT, M_WAITOK};
+use super::error::{code, PCPU_EINVAL, PCPU_ENOTINSTALLED, PCPU_OK};
+use super::zone::current_zone;
+use crate::ChunkSource;
+
+/// The kernel's chunk allocator: `size` bytes aligned to `align` (a power of two), or NULL.
+/// `wait` is `M_WAITOK` (it may sleep until it has memory) or `M_NOWAIT` (it must not
+/// block: the caller may hold a spin lock or run in an interrupt handler).
+pub type pcpu_chunk_alloc_fn =
+    Option<unsafe extern "C" fn(size: usize, align: usize, wait: c_int) -> *mut c_void>;
+
+/// Takes back an empty chunk the allocator gave, with the same `size` and `align`.
+pub type pcpu_chunk_free_fn =
+    Option<unsafe extern "C" fn(chunk: *mut c_void, size: usize, align: usize)>;
+
+/// The hooks `pcpu_zone_grow` was given.
+struct Hooks {
+    alloc: unsafe extern "C" fn(usize, usize, c_int) -> *mut c_void,
+    free: unsafe extern "C" fn(*mut c_void, usize, usize),
+}
+
+static HOOKS: spin::Once<Hooks> = spin::Once::new();
+
+/// The C kernel's hooks as a [`ChunkSource`].
+struct CHooks;
+
+// SAFETY: the hooks' contract (`pcpu_zone_grow`): memory of the size and alignment asked,
+// the kernel's to give, taken back once.
+unsafe impl ChunkSource for CHooks {
+    fn alloc_chunk(&self, layout: Layout, wait: bool) -> Option<NonNull<u8>> {
+        let hooks = HOOKS.get()?;
+        let flag = if wait { M_WAITOK } else { M_NOWAIT };
+        // SAFETY: the kernel's hook, called as its contract says.
+        let chunk = unsafe { (hooks.alloc)(layout.size(), layout.align(), flag) };
+        // A chunk the hook misaligned is not used (the zone finds chunks by their alignment):
+        // it is given back and the alloc fails.
+        if !(chunk as usize).is_multiple_of(layout.align()) {
+            // SAFETY: the hook's own chunk, given back at once.
+            unsafe { (hooks.free)(chunk, layout.size(), layout.align()) };
+            return None;
+        }
+        NonNull::new(chunk.cast())
+    }
+
+    unsafe fn free_chunk(&self, chunk: NonNull<u8>, layout: Layout) {
+        if let Some(hooks) = HOOKS.get() {
+            // SAFETY: a chunk the alloc hook gave, with its size and alignment, once.
+            unsafe { (hooks.free)(chunk.as_ptr().cast(), layout.size(), layout.align()) };
+        }
+    }
+}
+
+/// Lets the installed zone grow (Rust: `Zone::grow_from`): when every slot is in use,
+/// `counter_u64_alloc` and the arrays call `alloc(size, align, wait)` for a chunk of
+/// `pcpu_zone_chunk_size` bytes aligned to `pcpu_zone_chunk_align` (at least 64), with the
+/// caller's `M_WAITOK` or `M_NOWAIT`, and carry on in it; a chunk that empties goes back
+/// through `free` (one is kept as a spare). The counters in a chunk are reached through the
+/// same per-CPU register values: nothing else changes for the kernel.
+///
+/// `M_WAITOK` then returns a counter whenever `alloc` gives memory; when `alloc` returns NULL
+/// even with `M_WAITOK`, the alloc returns NULL (`PCPU_ENOMEM` from the arrays). A chunk
+/// `alloc` returns misaligned is given back through `free`, and the alloc fails so.
+///
+/// Returns 0, `PCPU_EINVAL` (a NULL hook), `PCPU_ENOTINSTALLED` (before `pcpu_zone_init`),
+/// `PCPU_ESOURCE` (hooks given already), `PCPU_EOVERFLOW` (no chunk fits the address space).
+///
+/// Without hooks a full zone stays full: `M_NOWAIT` fails at once, `M_WAITOK` waits for a
+/// free.
+///
+/// # Safety
+/// `alloc` returns NULL or `size` bytes aligned to `align`, readable and writable, used by
+/// nothing else until given to `free`; both may be called from any CPU, `alloc` with
+/// `M_NOWAIT` where the caller cannot sleep.
+///
+/// ```
+/// use pcpu_counter::{capi::*, sim::capi::*};
+/// assert_eq!(unsafe { pcpu_zone_grow(None, None) }, PCPU_EINVAL);
+/// ```
+#[no_mangle]
+pub unsafe extern "C" fn pcpu_zone_grow(
+    alloc: pcpu_chunk_alloc_fn,
+    free: pcpu_chunk_free_fn,
+) -> c_int {
+    let (Some(alloc), Some(free)) = (alloc, free) else {
+        return PCPU_EINVAL;
+    };
+    let Some(zone) = current_zone() else {
+        return PCPU_ENOTINSTALLED;
+    };
+    if let Err(e) = zone.chunk_layout() {
+        return code(e);
+    }
+    let mut fresh = false;
+    HOOKS.call_once(|| {
+        fresh = true;
+        Hooks { alloc, free }
+    });
+    if !fresh {
+        return code(crate::Error::SourceAlreadySet);
+    }
+    match zone.grow_from(&CHooks) {
+        Ok(()) => PCPU_OK,
+        Err(e) => code(e),
+    }
+}
+
+/// The bytes of a chunk the installed zone asks `pcpu_zone_grow`'s `alloc` for: `ncpus *
+/// stride` for the slots, then the chunk's header, a baseline word and a bitmap bit per
+/// slot. 0 when no zone is installed.
+#[no_mangle]
+pub extern "C" fn pcpu_zone_chunk_size() -> usize {
+    current_zone()
+        .and_then(|z| z.chunk_layout().ok())
+        .map_or(0, |l| l.size())
+}
+
+/// The alignment of those chunks: the power of two at or above the stride, at least 64.
+/// 0 when no zone is installed.
+#[no_mangle]
+pub extern "C" fn pcpu_zone_chunk_align() -> usize {
+    current_zone()
+        .and_then(|z| z.chunk_layout().ok())
+        .map_or(0, |l| l.align())
+}

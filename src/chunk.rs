@@ -1,0 +1,453 @@
+// SPDX-License-Identifier: BSD-2-Clause
+//! Zones that grow: chunks from a [`ChunkSource`], reached through the same per-CPU register.
+//!
+//! A chunk is `ncpus * stride` bytes from the source, CPU `i`'s part at `chunk + i * stride`,
+//! then the chunk's header and metadata. A slot `k` of the chunk has the offset
+//! `chunk + 8 * k - base` (wrapping, as FreeBSD's `zpcpu` offsets from `&__pcpu[0]`), so
+//! CPU `i`'s add, `base + i * stride + offset`, lands at `chunk + i * stride + 8 * k`: the
+//! add is the same instruction whatever chunk a counter lives in.
+//!
+//! A chunk is aligned to the power of two at or above `stride`, so that CPU 0's copy of any
+//! of its slots, masked, gives the chunk back (UMA finds a slab's header by masking an item's
+//! address the same way): freeing, zeroing and reading a counter find its chunk's bitmap and
+//! baselines in a few instructions, whatever the number of chunks.
+//!
+//! The zone's lock guards every header and the lists: the chunks with a free slot (an alloc
+//! takes the first), and all of them (for the zone's drop). A chunk that empties goes back
+//! to the source, except one kept as a spare, so that a counter allocated and freed over and
+//! over at a chunk's edge does not take and return memory each time.
+
+use core::alloc::Layout;
+use core::ptr::{self, NonNull};
+
+use crate::bitmap::Bitmap;
+use crate::{Error, ZoneLayout};
+
+/// Whether an allocation may wait for memory: FreeBSD's `M_WAITOK` and `M_NOWAIT`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// Never wait (`M_NOWAIT`): the chunk source is asked not to block, and a full zone
+    /// fails at once.
+    NoWait,
+    /// May wait (`M_WAITOK`): the chunk source is asked with `wait` set and may block until
+    /// it has memory. A zone without a source waits for another CPU to free a counter (see
+    /// [`counter_u64_alloc`](crate::freebsd::counter_u64_alloc)).
+    WaitOk,
+}
+
+/// Where a zone's chunks come from when it grows: the kernel's page allocator, the heap
+/// (`HeapChunks`, feature `alloc`), `mmap` (a Linux program's `rseq` zone).
+///
+/// # Safety
+/// [`alloc_chunk`](ChunkSource::alloc_chunk) returns `None` or memory of at least
+/// `layout.size()` bytes aligned to `layout.align()`, readable and writable, that nothing else
+/// uses until it is given to [`free_chunk`](ChunkSource::free_chunk). Its contents need not
+/// be zero.
+pub unsafe trait ChunkSource: Sync {
+    /// A chunk of `layout`, or `None` when there is no memory for it. With `wait`
+    /// ([`Wait::WaitOk`]) the source may block until there is; without it, it must not block
+    /// (the caller may hold locks or run in an interrupt handler).
+    fn alloc_chunk(&self, layout: Layout, wait: bool) -> Option<NonNull<u8>>;
+
+    /// Takes back an empty chunk.
+    ///
+    /// # Safety
+    /// `chunk` came from this source's `alloc_chunk` with the same `layout`, and is given
+    /// back once.
+    unsafe fn free_chunk(&self, chunk: NonNull<u8>, layout: Layout);
+}
+
+/// Chunks from the global allocator (feature `alloc`): `zone.grow_from(&HeapChunks)`.
+#[cfg(feature = "alloc")]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HeapChunks;
+
+// SAFETY: the global allocator's memory, of the layout asked, given back with that layout.
+#[cfg(feature = "alloc")]
+unsafe impl ChunkSource for HeapChunks {
+    fn alloc_chunk(&self, layout: Layout, _wait: bool) -> Option<NonNull<u8>> {
+        extern crate alloc;
+        // SAFETY: a chunk's layout is never zero-sized (it holds a header).
+        NonNull::new(unsafe { alloc::alloc::alloc(layout) })
+    }
+
+    unsafe fn free_chunk(&self, chunk: NonNull<u8>, layout: Layout) {
+        extern crate alloc;
+        // SAFETY: allocated above with `layout` (the caller's contract).
+        unsafe { alloc::alloc::dealloc(chunk.as_ptr(), layout) }
+    }
+}
+
+/// A chunk's header, after its CPUs' parts; its baselines and bitmap words follow it.
+#[repr(C)]
+pub(crate) struct Chunk {
+    /// [`Chunks::tag`] of the chunk: proves a masked address is a chunk of this zone.
+    tag: usize,
+    bitmap: Bitmap,
+    next_free: *mut Chunk,
+    prev_free: *mut Chunk,
+    next: *mut Chunk,
+    prev: *mut Chunk,
+    /// Whether the chunk is on the list of chunks with a free slot.
+    listed: bool,
+}
+
+/// A mix-in for the chunk tag, so that a stray word rarely passes for one.
+const TAG: usize = 0x5043_5055_4348_4e4b_u64 as usize; // "PCPUCHNK"
+
+/// The shape of a zone's chunks and their source: set once, by
+/// [`Zone::grow_from`](crate::Zone::grow_from), and read without the zone's lock.
+#[derive(Clone, Copy)]
+pub(crate) struct ChunkShape {
+    pub(crate) source: &'static dyn ChunkSource,
+    /// The zone's identity in the chunk tags (its baselines' address: it never moves).
+    zone_id: usize,
+    /// CPU 0's register value: the base every offset is relative to.
+    base: usize,
+    /// `ncpus * stride`: where the header starts.
+    header_at: usize,
+    align: usize,
+    /// Slots per chunk: `stride / 8`.
+    pub(crate) slots: usize,
+    /// Size and alignment of a chunk.
+    pub(crate) layout: Layout,
+}
+
+impl ChunkShape {
+    /// The chunks of a zone of `layout`, identified by `zone_id`, from `source`:
+    /// [`Error::AddressOverflow`] when a chunk does not fit the address space.
+    pub(crate) fn new(
+        layout: &ZoneLayout,
+        zone_id: usize,
+        source: &'static dyn ChunkSource,
+    ) -> Result<Self, Error> {
+        let slots = layout.stride / 8;
+        let header_at = layout
+            .ncpus
+            .checked_mul(layout.stride)
+            .ok_or(Error::AddressOverflow)?;
+        let align = layout
+            .stride
+            .checked_next_power_of_two()
+            .ok_or(Error::AddressOverflow)?
+            .max(64);
+        let meta = ZoneLayout::meta_words_for(slots) * 8 + size_of::<Chunk>();
+        let size = header_at.checked_add(meta).ok_or(Error::AddressOverflow)?;
+        let layout_ = Layout::from_size_align(size, align).map_err(|_| Error::AddressOverflow)?;
+        Ok(ChunkShape {
+            source,
+            zone_id,
+            base: layout.base,
+            header_at,
+            align,
+            slots,
+            layout: layout_,
+        })
+    }
+
+    fn tag(&self, chunk: usize) -> usize {
+        TAG ^ self.zone_id ^ chunk
+    }
+
+    /// The chunk address and slot index that offset `off` would name (no memory read).
+    fn locate(&self, off: usize) -> (usize, usize) {
+        let addr = self.base.wrapping_add(off);
+        let chunk = addr & !(self.align - 1);
+        (chunk, (addr - chunk) / 8)
+    }
+
+    /// Whether two offsets name slots of the same chunk (if either names one).
+    pub(crate) fn same_chunk(&self, a: usize, b: usize) -> bool {
+        self.locate(a).0 == self.locate(b).0 && self.locate(b).1 < self.slots
+    }
+
+    fn header(&self, chunk: usize) -> *mut Chunk {
+        chunk.wrapping_add(self.header_at) as *mut Chunk
+    }
+
+    /// The chunk memory of a header.
+    fn memory(&self, header: *mut Chunk) -> *mut u8 {
+        (header as usize).wrapping_sub(self.header_at) as *mut u8
+    }
+
+    /// The offset of slot `index` of the chunk whose header is `header`.
+    fn offset(&self, header: *mut Chunk, index: usize) -> usize {
+        (self.memory(header) as usize)
+            .wrapping_add(index * 8)
+            .wrapping_sub(self.base)
+    }
+
+    /// The chunk of the slot at `off` (an offset outside the zone's first blocks) and the
+    /// slot's index in it, after checking the chunk's tag: `None` for an offset that is no
+    /// slot of a chunk of this zone.
+    ///
+    /// # Safety
+    /// If `off` is no slot of this zone's chunks, the header address it masks to must still
+    /// be readable (a C handle the caller vouches for); for an offset of a live counter it is.
+    pub(crate) unsafe fn find(&self, off: usize) -> Option<(*mut Chunk, usize)> {
+        if !off.is_multiple_of(8) {
+            return None;
+        }
+        let (chunk, index) = self.locate(off);
+        if index >= self.slots {
+            return None;
+        }
+        let header = self.header(chunk);
+        // SAFETY: readable per the caller's contract; the tag is written once, when the chunk
+        // is made (before any offset of it exists), and only read after.
+        let tag = unsafe { ptr::addr_of!((*header).tag).read() };
+        (tag == self.tag(chunk)).then_some((header, index))
+    }
+
+    /// The baseline word of slot `index` of `chunk`: the baselines follow the header.
+    pub(crate) fn baseline(chunk: *mut Chunk, index: usize) -> *mut u64 {
+        chunk.wrapping_add(1).cast::<u64>().wrapping_add(index)
+    }
+}
+
+/// A zone's chunks, under its lock: those with a free slot, all of them, the spare.
+pub(crate) struct Chunks {
+    with_free: *mut Chunk,
+    all: *mut Chunk,
+    spare: *mut Chunk,
+    count: usize,
+    used: usize,
+}
+
+// SAFETY: the chunks are memory the zone owns; their lists and bitmaps are only reached under
+// the zone's lock (this struct lives inside it), baselines atomically, tags once written.
+unsafe impl Send for Chunks {}
+
+/// What an alloc from the chunks found.
+pub(crate) enum Found {
+    /// A run taken at this offset.
+    Slot(usize),
+    /// No chunk has the run: take a chunk from the source and try again.
+    Grow,
+    /// The run is longer than a chunk.
+    TooLong,
+}
+
+impl Chunks {
+    /// No chunks.
+    pub(crate) const fn new() -> Self {
+        Chunks {
+            with_free: ptr::null_mut(),
+            all: ptr::null_mut(),
+            spare: ptr::null_mut(),
+            count: 0,
+            used: 0,
+        }
+    }
+
+    /// Chunks taken (the spare not counted).
+    pub(crate) fn count(&self) -> usize {
+        self.count
+    }
+
+    /// Slots in use in the chunks.
+    pub(crate) fn used(&self) -> usize {
+        self.used
+    }
+
+    /// Whether `off` is a slot of one of the chunks, by walking them: no memory but the
+    /// headers' links is read, so any number may be asked.
+    pub(crate) fn holds(&self, shape: &ChunkShape, off: usize) -> bool {
+        let (chunk, index) = shape.locate(off);
+        if !off.is_multiple_of(8) || index >= shape.slots {
+            return false;
+        }
+        let mut at = self.all;
+        while !at.is_null() {
+            if at == shape.header(chunk) {
+                return true;
+            }
+            // SAFETY: a live chunk of the list (under the zone's lock).
+            at = unsafe { (*at).next };
+        }
+        false
+    }
+
+    /// Takes a run of `len` slots from the first chunk that has one (`len` 1: the first chunk
+    /// with a free slot, always), or from the spare.
+    pub(crate) fn alloc_run(&mut self, shape: &ChunkShape, len: usize) -> Found {
+        if len > shape.slots {
+            return Found::TooLong;
+        }
+        let mut at = self.with_free;
+        while !at.is_null() {
+            // SAFETY: a live chunk on the list, under the zone's lock; only its bitmap field
+            // is borrowed (a lookup may read its tag meanwhile).
+            let bitmap = unsafe { &mut (*at).bitmap };
+            if let Some(first) = bitmap.alloc_run(len) {
+                self.used += len;
+                if bitmap.count_used() == shape.slots {
+                    self.unlist(at);
+                }
+                return Found::Slot(shape.offset(at, first));
+            }
+            // SAFETY: as above.
+            at = unsafe { (*at).next_free };
+        }
+        if self.spare.is_null() {
+            return Found::Grow;
+        }
+        let spare = core::mem::replace(&mut self.spare, ptr::null_mut());
+        self.link(spare);
+        self.alloc_run(shape, len)
+    }
+
+    /// Makes `memory` (a chunk of `shape.layout` from the source) a chunk of the zone, with
+    /// every slot free.
+    ///
+    /// # Safety
+    /// `memory` is such a chunk, unused.
+    pub(crate) unsafe fn add(&mut self, shape: &ChunkShape, memory: NonNull<u8>) {
+        let chunk = memory.as_ptr() as usize;
+        debug_assert!(chunk.is_multiple_of(shape.align));
+        let header = shape.header(chunk);
+        let words = ChunkShape::baseline(header, shape.slots);
+        // SAFETY: the words lie in the chunk after the baselines (the layout counted them), so
+        // not at address 0, and are the bitmap's alone.
+        let bitmap = unsafe { Bitmap::new(NonNull::new_unchecked(words), shape.slots) };
+        // SAFETY: the header lies inside the chunk, 8-byte aligned (the stride is a multiple
+        // of 8 and the chunk is aligned to at least 64).
+        unsafe {
+            header.write(Chunk {
+                tag: shape.tag(chunk),
+                bitmap,
+                next_free: ptr::null_mut(),
+                prev_free: ptr::null_mut(),
+                next: ptr::null_mut(),
+                prev: ptr::null_mut(),
+                listed: false,
+            })
+        };
+        self.link(header);
+    }
+
+    /// Puts a chunk with every slot free on both lists.
+    fn link(&mut self, header: *mut Chunk) {
+        // SAFETY: a chunk of this zone and its neighbour, under the zone's lock; fields only.
+        unsafe {
+            (*header).next = self.all;
+            (*header).prev = ptr::null_mut();
+            if !self.all.is_null() {
+                (*self.all).prev = header;
+            }
+        }
+        self.all = header;
+        self.count += 1;
+        self.list(header);
+    }
+
+    /// Puts a chunk on the front of the list of chunks with a free slot.
+    fn list(&mut self, header: *mut Chunk) {
+        // SAFETY: as in `link`.
+        unsafe {
+            (*header).next_free = self.with_free;
+            (*header).prev_free = ptr::null_mut();
+            (*header).listed = true;
+            if !self.with_free.is_null() {
+                (*self.with_free).prev_free = header;
+            }
+        }
+        self.with_free = header;
+    }
+
+    /// Takes a chunk off the list of chunks with a free slot.
+    fn unlist(&mut self, header: *mut Chunk) {
+        // SAFETY: as in `link`; the chunk is on the list.
+        unsafe {
+            let (prev, next) = ((*header).prev_free, (*header).next_free);
+            match prev.is_null() {
+                true => self.with_free = next,
+                false => (*prev).next_free = next,
+            }
+            if !next.is_null() {
+                (*next).prev_free = prev;
+            }
+            (*header).listed = false;
+        }
+    }
+
+    /// Frees the run of `len` slots from slot `index` of `chunk`. Returns the chunk's memory
+    /// to give back to the source (outside the lock) when it emptied and a spare is already
+    /// kept.
+    ///
+    /// # Panics
+    /// On a double free (the bitmap's check).
+    pub(crate) fn free_run(
+        &mut self,
+        shape: &ChunkShape,
+        header: *mut Chunk,
+        index: usize,
+        len: usize,
+    ) -> Option<NonNull<u8>> {
+        // SAFETY: a live chunk of this zone (`find` checked its tag), under the lock.
+        let bitmap = unsafe { &mut (*header).bitmap };
+        bitmap.free_run(index, len);
+        let empty = bitmap.count_used() == 0;
+        self.used -= len;
+        // SAFETY: as above.
+        if !unsafe { (*header).listed } {
+            self.list(header);
+        }
+        if !empty {
+            return None;
+        }
+        self.unlist(header);
+        // SAFETY: off the free list; its neighbours on the list of all chunks are live.
+        unsafe {
+            let (prev, next) = ((*header).prev, (*header).next);
+            match prev.is_null() {
+                true => self.all = next,
+                false => (*prev).next = next,
+            }
+            if !next.is_null() {
+                (*next).prev = prev;
+            }
+        }
+        self.count -= 1;
+        if self.spare.is_null() {
+            self.spare = header;
+            return None;
+        }
+        NonNull::new(shape.memory(header))
+    }
+
+    /// Gives every chunk back to the source (the zone's drop: no counter is alive).
+    pub(crate) fn release_all(&mut self, shape: &ChunkShape) {
+        let mut at = core::mem::replace(&mut self.all, ptr::null_mut());
+        let spare = core::mem::replace(&mut self.spare, ptr::null_mut());
+        if !spare.is_null() {
+            // SAFETY: the spare is off both lists; chaining it to the rest releases it too.
+            unsafe { (*spare).next = at };
+            at = spare;
+        }
+        while !at.is_null() {
+            // SAFETY: a live chunk, released once: its successor is read first.
+            let next = unsafe { (*at).next };
+            if let Some(memory) = NonNull::new(shape.memory(at)) {
+                // SAFETY: the chunk came from the source with this layout; nothing uses it.
+                unsafe { shape.source.free_chunk(memory, shape.layout) };
+            }
+            at = next;
+        }
+        self.with_free = ptr::null_mut();
+        self.count = 0;
+    }
+}
+
+/// A source that never gives a chunk: the shape of [`Zone::chunk_layout`](crate::Zone::chunk_layout)
+/// without a real one.
+pub(crate) struct NoSource;
+
+// SAFETY: it never hands out memory.
+unsafe impl ChunkSource for NoSource {
+    fn alloc_chunk(&self, _layout: Layout, _wait: bool) -> Option<NonNull<u8>> {
+        None
+    }
+
+    unsafe fn free_chunk(&self, _chunk: NonNull<u8>, _layout: Layout) {}
+}

@@ -1,0 +1,289 @@
+//! Zones that grow (issue 31): chunks from a source, counters in them reached through the same
+//! per-CPU register values, chunks given back when they empty, `M_WAITOK` that keeps its
+//! promise or says why not.
+//!
+//! The churn test runs each CPU's thread allocating, adding to and freeing counters across
+//! many chunks while a set of long-lived counters is added to, and checks every sum exactly.
+//! It must be able to fail: `cargo xtask verify --only broken` runs it against a zone whose
+//! reused chunk slots keep the count of the counter that had them
+//! (`pcpu_counter_broken="chunk_slot_not_cleared"`), which it must catch.
+
+use std::alloc::Layout;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use pcpu_counter::freebsd::{self, Wait};
+use pcpu_counter::{array::CounterArray, sim::Machine, ChunkSource, Error, HeapChunks};
+
+/// A source over the heap that counts what it hands out and takes back, checks each chunk's
+/// layout, and can be told to refuse.
+struct Counting {
+    taken: AtomicUsize,
+    given_back: AtomicUsize,
+    refuse: AtomicBool,
+    waits: AtomicUsize,
+    layout: Mutex<Option<Layout>>,
+}
+
+impl Counting {
+    const fn new() -> Self {
+        Counting {
+            taken: AtomicUsize::new(0),
+            given_back: AtomicUsize::new(0),
+            refuse: AtomicBool::new(false),
+            waits: AtomicUsize::new(0),
+            layout: Mutex::new(None),
+        }
+    }
+
+    fn live(&self) -> usize {
+        self.taken.load(Ordering::SeqCst) - self.given_back.load(Ordering::SeqCst)
+    }
+}
+
+// SAFETY: the heap's memory, of the layout asked, taken back with it.
+unsafe impl ChunkSource for Counting {
+    fn alloc_chunk(&self, layout: Layout, wait: bool) -> Option<NonNull<u8>> {
+        if wait {
+            self.waits.fetch_add(1, Ordering::SeqCst);
+        }
+        if self.refuse.load(Ordering::SeqCst) {
+            return None;
+        }
+        let mut seen = self.layout.lock().unwrap();
+        assert_eq!(
+            *seen.get_or_insert(layout),
+            layout,
+            "every chunk has one layout"
+        );
+        let chunk = HeapChunks.alloc_chunk(layout, wait)?;
+        self.taken.fetch_add(1, Ordering::SeqCst);
+        Some(chunk)
+    }
+
+    unsafe fn free_chunk(&self, chunk: NonNull<u8>, layout: Layout) {
+        assert_eq!(*self.layout.lock().unwrap(), Some(layout));
+        self.given_back.fetch_add(1, Ordering::SeqCst);
+        // SAFETY: from `alloc_chunk` above, with this layout.
+        unsafe { HeapChunks.free_chunk(chunk, layout) }
+    }
+}
+
+/// A zone of 2 CPUs and 16 counters grows past its first blocks, counts exactly in the
+/// chunks, gives an emptied chunk back (keeping one spare), and every chunk on its drop.
+#[test]
+fn a_zone_grows_counts_and_gives_chunks_back() {
+    static SOURCE: Counting = Counting::new();
+    let machine = Machine::with_capacity(2, 16).unwrap();
+    let zone = machine.zone();
+    let first = zone.capacity();
+    assert_eq!(
+        zone.alloc().map(drop).and(Ok(())),
+        Ok(()),
+        "a zone allocates before it grows"
+    );
+    zone.grow_from(&SOURCE).unwrap();
+    let layout = zone.chunk_layout().unwrap();
+    let per_chunk = zone.max_run();
+    assert_eq!(per_chunk, zone.layout().stride / 8);
+    assert!(layout.align().is_power_of_two() && layout.align() >= zone.layout().stride);
+    assert!(layout.size() >= zone.ncpus() * zone.layout().stride);
+
+    let n = first + 5 * per_chunk + 3;
+    let counters: Vec<_> = (0..n).map(|_| zone.alloc().unwrap()).collect();
+    assert_eq!(zone.in_use(), n);
+    assert_eq!(
+        SOURCE.live(),
+        6,
+        "five full chunks and one with three counters"
+    );
+    assert_eq!(zone.capacity(), first + 6 * per_chunk);
+    for (i, c) in counters.iter().enumerate() {
+        assert!(zone.holds_offset(c.offset()));
+        machine.run_on(i % 2, || c.add(i as i64 + 1));
+        machine.run_on(1 - i % 2, || c.inc());
+    }
+    for (i, c) in counters.iter().enumerate() {
+        assert_eq!(c.fetch(), i as u64 + 2, "counter {i}");
+        assert_eq!(c.cpu_slot(i % 2).unwrap(), i as u64 + 1);
+    }
+    let last = counters.last().unwrap();
+    assert_eq!(last.fetch_and_zero(), n as u64 + 1);
+    assert_eq!(last.fetch(), 0);
+
+    // Free the chunks' counters: every chunk empties; one stays as the spare.
+    let mut counters = counters;
+    let chunked = counters.split_off(first);
+    drop(chunked);
+    assert_eq!(zone.in_use(), first);
+    assert_eq!(SOURCE.live(), 1, "the spare");
+    assert_eq!(zone.capacity(), first);
+    // The spare serves the next growth without the source.
+    let again: Vec<_> = (0..per_chunk).map(|_| zone.alloc().unwrap()).collect();
+    assert_eq!(SOURCE.taken.load(Ordering::SeqCst), 6);
+    for c in &again {
+        assert_eq!(c.fetch(), 0, "a reused chunk's slots read 0");
+    }
+    drop(again);
+    drop(counters);
+    drop(machine);
+    assert_eq!(SOURCE.live(), 0, "the zone's drop gave back every chunk");
+}
+
+/// A fresh counter in a reused slot of a chunk reads 0 on every CPU.
+#[test]
+fn a_reused_chunk_slot_reads_zero() {
+    let machine = Machine::with_capacity(3, 16).unwrap();
+    let zone = machine.zone();
+    zone.grow_from(&HeapChunks).unwrap();
+    let fill: Vec<_> = (0..zone.capacity())
+        .map(|_| zone.alloc().unwrap())
+        .collect();
+    let c = zone.alloc().unwrap();
+    let off = c.offset();
+    for cpu in 0..3 {
+        machine.run_on(cpu, || c.add(1 << cpu));
+    }
+    drop(c);
+    let d = zone.alloc().unwrap();
+    assert_eq!(d.offset(), off, "the freed slot is reused");
+    assert_eq!(d.fetch(), 0);
+    for cpu in 0..3 {
+        assert_eq!(d.cpu_slot(cpu), Ok(0));
+    }
+    drop(fill);
+}
+
+/// Without a source a full zone fails with `ZoneFull`, which says how to grow; a refusing
+/// source is `OutOfMemory`, with `wait` passed as asked; `M_WAITOK` then returns `None`
+/// instead of spinning.
+#[test]
+fn a_full_zone_says_why_and_waitok_does_not_spin() {
+    static SOURCE: Counting = Counting::new();
+    let machine = Machine::with_global_zone(2, 16).unwrap();
+    let zone = freebsd::global_zone().unwrap();
+    let fill: Vec<_> = (0..zone.capacity())
+        .map(|_| zone.alloc().unwrap())
+        .collect();
+    let full = zone.alloc().unwrap_err();
+    assert_eq!(full, Error::ZoneFull { capacity: 16 });
+    assert!(full.to_string().contains("Zone::grow_from"), "{full}");
+    assert!(freebsd::counter_u64_alloc(Wait::NoWait).is_none());
+
+    zone.grow_from(&SOURCE).unwrap();
+    assert_eq!(zone.grow_from(&HeapChunks), Err(Error::SourceAlreadySet));
+    SOURCE.refuse.store(true, Ordering::SeqCst);
+    let size = zone.chunk_layout().unwrap().size();
+    assert_eq!(
+        zone.alloc().unwrap_err(),
+        Error::OutOfMemory { bytes: size }
+    );
+    assert_eq!(
+        SOURCE.waits.load(Ordering::SeqCst),
+        0,
+        "alloc asks without wait"
+    );
+    assert!(
+        freebsd::counter_u64_alloc(Wait::WaitOk).is_none(),
+        "WaitOk returns"
+    );
+    assert_eq!(
+        SOURCE.waits.load(Ordering::SeqCst),
+        1,
+        "WaitOk asked with wait"
+    );
+    SOURCE.refuse.store(false, Ordering::SeqCst);
+    let grown = freebsd::counter_u64_alloc(Wait::WaitOk).expect("the source gives memory");
+    machine.run_on(1, || grown.add(7));
+    assert_eq!(grown.fetch(), 7);
+    drop((grown, fill));
+}
+
+/// Arrays take a run inside one chunk; a run longer than a chunk is `RunTooLong`.
+#[test]
+fn arrays_stay_in_one_chunk() {
+    let machine = Machine::with_capacity(2, 16).unwrap();
+    let zone = machine.zone();
+    zone.grow_from(&HeapChunks).unwrap();
+    let fill: Vec<_> = (0..zone.capacity())
+        .map(|_| zone.alloc().unwrap())
+        .collect();
+    let per_chunk = zone.max_run();
+    let a = CounterArray::<'_, 5>::new(zone).unwrap();
+    let b = CounterArray::<'_, 5>::new(zone).unwrap();
+    machine.run_on(1, || {
+        a.add(4, 3);
+        b.add(0, 2)
+    });
+    let mut out = [0; 5];
+    a.fetch_all(&mut out);
+    assert_eq!(out, [0, 0, 0, 0, 3]);
+    zone.fetch_range(b.offset(), &mut out).unwrap();
+    assert_eq!(out, [2, 0, 0, 0, 0]);
+    assert_eq!(
+        CounterArray::<'_, 200>::new(zone).err(),
+        Some(Error::RunTooLong {
+            len: 200,
+            max: per_chunk
+        })
+    );
+    drop((a, b, fill));
+}
+
+/// The churn: each CPU's thread allocates counters into new chunks, adds to them and to the
+/// long-lived ones, frees and reallocates, and checks exact sums; returns the mismatches.
+fn churn(source: &'static dyn ChunkSource) -> usize {
+    const NCPUS: usize = 4;
+    let rounds = if cfg!(miri) { 2 } else { 20 };
+    let machine = Machine::with_capacity(NCPUS, 16).unwrap();
+    let zone = machine.zone();
+    zone.grow_from(source).unwrap();
+    // Long-lived counters in the chunks, each added to by every CPU.
+    let keep: Vec<_> = (0..3 * zone.max_run())
+        .map(|_| zone.alloc())
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let bad = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for cpu in 0..NCPUS {
+            let (machine, keep, bad) = (&machine, &keep, &bad);
+            s.spawn(move || {
+                let _bound = machine.bind(cpu).unwrap();
+                for round in 0..rounds {
+                    let mine: Vec<_> = (0..40).map(|_| zone.alloc().unwrap()).collect();
+                    for (i, c) in mine.iter().enumerate() {
+                        c.add((i + round) as i64);
+                    }
+                    for c in keep.iter() {
+                        c.inc();
+                    }
+                    for (i, c) in mine.iter().enumerate() {
+                        if c.fetch() != (i + round) as u64 {
+                            bad.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let want = (NCPUS * rounds) as u64;
+    bad.load(Ordering::Relaxed) + keep.iter().filter(|c| c.fetch() != want).count()
+}
+
+#[cfg(not(pcpu_counter_broken = "chunk_slot_not_cleared"))]
+#[test]
+fn churn_across_chunks_counts_exactly() {
+    assert_eq!(churn(&HeapChunks), 0);
+}
+
+/// Against a zone whose reused chunk slots keep their old count
+/// (`pcpu_counter_broken="chunk_slot_not_cleared"`, `cargo xtask verify --only broken`).
+#[cfg(pcpu_counter_broken = "chunk_slot_not_cleared")]
+#[test]
+fn churn_catches_a_chunk_slot_not_cleared() {
+    assert!(
+        churn(&HeapChunks) > 0,
+        "the churn missed reused slots that were not cleared"
+    );
+}

@@ -92,6 +92,18 @@ pub(crate) fn other_register() -> Option<(&'static str, usize)> {
     None
 }
 
+/// The byte limit of the segment the add goes through, where the add has one (i386: the
+/// `%fs` segment); `None` elsewhere. A zone that grows reaches chunks at offsets anywhere in
+/// the address space, so that segment must span it all.
+#[cfg(target_arch = "x86")]
+pub(crate) use imp::segment_limit;
+
+/// As above: only i386 adds through a segment with a limit.
+#[cfg(not(target_arch = "x86"))]
+pub(crate) fn segment_limit() -> Option<usize> {
+    None
+}
+
 /// Adds 1 to the current CPU's slot at `off`: x86_64's own `add qword ptr gs:[off], 1` (an
 /// immediate operand), elsewhere the arch's `add(off, 1)`.
 ///

@@ -135,6 +135,9 @@
 // The zone already has chunk hooks (Rust: `Error::SourceAlreadySet`).
 #define PCPU_ESOURCE -32
 
+// The bring-up check, i386: the `%fs` segment does not span 4 GiB, but the zone grows (Rust:
+#define PCPU_ESEGLIMIT -33
+
 // The most CPUs the nullary `counter_enter()` keeps nesting depths for.
 #define PCPU_NEST_CPUS 256
 

@@ -26,6 +26,7 @@ impl Zone<'_> {
     /// | [`Error::CpuRegisterForeign`] | the register holds another CPU's block: two CPUs' bases swapped, or `cpu` is not this CPU's index |
     /// | [`Error::CpuRegisterWrong`] | riscv64: this CPU's block is in the other register (`tp` vs `gp`, feature `riscv-gp`) |
     /// | [`Error::CpuRegisterOutside`] | the register holds no CPU's block of the zone: the zone's base or stride is not the kernel's |
+    /// | [`Error::SegmentTooShort`] | i386, a zone that grows ([`grow_from`](Zone::grow_from)): the `%fs` segment does not span 4 GiB, so counters in chunks would fault |
     ///
     /// It reads registers only and writes nothing. Where the add reads the register at EL1 or
     /// CPL 0 (x86_64, aarch64, i386, riscv64 kernels) so does this call: run it in the kernel.
@@ -40,7 +41,16 @@ impl Zone<'_> {
     /// assert!(matches!(machine.run_on(1, || zone.check_cpu(2)), Err(Error::CpuNotInZone { cpu: 2, ncpus: 2 })));
     /// ```
     pub fn check_cpu(&self, cpu: usize) -> Result<(), Error> {
-        check(self.layout(), cpu)
+        check(self.layout(), cpu)?;
+        // A zone that grows: its chunks' offsets reach the whole address space.
+        if self.grows() && platform::simulated_register().is_none() {
+            if let Some(limit) = arch::segment_limit() {
+                if limit != usize::MAX {
+                    return Err(Error::SegmentTooShort { cpu, limit });
+                }
+            }
+        }
+        Ok(())
     }
 }
 

@@ -91,6 +91,15 @@ pub enum Error {
         /// The most a zone of this kind holds.
         max: usize,
     },
+    /// i386: CPU `cpu`'s `%fs` segment, through which the add goes, has a limit below 4 GiB,
+    /// but the zone grows: its chunks lie anywhere, at offsets that reach the whole address
+    /// space (the bring-up check, [`Zone::check_cpu`](crate::Zone::check_cpu)).
+    SegmentTooShort {
+        /// The CPU checked.
+        cpu: usize,
+        /// The segment's byte limit (4 GiB - 1 would span the address space).
+        limit: usize,
+    },
     /// A zone was given a second chunk source ([`Zone::grow_from`](crate::Zone::grow_from)):
     /// its chunks must go back to the one they came from.
     SourceAlreadySet,
@@ -271,6 +280,12 @@ impl fmt::Display for Error {
                      grow (give it a chunk source: Zone::grow_from)"
                 )
             }
+            Error::SegmentTooShort { cpu, limit } => write!(
+                f,
+                "CPU {cpu}'s %fs segment ends at {limit:#x}, but the zone grows: its chunks lie \
+                 anywhere in the address space, so every CPU's %fs segment must span 4 GiB \
+                 (limit 0xfffff with 4 KiB granularity)"
+            ),
             Error::SourceAlreadySet => write!(
                 f,
                 "the zone already has a chunk source (its chunks go back to the one they came from)"

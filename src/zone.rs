@@ -423,6 +423,7 @@ impl<'m> Zone<'m> {
     ///
     /// # Safety
     /// As [`place`](Zone::place).
+    #[cfg(pcpu_c_abi)]
     #[inline]
     pub(crate) unsafe fn holds_handle(&self, off: usize) -> bool {
         // SAFETY: the caller's contract.

@@ -596,7 +596,7 @@ fn c_cpu_base_and_allocation_arguments() {
 
 #[test]
 fn c_strerror_any_int() {
-    let codes = PCPU_ESOURCE..=0;
+    let codes = PCPU_ESEGLIMIT..=0;
     check(
         "c_strerror_any_int",
         prop_oneof![1 => -40i32..=10, 1 => any::<i32>()],

@@ -287,3 +287,124 @@ fn churn_catches_a_chunk_slot_not_cleared() {
         "the churn missed reused slots that were not cleared"
     );
 }
+
+mod model {
+    //! The growing zone's allocator against a model: random allocs, array runs and frees on a
+    //! zone of 16 first slots that grows by chunks, checked after every step: no two live
+    //! counters share a slot, each reads exactly what was added to it (a new one 0), `in_use`
+    //! is the model's count, the capacity is the first slots plus whole chunks, the source
+    //! holds those chunks (and at most one spare), and emptied zones give everything back.
+
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::HashSet;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Alloc,
+        Run3,
+        Run16,
+        Free(usize),
+        FreeAll,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            8 => Just(Op::Alloc),
+            1 => Just(Op::Run3),
+            1 => Just(Op::Run16),
+            6 => any::<usize>().prop_map(Op::Free),
+            1 => Just(Op::FreeAll),
+        ]
+    }
+
+    enum Live<'z> {
+        One(pcpu_counter::Counter<'z>),
+        Three(CounterArray<'z, 3>),
+        Sixteen(CounterArray<'z, 16>),
+    }
+
+    impl Live<'_> {
+        fn slots(&self) -> Vec<usize> {
+            let (off, n) = match self {
+                Live::One(c) => (c.offset(), 1),
+                Live::Three(a) => (a.offset(), 3),
+                Live::Sixteen(a) => (a.offset(), 16),
+            };
+            (0..n).map(|i| off.wrapping_add(8 * i)).collect()
+        }
+
+        fn add(&self, v: i64) {
+            match self {
+                Live::One(c) => c.add(v),
+                Live::Three(a) => a.add(2, v),
+                Live::Sixteen(a) => a.add(15, v),
+            }
+        }
+
+        fn fetch(&self) -> u64 {
+            match self {
+                Live::One(c) => c.fetch(),
+                Live::Three(a) => a.fetch(2),
+                Live::Sixteen(a) => a.fetch(15),
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: if cfg!(miri) { 4 } else { 256 },
+            ..ProptestConfig::default()
+        })]
+        #[test]
+        fn growth_agrees_with_a_model(ops in prop::collection::vec(op(), 1..120)) {
+            let source: &'static Counting = Box::leak(Box::new(Counting::new()));
+            let machine = Machine::with_capacity(2, 16).unwrap();
+            let zone = machine.zone();
+            zone.grow_from(source).unwrap();
+            let (first, per_chunk) = (zone.layout().capacity(), zone.max_run());
+            let mut live: Vec<(Live<'_>, u64)> = Vec::new();
+            let mut next = 1u64;
+            for op in ops {
+                let made = match op {
+                    Op::Alloc => Some(Live::One(zone.alloc().unwrap())),
+                    Op::Run3 => Some(Live::Three(CounterArray::new(zone).unwrap())),
+                    Op::Run16 => Some(Live::Sixteen(CounterArray::new(zone).unwrap())),
+                    Op::Free(i) if !live.is_empty() => {
+                        live.swap_remove(i % live.len());
+                        None
+                    }
+                    Op::Free(_) => None,
+                    Op::FreeAll => {
+                        live.clear();
+                        None
+                    }
+                };
+                if let Some(l) = made {
+                    prop_assert_eq!(l.fetch(), 0, "a new counter reads 0");
+                    machine.run_on((next % 2) as usize, || l.add(next as i64));
+                    live.push((l, next));
+                    next += 1;
+                }
+                let mut seen = HashSet::new();
+                for (l, v) in &live {
+                    prop_assert_eq!(l.fetch(), *v);
+                    for s in l.slots() {
+                        prop_assert!(seen.insert(s), "slot {:#x} handed out twice", s);
+                    }
+                }
+                prop_assert_eq!(zone.in_use(), seen.len());
+                let chunks = (zone.capacity() - first) / per_chunk;
+                prop_assert_eq!(zone.capacity(), first + chunks * per_chunk);
+                let held = source.live();
+                prop_assert!(held == chunks || held == chunks + 1, "{} chunks, source {}", chunks, held);
+                if live.is_empty() {
+                    prop_assert_eq!(chunks, 0, "an empty zone keeps no chunk but the spare");
+                }
+            }
+            drop(live);
+            drop(machine);
+            prop_assert_eq!(source.live(), 0);
+        }
+    }
+}

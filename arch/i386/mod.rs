@@ -378,6 +378,28 @@ pub const REGISTER: &str = "%fs segment base";
 /// # Safety
 /// Runs at CPL 0 with this CPU's GDT loaded and its `%fs` descriptor not changed since the
 /// load (what `set_cpu_base` does).
+pub(crate) fn segment_limit() -> Option<usize> {
+    let selector: u32;
+    // SAFETY: copies a segment register.
+    unsafe { asm!("mov {0:e}, fs", out(reg) selector, options(nomem, nostack, preserves_flags)) };
+    let limit: u32;
+    let valid: u8;
+    // SAFETY: `lsl` reads the descriptor's limit (scaled by its granularity) or clears ZF for
+    // a selector it cannot read; it faults on nothing and writes only its operands.
+    unsafe {
+        asm!(
+            "xor {limit:e}, {limit:e}",
+            "lsl {limit:e}, {sel:e}",
+            "setz {valid}",
+            limit = out(reg) limit,
+            sel = in(reg) selector,
+            valid = out(reg_byte) valid,
+            options(nomem, nostack),
+        )
+    };
+    (valid != 0).then_some(limit as usize)
+}
+
 pub(crate) unsafe fn current_base() -> Result<usize, Error> {
     let selector: u16;
     // SAFETY: copies a segment register.

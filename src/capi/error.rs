@@ -74,6 +74,9 @@ pub const PCPU_EREGOUTSIDE: c_int = -30;
 pub const PCPU_ENOMEM: c_int = -31;
 /// The zone already has chunk hooks (Rust: `Error::SourceAlreadySet`).
 pub const PCPU_ESOURCE: c_int = -32;
+/// The bring-up check, i386: the `%fs` segment does not span 4 GiB, but the zone grows (Rust:
+/// `Error::SegmentTooShort`).
+pub const PCPU_ESEGLIMIT: c_int = -33;
 
 /// The C code of `e`.
 pub(crate) fn code(e: Error) -> c_int {
@@ -103,6 +106,7 @@ pub(crate) fn code(e: Error) -> c_int {
         Error::CpuRegisterOutside { .. } => PCPU_EREGOUTSIDE,
         Error::OutOfMemory { .. } => PCPU_ENOMEM,
         Error::SourceAlreadySet => PCPU_ESOURCE,
+        Error::SegmentTooShort { .. } => PCPU_ESEGLIMIT,
         Error::RunTooLong { .. } => PCPU_EFULL,
         #[allow(unreachable_patterns)] // Variants added later map here until given a code.
         _ => PCPU_EOTHER,
@@ -155,6 +159,7 @@ pub extern "C" fn pcpu_strerror(err: c_int) -> *const c_char {
         PCPU_EREGOUTSIDE => c"the per-CPU register holds no CPU's block: wrong base or stride",
         PCPU_ENOMEM => c"the zone's chunk hook gave no memory",
         PCPU_ESOURCE => c"the zone already has chunk hooks",
+        PCPU_ESEGLIMIT => c"the %fs segment does not span 4 GiB, but the zone grows",
         _ => c"unknown error",
     };
     text.as_ptr()
@@ -242,6 +247,13 @@ mod tests {
             ),
             (Error::OutOfMemory { bytes: usize::MAX }, PCPU_ENOMEM),
             (Error::SourceAlreadySet, PCPU_ESOURCE),
+            (
+                Error::SegmentTooShort {
+                    cpu: 1,
+                    limit: 0xfff,
+                },
+                PCPU_ESEGLIMIT,
+            ),
             (
                 Error::CapacityTooLarge {
                     counters: 2,

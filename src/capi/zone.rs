@@ -145,6 +145,7 @@ pub unsafe extern "C" fn pcpu_set_cpu_base(cpu: usize) -> c_int {
 /// | `PCPU_EREGFOREIGN` | it holds another CPU's block: two CPUs' bases swapped, or `cpu` is not this CPU's index |
 /// | `PCPU_EREGWRONG` | riscv64: the block is in the other register (`tp` vs `gp`) |
 /// | `PCPU_EREGOUTSIDE` | it holds no CPU's block: the zone's base or stride is not the kernel's |
+/// | `PCPU_ESEGLIMIT` | i386, a zone with chunk hooks (`pcpu_zone_grow`): the `%fs` segment does not span 4 GiB |
 ///
 /// and `PCPU_ENOTINSTALLED` before `pcpu_zone_init`. It reads registers and writes nothing.
 ///

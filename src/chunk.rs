@@ -42,7 +42,7 @@ pub enum Wait {
 /// [`alloc_chunk`](ChunkSource::alloc_chunk) returns `None` or memory of at least
 /// `layout.size()` bytes aligned to `layout.align()`, readable and writable, that nothing else
 /// uses until it is given to [`free_chunk`](ChunkSource::free_chunk). Its contents need not
-/// be zero.
+/// be zero, or even initialised, unless [`zeroed`](ChunkSource::zeroed) says they are.
 pub unsafe trait ChunkSource: Sync {
     /// A chunk of `layout`, or `None` when there is no memory for it. With `wait`
     /// ([`Wait::WaitOk`]) the source may block until there is; without it, it must not block
@@ -55,6 +55,14 @@ pub unsafe trait ChunkSource: Sync {
     /// `chunk` came from this source's `alloc_chunk` with the same `layout`, and is given
     /// back once.
     unsafe fn free_chunk(&self, chunk: NonNull<u8>, layout: Layout);
+
+    /// Whether every chunk [`alloc_chunk`](ChunkSource::alloc_chunk) returns reads zero (an
+    /// anonymous mapping, `alloc_zeroed`): the zone then leaves a slot it never handed out
+    /// untouched (a lazily backed chunk's pages are not faulted in by allocs), where it
+    /// otherwise writes it zero. The default is `false`.
+    fn zeroed(&self) -> bool {
+        false
+    }
 }
 
 /// Chunks from the global allocator (feature `alloc`): `zone.grow_from(&HeapChunks)`.
@@ -68,13 +76,18 @@ unsafe impl ChunkSource for HeapChunks {
     fn alloc_chunk(&self, layout: Layout, _wait: bool) -> Option<NonNull<u8>> {
         extern crate alloc;
         // SAFETY: a chunk's layout is never zero-sized (it holds a header).
-        NonNull::new(unsafe { alloc::alloc::alloc(layout) })
+        NonNull::new(unsafe { alloc::alloc::alloc_zeroed(layout) })
     }
 
     unsafe fn free_chunk(&self, chunk: NonNull<u8>, layout: Layout) {
         extern crate alloc;
         // SAFETY: allocated above with `layout` (the caller's contract).
         unsafe { alloc::alloc::dealloc(chunk.as_ptr(), layout) }
+    }
+
+    /// `alloc_zeroed`'s chunks read zero.
+    fn zeroed(&self) -> bool {
+        true
     }
 }
 
@@ -88,6 +101,10 @@ pub(crate) struct Chunk {
     prev_free: *mut Chunk,
     next: *mut Chunk,
     prev: *mut Chunk,
+    /// Slots `0..fresh` were handed out at least once (first fit hands out the lowest free
+    /// slot, so the slots never handed out are those from `fresh` up): they are the only ones
+    /// whose memory may hold an old count rather than what the source gave.
+    fresh: usize,
     /// Whether the chunk is on the list of chunks with a free slot.
     listed: bool,
 }
@@ -220,8 +237,9 @@ unsafe impl Send for Chunks {}
 
 /// What an alloc from the chunks found.
 pub(crate) enum Found {
-    /// A run taken at this offset.
-    Slot(usize),
+    /// A run taken at this offset; its first so many slots were handed out before (the rest
+    /// hold what the source gave).
+    Slot(usize, usize),
     /// No chunk has the run: take a chunk from the source and try again.
     Grow,
     /// The run is longer than a chunk.
@@ -280,11 +298,16 @@ impl Chunks {
             // is borrowed (a lookup may read its tag meanwhile).
             let bitmap = unsafe { &mut (*at).bitmap };
             if let Some(first) = bitmap.alloc_run(len) {
+                let full = bitmap.count_used() == shape.slots;
                 self.used += len;
-                if bitmap.count_used() == shape.slots {
+                if full {
                     self.unlist(at);
                 }
-                return Found::Slot(shape.offset(at, first));
+                // SAFETY: as above; a field of the header.
+                let fresh = unsafe { &mut (*at).fresh };
+                let used_before = fresh.saturating_sub(first).min(len);
+                *fresh = (*fresh).max(first + len);
+                return Found::Slot(shape.offset(at, first), used_before);
             }
             // SAFETY: as above.
             at = unsafe { (*at).next_free };
@@ -320,6 +343,7 @@ impl Chunks {
                 prev_free: ptr::null_mut(),
                 next: ptr::null_mut(),
                 prev: ptr::null_mut(),
+                fresh: 0,
                 listed: false,
             })
         };

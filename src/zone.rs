@@ -438,16 +438,16 @@ impl<'m> Zone<'m> {
             let mut slots = self.slots.lock();
             if let Some(first) = slots.bitmap.alloc_run(len) {
                 drop(slots);
-                return self.clear_run(self.layout.slot_offset(first), len);
+                return self.clear_run(self.layout.slot_offset(first), len, len, false);
             }
             let Some(shape) = self.growth.get() else {
                 drop(slots);
                 return Err(self.full(len));
             };
             match slots.chunks.alloc_run(shape, len) {
-                Found::Slot(off) => {
+                Found::Slot(off, used_before) => {
                     drop(slots);
-                    return self.clear_run(off, len);
+                    return self.clear_run(off, len, used_before, shape.source.zeroed());
                 }
                 Found::TooLong => {
                     drop(slots);
@@ -489,16 +489,16 @@ impl<'m> Zone<'m> {
         let mut slots = self.slots.try_lock()?;
         if let Some(first) = slots.bitmap.alloc_run(len) {
             drop(slots);
-            return Some(self.clear_run(self.layout.slot_offset(first), len));
+            return Some(self.clear_run(self.layout.slot_offset(first), len, len, false));
         }
         let Some(shape) = self.growth.get() else {
             drop(slots);
             return Some(Err(self.full(len)));
         };
         match slots.chunks.alloc_run(shape, len) {
-            Found::Slot(off) => {
+            Found::Slot(off, used_before) => {
                 drop(slots);
-                Some(self.clear_run(off, len))
+                Some(self.clear_run(off, len, used_before, shape.source.zeroed()))
             }
             Found::TooLong => {
                 drop(slots);
@@ -509,8 +509,16 @@ impl<'m> Zone<'m> {
     }
 
     /// Clears the `len` slots from offset `off` (just allocated) and their baselines, and
-    /// returns `off`.
-    fn clear_run(&self, off: usize, len: usize) -> Result<usize, Error> {
+    /// returns `off`. The first `used_before` slots were handed out before and may hold an
+    /// old count; the others are a chunk's memory as its source gave it: zero (`zeroed`,
+    /// left as it is) or anything, even uninitialised (written, never read).
+    fn clear_run(
+        &self,
+        off: usize,
+        len: usize,
+        used_before: usize,
+        zeroed: bool,
+    ) -> Result<usize, Error> {
         for slot in 0..len {
             let slot_off = off.wrapping_add(slot * 8);
             // The broken variant the churn tests must catch (`tests/grow.rs`, the QEMU
@@ -521,15 +529,20 @@ impl<'m> Zone<'m> {
                 true => 0,
                 false => self.ncpus(),
             };
-            for cpu in 0..cpus {
+            let (load_first, write) = match slot < used_before {
+                true => (true, true),
+                false => (false, !zeroed),
+            };
+            for cpu in (0..cpus).filter(|_| write) {
                 let addr = self.slot_addr(cpu, slot_off);
                 // Only a slot that reads non-zero is written: a fresh counter does not fault
-                // in (or dirty) every CPU's page of a lazily backed zone (`rseq::Zone`).
+                // in (or dirty) every CPU's page of a lazily backed zone (`rseq::Zone`). A
+                // chunk's slot never handed out is not read (it may be uninitialised).
                 // SAFETY: the slot is inside the zone (its first blocks or a chunk) and newly
                 // allocated, so no CPU adds to it; the handle that publishes it to other
                 // CPUs carries the happens-before edge for these stores.
                 unsafe {
-                    if arch::load_slot(addr) != 0 {
+                    if !load_first || arch::load_slot(addr) != 0 {
                         arch::store_slot(addr, 0);
                     }
                 }

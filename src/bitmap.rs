@@ -49,6 +49,7 @@ impl Bitmap {
     /// # Safety
     /// `words` must point at [`words_for`]`(nbits)` writable `u64`s that nothing else
     /// touches while the bitmap lives.
+    #[inline(always)]
     pub(crate) unsafe fn new(words: NonNull<u64>, nbits: usize) -> Self {
         let mut bitmap = Bitmap {
             words,
@@ -105,6 +106,7 @@ impl Bitmap {
 
     /// Marks free slot `bit` in use; a leaf word that fills sets its bit in the level above,
     /// and so on up.
+    #[inline(always)]
     fn take(&mut self, bit: usize) {
         let (mut bit, mut start) = (bit, self.leaves);
         for level in 0..self.depth {
@@ -123,6 +125,7 @@ impl Bitmap {
 
     /// Marks slot `bit` (in use) free; a word that was full clears its bit in the level
     /// above, and so on up.
+    #[inline(always)]
     fn give(&mut self, bit: usize) {
         let (mut bit, mut start) = (bit, self.leaves);
         for level in 0..self.depth {
@@ -141,6 +144,7 @@ impl Bitmap {
 
     /// The lowest free slot, found down the summary levels: one word per level. The bitmap
     /// has slots (`alloc_run` checks).
+    #[inline(always)]
     fn lowest_free(&self) -> Option<usize> {
         let (mut index, mut start) = (0, 0);
         for level in (0..self.depth).rev() {
@@ -166,6 +170,7 @@ impl Bitmap {
     /// One slot (every counter) costs one walk down the levels. A longer run (an array) is
     /// searched from the lowest free slot up, bit by bit, skipping full words: up to
     /// O(capacity) bit tests in a fragmented zone.
+    #[inline(always)]
     pub(crate) fn alloc_run(&mut self, len: usize) -> Option<usize> {
         if len == 0 || len > self.nbits {
             return None;
@@ -195,6 +200,7 @@ impl Bitmap {
     /// # Panics
     /// If the run is outside the slots, or a slot of it is free (a double free). Fixed texts,
     /// not formatted: a C kernel's library reaches this (`tests/c/footprint.sh`).
+    #[inline(always)]
     pub(crate) fn free_run(&mut self, start: usize, len: usize) {
         assert!(
             start + len <= self.nbits,

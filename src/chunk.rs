@@ -138,7 +138,20 @@ impl ChunkShape {
         zone_id: usize,
         source: &'static dyn ChunkSource,
     ) -> Result<Self, Error> {
-        let slots = layout.stride / 8;
+        Ok(ChunkShape {
+            source,
+            zone_id,
+            base: layout.base,
+            header_at: layout.ncpus * layout.stride,
+            align: layout.stride.next_power_of_two().max(64),
+            slots: layout.stride / 8,
+            layout: Self::layout_for(layout)?,
+        })
+    }
+
+    /// The size and alignment of the chunks of a zone of `layout`: [`Error::AddressOverflow`]
+    /// when they do not fit the address space.
+    pub(crate) fn layout_for(layout: &ZoneLayout) -> Result<Layout, Error> {
         let header_at = layout
             .ncpus
             .checked_mul(layout.stride)
@@ -148,18 +161,9 @@ impl ChunkShape {
             .checked_next_power_of_two()
             .ok_or(Error::AddressOverflow)?
             .max(64);
-        let meta = ZoneLayout::meta_words_for(slots) * 8 + size_of::<Chunk>();
+        let meta = ZoneLayout::meta_words_for(layout.stride / 8) * 8 + size_of::<Chunk>();
         let size = header_at.checked_add(meta).ok_or(Error::AddressOverflow)?;
-        let layout_ = Layout::from_size_align(size, align).map_err(|_| Error::AddressOverflow)?;
-        Ok(ChunkShape {
-            source,
-            zone_id,
-            base: layout.base,
-            header_at,
-            align,
-            slots,
-            layout: layout_,
-        })
+        Layout::from_size_align(size, align).map_err(|_| Error::AddressOverflow)
     }
 
     fn tag(&self, chunk: usize) -> usize {
@@ -284,6 +288,14 @@ impl Chunks {
             at = unsafe { (*at).next };
         }
         false
+    }
+
+    /// Whether the slots from `off` to `last` are slots of one chunk (a walk, as `holds`).
+    pub(crate) fn holds_run(&self, shape: &ChunkShape, off: usize, last: usize) -> bool {
+        last >= off
+            && (last - off) / 8 < shape.slots
+            && shape.same_chunk(off, last)
+            && self.holds(shape, off)
     }
 
     /// Takes a run of `len` slots from the first chunk that has one (`len` 1: the first chunk
@@ -461,17 +473,4 @@ impl Chunks {
         self.with_free = ptr::null_mut();
         self.count = 0;
     }
-}
-
-/// A source that never gives a chunk: the shape of [`Zone::chunk_layout`](crate::Zone::chunk_layout)
-/// without a real one.
-pub(crate) struct NoSource;
-
-// SAFETY: it never hands out memory.
-unsafe impl ChunkSource for NoSource {
-    fn alloc_chunk(&self, _layout: Layout, _wait: bool) -> Option<NonNull<u8>> {
-        None
-    }
-
-    unsafe fn free_chunk(&self, _chunk: NonNull<u8>, _layout: Layout) {}
 }

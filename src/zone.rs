@@ -6,9 +6,12 @@ use core::ptr::NonNull;
 
 use crate::area::Area;
 use crate::bitmap::Bitmap;
-use crate::chunk::{Chunk, ChunkShape, ChunkSource, Chunks, Found, Wait};
+use crate::chunk::{Chunk, ChunkShape, ChunkSource, Chunks, Wait};
+
+mod growth;
 use crate::memory::{ZoneMemory, ZoneMeta};
 use crate::{arch, baseline, platform, Error, ZoneLayout};
+use growth::Grown;
 
 /// Whether the CPUs here have a per-CPU register for the add: not in a hosted program
 /// without the simulation ([`Error::NoCpuRegister`]), where no zone is made, so that no add
@@ -43,7 +46,7 @@ struct Slots {
 }
 
 /// Where a slot lies: in the zone's first blocks (its index there) or in a chunk.
-enum Place {
+pub(crate) enum Place {
     First(usize),
     Chunk(*mut Chunk, usize),
 }
@@ -90,7 +93,7 @@ pub struct Zone<'m> {
     baselines: NonNull<u64>,
     slots: spin::Mutex<Slots>,
     /// The chunks' shape and source once [`grow_from`](Zone::grow_from) set them.
-    growth: spin::Once<ChunkShape>,
+    growth: spin::Once<Grown>,
     area: AreaRef<'m>,
     backing: Backing,
     _memory: PhantomData<&'m mut [u64]>,
@@ -291,8 +294,11 @@ impl<'m> Zone<'m> {
     /// Number of counters the zone can hold now: its first blocks' slots and, in a zone that
     /// grows, those of the chunks it has taken.
     pub fn capacity(&self) -> usize {
-        let chunks = self.slots.lock().chunks.count();
-        self.layout.capacity() + self.growth.get().map_or(0, |g| chunks * g.slots)
+        let chunks = match self.growth.get() {
+            Some(shape) => shape.counts(self).0 * shape.slots,
+            None => 0,
+        };
+        self.layout.capacity() + chunks
     }
 
     /// The longest run of adjacent slots ([`CounterArray`](crate::array::CounterArray)) the zone can
@@ -305,8 +311,8 @@ impl<'m> Zone<'m> {
 
     /// Number of slots in use now (a count the allocator keeps: no scan).
     pub fn in_use(&self) -> usize {
-        let slots = self.slots.lock();
-        slots.bitmap.count_used() + slots.chunks.used()
+        let first = self.slots.lock().bitmap.count_used();
+        first + self.growth.get().map_or(0, |shape| shape.counts(self).1)
     }
 
     /// Lets the zone grow: when every slot is taken, an alloc asks `source` for a chunk of
@@ -336,7 +342,8 @@ impl<'m> Zone<'m> {
     /// # Ok::<(), Error>(())
     /// ```
     pub fn grow_from(&self, source: &'static dyn ChunkSource) -> Result<(), Error> {
-        let shape = ChunkShape::new(&self.layout, self.baselines.as_ptr() as usize, source)?;
+        let zone_id = self.baselines.as_ptr() as usize;
+        let shape = Grown::new(ChunkShape::new(&self.layout, zone_id, source)?);
         let mut set = false;
         self.growth.call_once(|| {
             set = true;
@@ -351,7 +358,7 @@ impl<'m> Zone<'m> {
     /// The size and alignment of the chunks a zone that grows asks its source for (an error
     /// when no chunk of the zone's shape fits the address space).
     pub fn chunk_layout(&self) -> Result<core::alloc::Layout, Error> {
-        Ok(ChunkShape::new(&self.layout, 0, &crate::chunk::NoSource)?.layout)
+        ChunkShape::layout_for(&self.layout)
     }
 
     /// Whether the zone grows ([`grow_from`](Zone::grow_from) gave it a source).
@@ -371,11 +378,12 @@ impl<'m> Zone<'m> {
             || self
                 .growth
                 .get()
-                .is_some_and(|g| self.slots.lock().chunks.holds(g, off))
+                .is_some_and(|shape| shape.holds(self, off))
     }
 
     /// Whether `off` is a slot of the zone's first blocks (no lock, no memory read).
-    fn in_first_blocks(&self, off: usize) -> bool {
+    #[inline]
+    pub(crate) fn in_first_blocks(&self, off: usize) -> bool {
         off.is_multiple_of(8)
             && off >= self.layout.offset
             && off < self.layout.offset + self.layout.len
@@ -392,8 +400,7 @@ impl<'m> Zone<'m> {
         }
         // The tag check reads the header alone: no lock is needed to find the chunk.
         // SAFETY: the caller's contract.
-        let found = unsafe { self.growth.get()?.find(off) };
-        found.map(|(chunk, index)| Place::Chunk(chunk, index))
+        unsafe { self.growth.get()?.place(off) }
     }
 
     /// Whether the run of `len` slots from `off` is slots of this zone, all in its first
@@ -409,13 +416,9 @@ impl<'m> Zone<'m> {
         if self.in_first_blocks(off) {
             return last >= off && self.in_first_blocks(last);
         }
-        let Some(shape) = self.growth.get() else {
-            return false;
-        };
-        last >= off
-            && (last - off) / 8 < shape.slots
-            && shape.same_chunk(off, last)
-            && self.slots.lock().chunks.holds(shape, off)
+        self.growth
+            .get()
+            .is_some_and(|shape| shape.holds_run(self, off, last))
     }
 
     /// Whether `off` is a slot of the zone, for a handle from C: as
@@ -427,44 +430,42 @@ impl<'m> Zone<'m> {
     #[inline]
     pub(crate) unsafe fn holds_handle(&self, off: usize) -> bool {
         // SAFETY: the caller's contract.
-        self.in_first_blocks(off) || unsafe { self.place(off) }.is_some()
+        // SAFETY: the caller's contract.
+        self.in_first_blocks(off) || unsafe { self.holds_chunk_handle(off) }
+    }
+
+    /// The chunk half of [`holds_handle`](Zone::holds_handle): out of the add path's line.
+    ///
+    /// # Safety
+    /// As [`place`](Zone::place).
+    #[cfg(pcpu_c_abi)]
+    #[cold]
+    #[inline(never)]
+    unsafe fn holds_chunk_handle(&self, off: usize) -> bool {
+        // SAFETY: the caller's contract.
+        self.growth
+            .get()
+            .is_some_and(|shape| unsafe { shape.place(off) }.is_some())
     }
 
     /// Allocates `len` adjacent slots, clears them and their baselines, and returns the
     /// register-relative offset of the first. A zone that grows asks its source for a chunk
     /// when none has the run, with `wait` (see [`Wait`]).
     pub(crate) fn alloc_run(&self, len: usize, wait: Wait) -> Result<usize, Error> {
-        loop {
-            let mut slots = self.slots.lock();
-            if let Some(first) = slots.bitmap.alloc_run(len) {
-                drop(slots);
-                return self.clear_run(self.layout.slot_offset(first), len, len, false);
-            }
-            let Some(shape) = self.growth.get() else {
-                drop(slots);
-                return Err(self.full(len));
-            };
-            match slots.chunks.alloc_run(shape, len) {
-                Found::Slot(off, used_before) => {
-                    drop(slots);
-                    return self.clear_run(off, len, used_before, shape.source.zeroed());
-                }
-                Found::TooLong => {
-                    drop(slots);
-                    return Err(self.full(len));
-                }
-                Found::Grow => {}
-            }
-            // The source may block (`wait`): never under the zone's lock.
-            drop(slots);
-            let chunk = shape
-                .source
-                .alloc_chunk(shape.layout, wait == Wait::WaitOk)
-                .ok_or(Error::OutOfMemory {
-                    bytes: shape.layout.size(),
-                })?;
-            // SAFETY: a chunk of the zone's chunk layout from its source, unused.
-            unsafe { self.slots.lock().chunks.add(shape, chunk) };
+        // One call of `clear_run`, which the C library then inlines.
+        let (off, used_before, zeroed) = self.take_run(len, wait)?;
+        self.clear_run(off, len, used_before, zeroed)
+    }
+
+    /// Takes a run of `len` slots: its offset, how many of its slots were handed out before,
+    /// and whether the rest read zero (see [`clear_run`](Zone::clear_run)).
+    fn take_run(&self, len: usize, wait: Wait) -> Result<growth::Taken, Error> {
+        if let Some(first) = self.slots.lock().bitmap.alloc_run(len) {
+            return Ok((self.layout.slot_offset(first), len, false));
+        }
+        match self.growth.get() {
+            Some(shape) => shape.take_run(self, len, wait),
+            None => Err(self.full(len)),
         }
     }
 
@@ -472,11 +473,10 @@ impl<'m> Zone<'m> {
     /// a run longer than a chunk; else a full zone (as a zone that does not grow reports
     /// every run it has no room for).
     fn full(&self, len: usize) -> Error {
-        let max = self.max_run();
-        match len > max && self.grows() {
-            true => Error::RunTooLong { len, max },
-            false => Error::ZoneFull {
-                capacity: self.capacity(),
+        match self.growth.get() {
+            Some(shape) => shape.full(self, len),
+            None => Error::ZoneFull {
+                capacity: self.layout.capacity(),
             },
         }
     }
@@ -486,26 +486,18 @@ impl<'m> Zone<'m> {
     /// move, which may run in an interrupt handler that interrupted this CPU's own `alloc` or
     /// `free`.
     pub(crate) fn try_alloc_run(&self, len: usize) -> Option<Result<usize, Error>> {
-        let mut slots = self.slots.try_lock()?;
-        if let Some(first) = slots.bitmap.alloc_run(len) {
-            drop(slots);
-            return Some(self.clear_run(self.layout.slot_offset(first), len, len, false));
-        }
-        let Some(shape) = self.growth.get() else {
-            drop(slots);
-            return Some(Err(self.full(len)));
+        let taken = match self.slots.try_lock()?.bitmap.alloc_run(len) {
+            Some(first) => Ok((self.layout.slot_offset(first), len, false)),
+            None => match self.growth.get() {
+                Some(shape) => shape.try_take_run(self, len)?,
+                None => Err(self.full(len)),
+            },
         };
-        match slots.chunks.alloc_run(shape, len) {
-            Found::Slot(off, used_before) => {
-                drop(slots);
-                Some(self.clear_run(off, len, used_before, shape.source.zeroed()))
-            }
-            Found::TooLong => {
-                drop(slots);
-                Some(Err(self.full(len)))
-            }
-            Found::Grow => None,
-        }
+        Some(
+            taken.and_then(|(off, used_before, zeroed)| {
+                self.clear_run(off, len, used_before, zeroed)
+            }),
+        )
     }
 
     /// Clears the `len` slots from offset `off` (just allocated) and their baselines, and
@@ -562,25 +554,16 @@ impl<'m> Zone<'m> {
     pub(crate) fn free_run(&self, off: usize, len: usize) {
         // SAFETY: callers free offsets of live handles (Rust's) or C handles the C caller
         // vouches for.
-        let place = unsafe { self.place(off) };
-        let mut slots = self.slots.lock();
-        let give_back = match place {
-            Some(Place::First(index)) => {
-                slots.bitmap.free_run(index, len);
-                None
+        match unsafe { self.place(off) } {
+            Some(Place::First(index)) => self.slots.lock().bitmap.free_run(index, len),
+            Some(Place::Chunk(chunk, index)) => {
+                if let Some(shape) = self.growth.get() {
+                    shape.free_run(self, chunk, index, len)
+                }
             }
-            Some(Place::Chunk(chunk, index)) => match self.growth.get() {
-                Some(shape) => slots.chunks.free_run(shape, chunk, index, len),
-                None => None,
-            },
             // Fixed text, not formatted: it keeps `core::fmt`'s hex printing out of a C
             // kernel's library (`tests/c/footprint.sh`).
             None => panic!("pcpu-counter: free of an offset that is not a slot of this zone"),
-        };
-        drop(slots);
-        if let (Some(memory), Some(shape)) = (give_back, self.growth.get()) {
-            // SAFETY: an empty chunk of this zone, off its lists, from its source.
-            unsafe { shape.source.free_chunk(memory, shape.layout) };
         }
     }
 
@@ -788,7 +771,7 @@ impl Zone<'static> {
 impl Drop for Zone<'_> {
     fn drop(&mut self) {
         if let Some(shape) = self.growth.get() {
-            self.slots.get_mut().chunks.release_all(shape);
+            shape.release_all(self);
         }
         self.area().release(&self.layout);
         match self.backing {
@@ -829,7 +812,7 @@ impl core::fmt::Debug for Zone<'_> {
 // the same size in a kernel's build and under `sim`.
 const _: () = assert!(
     core::mem::size_of::<Zone<'_>>()
-        == core::mem::size_of::<usize>() * if cfg!(feature = "alloc") { 34 } else { 29 }
+        == core::mem::size_of::<usize>() * if cfg!(feature = "alloc") { 35 } else { 30 }
 );
 
 #[cfg(test)]

@@ -250,7 +250,9 @@ pub unsafe extern "C" fn counter_u64_array_alloc(
     let Some(zone) = current_zone() else {
         return PCPU_ENOTINSTALLED;
     };
-    if n > zone.max_run() || (!zone.grows() && n >= zone.capacity()) {
+    // A zone that grows holds a run of `max_run` in a chunk; one that does not, a run of one
+    // less (its offset 0 is never a C counter).
+    if n > zone.max_run() - usize::from(!zone.grows()) {
         // Could never fit (offset 0 is never a C counter, and a run stays in one chunk):
         // fail even under `M_WAITOK`, which would wait for ever.
         return PCPU_EFULL;

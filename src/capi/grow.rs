@@ -39,13 +39,7 @@ unsafe impl ChunkSource for CHooks {
         let flag = if wait { M_WAITOK } else { M_NOWAIT };
         // SAFETY: the kernel's hook, called as its contract says.
         let chunk = unsafe { (hooks.alloc)(layout.size(), layout.align(), flag) };
-        // A chunk the hook misaligned is not used (the zone finds chunks by their alignment):
-        // it is given back and the alloc fails.
-        if !(chunk as usize).is_multiple_of(layout.align()) {
-            // SAFETY: the hook's own chunk, given back at once.
-            unsafe { (hooks.free)(chunk, layout.size(), layout.align()) };
-            return None;
-        }
+        // A misaligned chunk is the zone's to refuse (and give back).
         NonNull::new(chunk.cast())
     }
 
@@ -66,7 +60,8 @@ unsafe impl ChunkSource for CHooks {
 ///
 /// `M_WAITOK` then returns a counter whenever `alloc` gives memory; when `alloc` returns NULL
 /// even with `M_WAITOK`, the alloc returns NULL (`PCPU_ENOMEM` from the arrays). A chunk
-/// `alloc` returns misaligned is given back through `free`, and the alloc fails so.
+/// `alloc` returns misaligned is given back through `free`, and the alloc fails
+/// (`PCPU_EMISALIGNED` from the arrays).
 ///
 /// Returns 0, `PCPU_EINVAL` (a NULL hook), `PCPU_ENOTINSTALLED` (before `pcpu_zone_init`),
 /// `PCPU_ESOURCE` (hooks given already), `PCPU_EOVERFLOW` (no chunk fits the address space).

@@ -41,10 +41,11 @@ pub(crate) enum Target {
 /// `&'static Zone` that `zone::target` returned, and the C zone never changes once made.
 static C_ZONE: AtomicPtr<Zone<'static>> = AtomicPtr::new(core::ptr::null_mut());
 
-/// The add path's zone and offset of `c` once the C zone is known: one relaxed load, the
-/// bounds check (aborting on a value that is no counter), no lock and no fence. `None` before
-/// an add found the zone: then `zone::target` says where it goes and [`remember`] keeps the
-/// zone.
+/// The add path's zone and offset of `c` once the C zone is known and `c` is a slot of its
+/// first blocks: one relaxed load, the bounds check, no lock and no fence (aborting on NULL).
+/// `None` before an add found the zone, and for a handle outside the first blocks (a chunk's,
+/// or no counter): then `zone::target` says where it goes, or aborts, and [`remember`] keeps
+/// the zone.
 #[inline(always)]
 pub(crate) fn add_slot(c: counter_u64_t) -> Option<(&'static Zone<'static>, usize)> {
     let zone = C_ZONE.load(Ordering::Relaxed);
@@ -54,11 +55,10 @@ pub(crate) fn add_slot(c: counter_u64_t) -> Option<(&'static Zone<'static>, usiz
     // SAFETY: only ever set from a `&'static Zone` ([`remember`]), made before this CPU adds.
     let zone: &'static Zone<'static> = unsafe { &*zone };
     let off = c as usize;
-    // SAFETY: a handle the C caller vouches for (the add's contract).
-    if off == 0 || !unsafe { zone.holds_handle(off) } {
+    if off == 0 {
         not_a_counter();
     }
-    Some((zone, off))
+    zone.in_first_blocks(off).then_some((zone, off))
 }
 
 /// Keeps the C zone for [`add_slot`] once `zone::target` found one.
@@ -100,7 +100,8 @@ mod tests {
     use super::*;
 
     /// The add path's bounds check, once the zone is remembered: a slot of the zone passes
-    /// with its offset; NULL, a misaligned value and one past the area abort.
+    /// with its offset; NULL aborts; a misaligned value and one past the area go to the slow
+    /// path, which aborts.
     #[test]
     #[cfg_attr(
         miri,
@@ -117,9 +118,15 @@ mod tests {
         assert!(core::ptr::eq(found, zone));
         assert_eq!(off, c as usize);
         let end = zone.layout().offset + zone.layout().len;
-        for bad in [0, c as usize + 4, end] {
-            let caught = std::panic::catch_unwind(|| add_slot(bad as counter_u64_t));
-            assert!(caught.is_err(), "{bad:#x} passed the check");
+        let caught = std::panic::catch_unwind(|| add_slot(core::ptr::null_mut()));
+        assert!(caught.is_err(), "NULL passed the check");
+        for bad in [c as usize + 4, end] {
+            assert!(
+                add_slot(bad as counter_u64_t).is_none(),
+                "{bad:#x} passed the check"
+            );
+            let caught = std::panic::catch_unwind(|| target(bad as counter_u64_t));
+            assert!(caught.is_err(), "{bad:#x} passed the slow path's check");
         }
         // SAFETY: a live handle, freed once.
         unsafe { crate::capi::counter_u64_free(c) };

@@ -50,7 +50,7 @@ add_path() {
         on && /^ +[0-9a-f]+:/ { n++; if ($0 ~ /\t(fence|dmb|dsb|mfence|lfence|sfence)|\tlock/) f++; if ($0 ~ /\tret/) exit }
         END { printf "%d %d\n", n, f }'
 }
-printf '%-30s %10s %10s %6s %10s %14s\n' target gc-sections no-gc fp add-insns "+reading,statics (gc)"
+printf '%-30s %10s %10s %6s %10s %14s\n' target gc-sections no-gc fp add-insns "+reading,statics,grow (gc)"
 fail=0
 for t in "${targets[@]}"; do
     lib="target/capi-lib/$t/libpcpu_counter.a"
@@ -84,7 +84,7 @@ for t in "${targets[@]}"; do
     fi
     # The same kernel with the reading calls too (group reads, export, approximate counters)
     # and the per-CPU statics: printed, not limited.
-    "${cc[@]}" "${common[@]}" -DFOOTPRINT_READING -DFOOTPRINT_STATICS -c tests/c/footprint_kernel.c -o "$out/$t-read.o"
+    "${cc[@]}" "${common[@]}" -DFOOTPRINT_READING -DFOOTPRINT_STATICS -DFOOTPRINT_GROW -c tests/c/footprint_kernel.c -o "$out/$t-read.o"
     "${ld[@]}" -nostdlib -static --no-warn-rwx-segments --gc-sections -T "$out/link.ld" "$out/$t-read.o" "$lib" -o "$out/$t-read.elf"
     reading=$(($(text "$out/$t-read.elf") - $(text "$out/$t-read.o")))
     fp="$(fp_insns "$out/$t.elf" "$od" "$t")"

@@ -4,7 +4,8 @@
  * kernel's text grows by what the library brings. Never run; only linked. The reading calls
  * (group reads, the Prometheus export, approximate counters) are built only with
  * -DFOOTPRINT_READING, and the per-CPU statics (PCPU_COUNTER_DEFINE, pcpu_statics_install,
- * pcpu_static_*) only with -DFOOTPRINT_STATICS; footprint.sh measures both as a second figure.
+ * pcpu_static_*) only with -DFOOTPRINT_STATICS, and a zone that grows (pcpu_zone_grow and its
+ * hooks) only with -DFOOTPRINT_GROW; footprint.sh measures the three as a second figure.
  */
 #include "pcpu_counter.h"
 
@@ -17,6 +18,18 @@ static size_t text_len = sizeof text;
 static struct pcpu_approx approx;
 #endif
 static COUNTER_U64_DEFINE_EARLY(early);
+#ifdef FOOTPRINT_GROW
+static unsigned char arena[1 << 16] __attribute__((aligned(4096)));
+static void *chunk_alloc(size_t size, size_t align, int wait)
+{
+	(void)wait;
+	return size <= sizeof arena && align <= 4096 ? arena : 0;
+}
+static void chunk_free(void *chunk, size_t size, size_t align)
+{
+	(void)chunk, (void)size, (void)align;
+}
+#endif
 #ifdef FOOTPRINT_STATICS
 PCPU_COUNTER_DEFINE(irqs);
 static uint64_t static_blocks[2][8] __attribute__((aligned(64)));
@@ -93,6 +106,10 @@ uint64_t kmain(void)
 	sum += (uint64_t)pcpu_sysctl_zero("c") + (uint64_t)pcpu_sysctl_remove("a");
 	sum += pcpu_zone_capacity() + pcpu_zone_in_use() + pcpu_zone_ncpus();
 	sum += (uint64_t)(uintptr_t)pcpu_strerror(PCPU_EFULL);
+#ifdef FOOTPRINT_GROW /* a zone that grows (issue 31), measured apart */
+	sum += (uint64_t)pcpu_zone_grow(chunk_alloc, chunk_free);
+	sum += pcpu_zone_chunk_size() + pcpu_zone_chunk_align();
+#endif
 #ifdef FOOTPRINT_READING /* the reading calls of issue 21, measured apart */
 	sum += (uint64_t)pcpu_counter_group_fetch(a[0], 4, copy);
 	sum += (uint64_t)pcpu_counter_group_fetch_and_zero(a[0], 4, copy);

@@ -513,6 +513,28 @@ fn oversized_zones_are_errors() {
     assert_eq!(c.fetch(), 4000);
 }
 
+/// The process's virtual size (`VmSize`), in bytes.
+fn vm_size() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmSize:")).unwrap();
+    let kb = line[7..].trim().trim_end_matches("kB").trim();
+    kb.parse::<u64>().unwrap() * 1024
+}
+
+/// Sets the process's address-space limit (`RLIMIT_AS`): mappings past it fail.
+fn limit_as(bytes: u64) {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: reading and setting this process's own limit.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_AS, &mut r), 0);
+        r.rlim_cur = bytes;
+        assert_eq!(libc::setrlimit(libc::RLIMIT_AS, &r), 0);
+    }
+}
+
 /// Runs `refused_memory_child` in a child process (it lowers the address-space limit).
 #[test]
 fn refused_memory_is_an_error() {
@@ -527,24 +549,6 @@ fn refused_memory_child() {
         return;
     }
     const MIB: u64 = 1 << 20;
-    fn vm_size() -> u64 {
-        let status = std::fs::read_to_string("/proc/self/status").unwrap();
-        let line = status.lines().find(|l| l.starts_with("VmSize:")).unwrap();
-        let kb = line[7..].trim().trim_end_matches("kB").trim();
-        kb.parse::<u64>().unwrap() * 1024
-    }
-    fn limit_as(bytes: u64) {
-        let mut r = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: reading and setting this process's own limit.
-        unsafe {
-            assert_eq!(libc::getrlimit(libc::RLIMIT_AS, &mut r), 0);
-            r.rlim_cur = bytes;
-            assert_eq!(libc::setrlimit(libc::RLIMIT_AS, &r), 0);
-        }
-    }
     // The path is chosen before the limit (dlsym may allocate).
     let _ = rseq::path();
     // 128 MiB of room: a zone of 2^26 counters maps 2 blocks of 512 MiB.
@@ -1117,29 +1121,39 @@ fn static_counters_count() {
     assert!(format!("{:?}", BY_KIND[2]).contains("value: 4"));
 }
 
-/// A static counter first used when the process-wide zone is full counts exactly on its
-/// atomic and says why (in a child: it fills the process-wide zone).
+/// A static counter first used when the process-wide zone's slots are all in use and no chunk
+/// can be mapped (`mmap` refused under an address-space limit) counts exactly on its atomic
+/// and says why (in a child: it fills the process-wide zone and limits the address space).
 #[test]
-fn static_counter_when_the_zone_is_full() {
-    run_child("static_counter_zone_full_child", &[]);
+fn static_counter_when_mmap_fails() {
+    run_child("static_counter_mmap_fails_child", &[]);
 }
 
 #[test]
-fn static_counter_zone_full_child() {
-    if !in_child("static_counter_zone_full_child") {
+fn static_counter_mmap_fails_child() {
+    if !in_child("static_counter_mmap_fails_child") {
         return;
     }
     static LATE: rseq::StaticCounter = rseq::StaticCounter::new();
     static EARLY: rseq::StaticCounter = rseq::StaticCounter::new();
     EARLY.inc();
-    let held: Vec<_> = (0..rseq::GLOBAL_CAPACITY - 1)
+    let zone = rseq::global_zone().unwrap();
+    assert!(zone.grows());
+    let mut held: Vec<_> = (0..rseq::GLOBAL_CAPACITY - 1)
         .map(|_| rseq::Counter::new().unwrap())
         .collect();
-    assert_eq!(rseq::global_zone().unwrap().in_use(), rseq::GLOBAL_CAPACITY);
-    let full = Error::ZoneFull {
-        capacity: rseq::GLOBAL_CAPACITY,
+    assert_eq!(zone.in_use(), rseq::GLOBAL_CAPACITY);
+    assert_eq!(zone.capacity(), rseq::GLOBAL_CAPACITY, "no chunk yet");
+    let refused = Error::OutOfMemory {
+        bytes: zone.chunk_layout().size(),
     };
-    assert_eq!(rseq::Counter::new().unwrap_err(), full);
+    // No room for one more mapping: the next alloc would need a chunk.
+    limit_as(vm_size());
+    let new = rseq::Counter::new().map(|_| ());
+    let late = LATE.error();
+    limit_as(libc::RLIM_INFINITY);
+    assert_eq!(new, Err(refused));
+    assert_eq!(late, Some(refused));
     std::thread::scope(|s| {
         for _ in 0..4 {
             s.spawn(|| {
@@ -1150,7 +1164,6 @@ fn static_counter_zone_full_child() {
             });
         }
     });
-    assert_eq!(LATE.error(), Some(full));
     assert_eq!(EARLY.error(), None);
     assert_eq!((LATE.fetch(), EARLY.fetch()), (12_000, 12_001));
     LATE.add(-12_005);
@@ -1159,11 +1172,14 @@ fn static_counter_zone_full_child() {
     LATE.add(2);
     LATE.zero();
     assert_eq!(LATE.fetch(), 0);
-    // Freed slots do not move a spilled counter back: it keeps counting on its atomic.
-    drop(held);
+    // With the limit lifted the zone grows again, but a spilled counter keeps its atomic.
+    held.push(rseq::Counter::new().unwrap());
+    assert_eq!(zone.capacity(), 2 * rseq::GLOBAL_CAPACITY, "one chunk");
+    held.last().unwrap().add(7);
+    assert_eq!(held.last().unwrap().fetch(), 7);
     LATE.inc();
-    assert_eq!((LATE.fetch(), LATE.error()), (1, Some(full)));
-    assert!(format!("{LATE:?}").contains("ZoneFull"), "{LATE:?}");
+    assert_eq!((LATE.fetch(), LATE.error()), (1, Some(refused)));
+    assert!(format!("{LATE:?}").contains("OutOfMemory"), "{LATE:?}");
 }
 
 /// Counters add inline (two loads and the critical section) on the paths that need no check

@@ -224,7 +224,9 @@ pub struct OwnedCounter {
 }
 
 impl OwnedCounter {
-    /// A counter of `zone` reading 0: [`Error::ZoneFull`] when every slot is in use.
+    /// A counter of `zone` reading 0; fails as [`Zone::alloc`]: [`Error::ZoneFull`] when
+    /// every slot is in use, or in a zone that grows [`Error::OutOfMemory`] when no chunk
+    /// can be mapped.
     pub fn new(zone: &Arc<Zone>) -> Result<OwnedCounter, Error> {
         let counter = zone.alloc()?;
         // SAFETY: the counter borrows the zone in the `Arc`'s allocation, which does not move

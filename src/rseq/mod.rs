@@ -26,7 +26,7 @@
 //!
 //! A [`Counter`] is two words (its zone, and the add's word: the slot's address and the
 //! block stride, packed), a [`StaticCounter`] two (that word, and the atomic it counts on
-//! when the process-wide zone is full). The add loads that word and one word of the process
+//! when no slot can be had: see [Growth](#growth)). The add loads that word and one word of the process
 //! (the rseq area's offset, the index field, the block count) and runs the section; where it
 //! cannot ([`Zone::adds_inline`]: the paths that check every add, a zone with fewer blocks
 //! than CPUs) it calls the out-of-line path, exact all the same.

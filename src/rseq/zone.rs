@@ -208,9 +208,8 @@ impl Zone {
     }
 
     /// Resident memory of the zone's first mapping now (`Rss` of its `/proc/self/smaps`
-    /// entry; chunks not counted):
-    /// only the pages some thread wrote (untouched pages read as the shared zero page, which
-    /// is not counted). `None` if smaps cannot be read.
+    /// entry; chunks not counted): only the pages some thread wrote (untouched pages read as
+    /// the shared zero page, which is not counted). `None` if smaps cannot be read.
     pub fn resident_bytes(&self) -> Option<usize> {
         let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
         let start = self.map.base.as_ptr() as usize;

@@ -1303,10 +1303,15 @@ fn chunk_churn() -> usize {
 }
 
 /// The process-wide zone's chunks go back when they empty (bar a spare), and the churn across
-/// chunks counts exactly (in a child: it counts the zone's chunks and mappings).
+/// chunks counts exactly (in a child: it counts the zone's chunks and mappings), on the
+/// default path and on the fallback (every add out of line and locked).
 #[test]
 fn chunks_churn_and_go_back() {
     run_child("chunks_churn_child", &[]);
+    run_child(
+        "chunks_churn_child",
+        &[("PCPU_COUNTER_RSEQ", "off".as_ref())],
+    );
 }
 
 #[test]
@@ -1419,6 +1424,26 @@ fn own_zone_grows_when_asked() {
     );
     drop(zone);
     drop(many);
+    // One per-CPU block: the other CPUs' adds are locked adds to the chunks' shared parts.
+    let zone = rseq::Zone::with_slots(1, 1).unwrap();
+    zone.grow().unwrap();
+    let many: Vec<_> = (0..3 * slots).map(|_| zone.alloc().unwrap()).collect();
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let many = &many;
+            s.spawn(move || {
+                pin(Some(t));
+                many.iter().for_each(|c| c.add(t as i64 + 1));
+            });
+        }
+    });
+    assert!(many.iter().all(|c| c.fetch() == 10));
+    let last = many.last().unwrap();
+    let shared = last.block_slot(1).unwrap();
+    assert_eq!(last.block_slot(0).unwrap() + shared, 10);
+    if ncpus() > 1 {
+        assert!(shared > 0, "a CPU past the first took the shared part");
+    }
 }
 
 /// Counters add inline (two loads and the critical section) on the paths that need no check

@@ -1228,10 +1228,13 @@ fn hundred_thousand_statics_child() {
         N,
         "one slot per counter (the races' losers freed theirs)"
     );
-    // The first blocks and 24 chunks of as many slots.
-    assert_eq!(
-        zone.capacity(),
-        N.div_ceil(rseq::GLOBAL_CAPACITY) * rseq::GLOBAL_CAPACITY
+    // The first blocks and 24 chunks of as many slots, and up to one more per other thread:
+    // threads that find the zone full at once each map a chunk (the core takes them all).
+    let needed = N.div_ceil(rseq::GLOBAL_CAPACITY) * rseq::GLOBAL_CAPACITY;
+    let capacity = zone.capacity();
+    assert!(
+        (needed..=needed + (THREADS - 1) * rseq::GLOBAL_CAPACITY).contains(&capacity),
+        "{capacity} slots for {N} counters"
     );
 }
 
@@ -1359,7 +1362,11 @@ fn chunks_churn_child() {
     assert_eq!(chunk_of(zone, first.last().unwrap()), *kept[0]);
     drop(first);
     assert_eq!(chunk_churn(), 0, "wrong sums in the churn");
-    assert_eq!((zone.in_use(), zone.capacity()), (0, rseq::GLOBAL_CAPACITY));
+    // Every chunk the churn used went back (or is the spare). A chunk mapped by a thread that
+    // raced another to grow the zone stays until an alloc needs it: at most one per other
+    // thread, never used, so never emptied.
+    assert_eq!(zone.in_use(), 0);
+    assert!(zone.capacity() <= rseq::GLOBAL_CAPACITY + 3 * per_chunk);
 }
 
 /// Runs only in the broken build (`cargo xtask verify --only broken`): the same churn finds a

@@ -513,6 +513,28 @@ fn oversized_zones_are_errors() {
     assert_eq!(c.fetch(), 4000);
 }
 
+/// The process's virtual size (`VmSize`), in bytes.
+fn vm_size() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmSize:")).unwrap();
+    let kb = line[7..].trim().trim_end_matches("kB").trim();
+    kb.parse::<u64>().unwrap() * 1024
+}
+
+/// Sets the process's address-space limit (`RLIMIT_AS`): mappings past it fail.
+fn limit_as(bytes: u64) {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: reading and setting this process's own limit.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_AS, &mut r), 0);
+        r.rlim_cur = bytes;
+        assert_eq!(libc::setrlimit(libc::RLIMIT_AS, &r), 0);
+    }
+}
+
 /// Runs `refused_memory_child` in a child process (it lowers the address-space limit).
 #[test]
 fn refused_memory_is_an_error() {
@@ -527,24 +549,6 @@ fn refused_memory_child() {
         return;
     }
     const MIB: u64 = 1 << 20;
-    fn vm_size() -> u64 {
-        let status = std::fs::read_to_string("/proc/self/status").unwrap();
-        let line = status.lines().find(|l| l.starts_with("VmSize:")).unwrap();
-        let kb = line[7..].trim().trim_end_matches("kB").trim();
-        kb.parse::<u64>().unwrap() * 1024
-    }
-    fn limit_as(bytes: u64) {
-        let mut r = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: reading and setting this process's own limit.
-        unsafe {
-            assert_eq!(libc::getrlimit(libc::RLIMIT_AS, &mut r), 0);
-            r.rlim_cur = bytes;
-            assert_eq!(libc::setrlimit(libc::RLIMIT_AS, &r), 0);
-        }
-    }
     // The path is chosen before the limit (dlsym may allocate).
     let _ = rseq::path();
     // 128 MiB of room: a zone of 2^26 counters maps 2 blocks of 512 MiB.
@@ -1117,29 +1121,39 @@ fn static_counters_count() {
     assert!(format!("{:?}", BY_KIND[2]).contains("value: 4"));
 }
 
-/// A static counter first used when the process-wide zone is full counts exactly on its
-/// atomic and says why (in a child: it fills the process-wide zone).
+/// A static counter first used when the process-wide zone's slots are all in use and no chunk
+/// can be mapped (`mmap` refused under an address-space limit) counts exactly on its atomic
+/// and says why (in a child: it fills the process-wide zone and limits the address space).
 #[test]
-fn static_counter_when_the_zone_is_full() {
-    run_child("static_counter_zone_full_child", &[]);
+fn static_counter_when_mmap_fails() {
+    run_child("static_counter_mmap_fails_child", &[]);
 }
 
 #[test]
-fn static_counter_zone_full_child() {
-    if !in_child("static_counter_zone_full_child") {
+fn static_counter_mmap_fails_child() {
+    if !in_child("static_counter_mmap_fails_child") {
         return;
     }
     static LATE: rseq::StaticCounter = rseq::StaticCounter::new();
     static EARLY: rseq::StaticCounter = rseq::StaticCounter::new();
     EARLY.inc();
-    let held: Vec<_> = (0..rseq::GLOBAL_CAPACITY - 1)
+    let zone = rseq::global_zone().unwrap();
+    assert!(zone.grows());
+    let mut held: Vec<_> = (0..rseq::GLOBAL_CAPACITY - 1)
         .map(|_| rseq::Counter::new().unwrap())
         .collect();
-    assert_eq!(rseq::global_zone().unwrap().in_use(), rseq::GLOBAL_CAPACITY);
-    let full = Error::ZoneFull {
-        capacity: rseq::GLOBAL_CAPACITY,
+    assert_eq!(zone.in_use(), rseq::GLOBAL_CAPACITY);
+    assert_eq!(zone.capacity(), rseq::GLOBAL_CAPACITY, "no chunk yet");
+    let refused = Error::OutOfMemory {
+        bytes: zone.chunk_layout().size(),
     };
-    assert_eq!(rseq::Counter::new().unwrap_err(), full);
+    // No room for one more mapping: the next alloc would need a chunk.
+    limit_as(vm_size());
+    let new = rseq::Counter::new().map(|_| ());
+    let late = LATE.error();
+    limit_as(libc::RLIM_INFINITY);
+    assert_eq!(new, Err(refused));
+    assert_eq!(late, Some(refused));
     std::thread::scope(|s| {
         for _ in 0..4 {
             s.spawn(|| {
@@ -1150,7 +1164,6 @@ fn static_counter_zone_full_child() {
             });
         }
     });
-    assert_eq!(LATE.error(), Some(full));
     assert_eq!(EARLY.error(), None);
     assert_eq!((LATE.fetch(), EARLY.fetch()), (12_000, 12_001));
     LATE.add(-12_005);
@@ -1159,11 +1172,285 @@ fn static_counter_zone_full_child() {
     LATE.add(2);
     LATE.zero();
     assert_eq!(LATE.fetch(), 0);
-    // Freed slots do not move a spilled counter back: it keeps counting on its atomic.
-    drop(held);
+    // With the limit lifted the zone grows again, but a spilled counter keeps its atomic.
+    held.push(rseq::Counter::new().unwrap());
+    assert_eq!(zone.capacity(), 2 * rseq::GLOBAL_CAPACITY, "one chunk");
+    held.last().unwrap().add(7);
+    assert_eq!(held.last().unwrap().fetch(), 7);
     LATE.inc();
-    assert_eq!((LATE.fetch(), LATE.error()), (1, Some(full)));
-    assert!(format!("{LATE:?}").contains("ZoneFull"), "{LATE:?}");
+    assert_eq!((LATE.fetch(), LATE.error()), (1, Some(refused)));
+    assert!(format!("{LATE:?}").contains("OutOfMemory"), "{LATE:?}");
+}
+
+/// 100,000 static counters live at once in the process-wide zone, which grows by chunks to
+/// hold them: first used by four threads at once (each starting at its own quarter), added
+/// to from them on changing CPUs, every sum exact, one slot per counter (in a child: it
+/// counts the process-wide zone's slots).
+#[test]
+fn static_counters_by_the_hundred_thousand() {
+    run_child("hundred_thousand_statics_child", &[]);
+}
+
+#[test]
+fn hundred_thousand_statics_child() {
+    if !in_child("hundred_thousand_statics_child") {
+        return;
+    }
+    const N: usize = 100_000;
+    const THREADS: usize = 4;
+    static MANY: [rseq::StaticCounter; N] = [const { rseq::StaticCounter::new() }; N];
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            s.spawn(move || {
+                for round in 0..2 {
+                    pin(Some(t + round));
+                    for k in 0..N {
+                        let i = (k + t * N / THREADS) % N;
+                        MANY[i].add(1 + (i % 7) as i64);
+                    }
+                }
+            });
+        }
+    });
+    let wrong: Vec<_> = (0..N)
+        .filter(|&i| MANY[i].fetch() != (2 * THREADS * (1 + i % 7)) as u64)
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "{} wrong sums: {:?}",
+        wrong.len(),
+        &wrong[..wrong.len().min(8)]
+    );
+    assert!(MANY.iter().all(|c| c.error().is_none()), "none spilled");
+    let zone = rseq::global_zone().unwrap();
+    assert_eq!(
+        zone.in_use(),
+        N,
+        "one slot per counter (the races' losers freed theirs)"
+    );
+    // The first blocks and 24 chunks of as many slots, and up to one more per other thread:
+    // threads that find the zone full at once each map a chunk (the core takes them all).
+    let needed = N.div_ceil(rseq::GLOBAL_CAPACITY) * rseq::GLOBAL_CAPACITY;
+    let capacity = zone.capacity();
+    assert!(
+        (needed..=needed + (THREADS - 1) * rseq::GLOBAL_CAPACITY).contains(&capacity),
+        "{capacity} slots for {N} counters"
+    );
+}
+
+/// The chunk (its address) that holds `c`'s slots in `zone`.
+fn chunk_of(zone: &rseq::Zone, c: &rseq::Counter<'_>) -> usize {
+    zone.layout().base.wrapping_add(c.offset()) & !(zone.chunk_layout().align() - 1)
+}
+
+/// Whether `addr` lies in one of the process's mappings.
+fn mapped(addr: usize) -> bool {
+    std::fs::read_to_string("/proc/self/maps")
+        .unwrap()
+        .lines()
+        .any(|l| {
+            let range = l.split_whitespace().next().unwrap();
+            let (a, b) = range.split_once('-').unwrap();
+            let (a, b) = (
+                usize::from_str_radix(a, 16).unwrap(),
+                usize::from_str_radix(b, 16).unwrap(),
+            );
+            a <= addr && addr < b
+        })
+}
+
+/// The churn in the process-wide zone: long-lived counters fill the first blocks and a chunk
+/// and a half; four threads on changing CPUs each allocate counters (into chunks), add to
+/// them, free every other one and allocate as many again (taking slots just freed, which
+/// had counts), add to those, add to the long-lived ones, check and free them all. Returns
+/// the wrong sums.
+fn chunk_churn() -> usize {
+    const THREADS: usize = 4;
+    const ROUNDS: usize = 8;
+    const BATCH: usize = 2000;
+    let zone = rseq::global_zone().unwrap();
+    let per_chunk = zone.stride() / 8;
+    let keep: Vec<_> = (0..rseq::GLOBAL_CAPACITY + per_chunk * 3 / 2)
+        .map(|_| rseq::Counter::new().unwrap())
+        .collect();
+    let bad = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (keep, bad) = (&keep, &bad);
+            s.spawn(move || {
+                for round in 0..ROUNDS {
+                    pin(Some(t + round));
+                    let mut mine: Vec<_> = (0..BATCH)
+                        .map(|i| (rseq::Counter::new().unwrap(), i + round))
+                        .collect();
+                    mine.iter().for_each(|(c, v)| c.add(*v as i64));
+                    let mut i = 0;
+                    mine.retain(|_| {
+                        i += 1;
+                        i % 2 == 0
+                    });
+                    for i in 0..BATCH / 2 {
+                        let c = rseq::Counter::new().unwrap();
+                        c.add((3 * i + 1) as i64);
+                        mine.push((c, 3 * i + 1));
+                    }
+                    keep.iter().for_each(|c| c.inc());
+                    let wrong = mine.iter().filter(|(c, v)| c.fetch() != *v as u64).count();
+                    bad.fetch_add(wrong, Ordering::Relaxed);
+                }
+            });
+        }
+    });
+    let want = (THREADS * ROUNDS) as u64;
+    bad.load(Ordering::Relaxed) + keep.iter().filter(|c| c.fetch() != want).count()
+}
+
+/// The process-wide zone's chunks go back when they empty (bar a spare), and the churn across
+/// chunks counts exactly (in a child: it counts the zone's chunks and mappings), on the
+/// default path and on the fallback (every add out of line and locked).
+#[test]
+fn chunks_churn_and_go_back() {
+    run_child("chunks_churn_child", &[]);
+    run_child(
+        "chunks_churn_child",
+        &[("PCPU_COUNTER_RSEQ", "off".as_ref())],
+    );
+}
+
+#[test]
+fn chunks_churn_child() {
+    if !in_child("chunks_churn_child") {
+        return;
+    }
+    let zone = rseq::global_zone().unwrap();
+    let per_chunk = zone.stride() / 8;
+    // The first blocks and three chunks, filled; each chunk's counters add like the others.
+    let all: Vec<_> = (0..rseq::GLOBAL_CAPACITY + 3 * per_chunk)
+        .map(|_| rseq::Counter::new().unwrap())
+        .collect();
+    assert_eq!(zone.capacity(), 4 * rseq::GLOBAL_CAPACITY);
+    let mut chunks: Vec<usize> = all[rseq::GLOBAL_CAPACITY..]
+        .iter()
+        .map(|c| chunk_of(zone, c))
+        .collect();
+    chunks.dedup();
+    assert_eq!(chunks.len(), 3, "{chunks:x?}");
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let all = &all;
+            s.spawn(move || {
+                pin(Some(t));
+                all.iter().step_by(97).for_each(|c| c.add(2));
+            });
+        }
+    });
+    assert!(all.iter().step_by(97).all(|c| c.fetch() == 8));
+    // Emptied, the chunks are unmapped but the last, kept as the spare.
+    let _ = mapped(0);
+    drop(all);
+    assert_eq!((zone.in_use(), zone.capacity()), (0, rseq::GLOBAL_CAPACITY));
+    let kept: Vec<_> = chunks.iter().filter(|&&c| mapped(c)).collect();
+    assert_eq!(
+        kept.len(),
+        1,
+        "only the spare stays mapped: {kept:x?} of {chunks:x?}"
+    );
+    // The next chunk needed is the spare.
+    let first: Vec<_> = (0..=rseq::GLOBAL_CAPACITY)
+        .map(|_| rseq::Counter::new().unwrap())
+        .collect();
+    assert_eq!(chunk_of(zone, first.last().unwrap()), *kept[0]);
+    drop(first);
+    assert_eq!(chunk_churn(), 0, "wrong sums in the churn");
+    // Every chunk the churn used went back (or is the spare). A chunk mapped by a thread that
+    // raced another to grow the zone stays until an alloc needs it: at most one per other
+    // thread, never used, so never emptied.
+    assert_eq!(zone.in_use(), 0);
+    assert!(zone.capacity() <= rseq::GLOBAL_CAPACITY + 3 * per_chunk);
+}
+
+/// Runs only in the broken build (`cargo xtask verify --only broken`): the same churn finds a
+/// reused chunk slot that was not cleared.
+#[cfg(pcpu_counter_broken = "chunk_slot_not_cleared")]
+#[test]
+fn chunk_churn_catches_an_uncleared_slot() {
+    assert!(
+        run_child("broken_chunk_churn_child", &[]),
+        "the churn runs in a child process"
+    );
+}
+
+#[cfg(pcpu_counter_broken = "chunk_slot_not_cleared")]
+#[test]
+fn broken_chunk_churn_child() {
+    if !in_child("broken_chunk_churn_child") {
+        return;
+    }
+    let wrong = chunk_churn();
+    assert!(wrong > 0, "no wrong sum in the churn");
+    eprintln!("the churn saw {wrong} wrong sums");
+}
+
+/// A zone of one's own grows when asked (and only then): owned counters past its capacity,
+/// from several threads, exact; a second `grow` is an error.
+#[test]
+fn own_zone_grows_when_asked() {
+    use std::sync::Arc;
+    let zone = Arc::new(rseq::Zone::new(1).unwrap());
+    let slots = zone.capacity();
+    let first: Vec<_> = (0..slots).map(|_| zone.alloc().unwrap()).collect();
+    assert!(matches!(zone.alloc(), Err(Error::ZoneFull { .. })));
+    assert!(!zone.grows());
+    drop(first);
+    zone.grow().unwrap();
+    assert_eq!(zone.grow(), Err(Error::SourceAlreadySet));
+    let many: Vec<_> = (0..3 * slots + 5)
+        .map(|_| rseq::OwnedCounter::new(&zone).unwrap())
+        .collect();
+    assert_eq!(
+        zone.capacity(),
+        4 * slots,
+        "the first blocks and three chunks"
+    );
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let many = &many;
+            s.spawn(move || {
+                pin(Some(t));
+                many.iter().enumerate().for_each(|(i, c)| c.add(i as i64));
+            });
+        }
+    });
+    assert!(many
+        .iter()
+        .enumerate()
+        .all(|(i, c)| c.fetch() == 4 * i as u64));
+    assert_eq!(
+        zone.adds_inline(),
+        rseq::global_zone().unwrap().adds_inline()
+    );
+    drop(zone);
+    drop(many);
+    // One per-CPU block: the other CPUs' adds are locked adds to the chunks' shared parts.
+    let zone = rseq::Zone::with_slots(1, 1).unwrap();
+    zone.grow().unwrap();
+    let many: Vec<_> = (0..3 * slots).map(|_| zone.alloc().unwrap()).collect();
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let many = &many;
+            s.spawn(move || {
+                pin(Some(t));
+                many.iter().for_each(|c| c.add(t as i64 + 1));
+            });
+        }
+    });
+    assert!(many.iter().all(|c| c.fetch() == 10));
+    let last = many.last().unwrap();
+    let shared = last.block_slot(1).unwrap();
+    assert_eq!(last.block_slot(0).unwrap() + shared, 10);
+    if ncpus() > 1 {
+        assert!(shared > 0, "a CPU past the first took the shared part");
+    }
 }
 
 /// Counters add inline (two loads and the critical section) on the paths that need no check

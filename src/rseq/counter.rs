@@ -88,9 +88,11 @@ impl<'z> Counter<'z> {
     }
 
     /// The slot's offset in every block: block `i`'s slot is at
-    /// `zone.layout().base + i * zone.stride() + offset`.
+    /// `zone.layout().base + i * zone.stride() + offset`, wrapping (a counter of a chunk
+    /// that lies below the zone's first mapping has a "negative" offset; see
+    /// [`Zone::grow`]).
     pub fn offset(&self) -> usize {
-        fast::slot0(self.word) - self.zone.slot0(0)
+        fast::slot0(self.word).wrapping_sub(self.zone.slot0(0))
     }
 }
 

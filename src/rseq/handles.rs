@@ -27,15 +27,16 @@ use crate::Error;
 /// it adds as a [`Counter`] does. An array of them, as above, allocates each element at its
 /// own first use.
 ///
-/// # When the process-wide zone is full
-/// Every library of the process shares that zone's [`GLOBAL_CAPACITY`](super::GLOBAL_CAPACITY) (4096) counters.
-/// A static counter whose first use finds them all in use (or the zone cannot be made:
-/// an unknown `PCPU_COUNTER_RSEQ` value, no memory) does not panic: it counts with one
-/// shared `AtomicU64` instead, a locked add per add, slower under contention but exact, and
+/// # When no slot can be had
+/// The process-wide zone grows by `mmap` ([`Zone::grow`]), so a first use gets a slot
+/// whatever the number of counters in use. A static counter whose first use finds no chunk
+/// can be mapped (`mmap` fails: an address-space limit, no memory) or the zone cannot be
+/// made (an unknown `PCPU_COUNTER_RSEQ` value) does not panic: it counts with one shared
+/// `AtomicU64` instead, a locked add per add, slower under contention but exact, and
 /// [`error`](StaticCounter::error) says why. A counter declared as a `static` sits on paths
-/// that cannot handle a failure (a hot path, a library's internals, a signal handler):
-/// a panic there because other code used up a shared resource would be worse than a slower
-/// counter that still counts right.
+/// that cannot handle a failure (a hot path, a library's internals, a signal handler): a
+/// panic there because memory ran out would be worse than a slower counter that still
+/// counts right.
 ///
 /// # Signal handlers
 /// The first use allocates (it takes the zone's lock): use the counter once (`fetch`)
@@ -170,17 +171,18 @@ impl StaticCounter {
     }
 
     /// Why the counter counts with one shared atomic instead of per-CPU slots:
-    /// [`Error::ZoneFull`] when the process-wide zone's [`GLOBAL_CAPACITY`](super::GLOBAL_CAPACITY) counters were all
-    /// in use at its first use, or the error that making that zone gave. `None` when it is
-    /// per-CPU (this call allocates its slot if it had none yet).
+    /// [`Error::OutOfMemory`] when the process-wide zone's slots were all in use at its first
+    /// use and a chunk for more could not be mapped, or the error that making that zone gave.
+    /// `None` when it is per-CPU (this call allocates its slot if it had none yet).
     pub fn error(&self) -> Option<Error> {
         if self.word() != SPILLED {
             return None;
         }
         Some(match super::global_zone() {
             Err(e) => e,
-            Ok(zone) => Error::ZoneFull {
-                capacity: zone.capacity(),
+            // The zone grows, so its alloc failed for a chunk alone.
+            Ok(zone) => Error::OutOfMemory {
+                bytes: zone.chunk_layout().size(),
             },
         })
     }
@@ -222,7 +224,9 @@ pub struct OwnedCounter {
 }
 
 impl OwnedCounter {
-    /// A counter of `zone` reading 0: [`Error::ZoneFull`] when every slot is in use.
+    /// A counter of `zone` reading 0; fails as [`Zone::alloc`]: [`Error::ZoneFull`] when
+    /// every slot is in use, or in a zone that grows [`Error::OutOfMemory`] when no chunk
+    /// can be mapped.
     pub fn new(zone: &Arc<Zone>) -> Result<OwnedCounter, Error> {
         let counter = zone.alloc()?;
         // SAFETY: the counter borrows the zone in the `Arc`'s allocation, which does not move

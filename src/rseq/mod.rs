@@ -26,7 +26,7 @@
 //!
 //! A [`Counter`] is two words (its zone, and the add's word: the slot's address and the
 //! block stride, packed), a [`StaticCounter`] two (that word, and the atomic it counts on
-//! when the process-wide zone is full). The add loads that word and one word of the process
+//! when no slot can be had: see [Growth](#growth)). The add loads that word and one word of the process
 //! (the rseq area's offset, the index field, the block count) and runs the section; where it
 //! cannot ([`Zone::adds_inline`]: the paths that check every add, a zone with fewer blocks
 //! than CPUs) it calls the out-of-line path, exact all the same.
@@ -66,6 +66,17 @@
 //! read non-zero). Resident cost: at most `stride` per block some thread ever added to, so
 //! with `cpu_id` the CPUs the process ran on, with `mm_cid` the concurrency IDs it used.
 //! [`Zone::resident_bytes`] reports it.
+//!
+//! # Growth
+//! The process-wide zone, and a zone whose owner calls [`Zone::grow`], grows when its slots
+//! are all in use: an alloc maps a *chunk* of as many slots, `nslots + 1` parts of `stride`
+//! bytes (the shared block's part included) and the chunk's metadata, anonymous, private and
+//! lazily backed as the first mapping, at a multiple of `stride`. A counter's add word holds
+//! its slot's address in the chunk's part 0, so its add is the same two loads and critical
+//! section as a first-block counter's, inline wherever those are. A chunk that empties is
+//! unmapped, but one kept as a spare. The process-wide zone's allocs therefore fail only
+//! when `mmap` does ([`Error::OutOfMemory`], as under `ulimit -v`): only then does a
+//! [`StaticCounter`] spill to a shared atomic.
 //!
 //! # Signed totals
 //! [`Counter::add`] takes an `i64` and the sum is kept modulo 2^64: [`Counter::fetch`] reads
@@ -111,15 +122,21 @@ pub use zone::Zone;
 
 use crate::Error;
 
-/// Counters in the process-wide zone of [`Counter::new`].
+/// Counters in the process-wide zone's first blocks; it grows by chunks of as many
+/// ([`Zone::grow`]) when they are all in use.
 pub const GLOBAL_CAPACITY: usize = 4096;
 
 static GLOBAL: OnceLock<Result<Zone, Error>> = OnceLock::new();
 
-/// The process-wide zone ([`GLOBAL_CAPACITY`] counters), made on first use.
+/// The process-wide zone, made on first use: [`GLOBAL_CAPACITY`] counters, and a chunk of as
+/// many mapped whenever those in use fill it ([`Zone::grow`]).
 pub fn global_zone() -> Result<&'static Zone, Error> {
     GLOBAL
-        .get_or_init(|| Zone::new(GLOBAL_CAPACITY))
+        .get_or_init(|| {
+            let zone = Zone::new(GLOBAL_CAPACITY)?;
+            zone.grow()?;
+            Ok(zone)
+        })
         .as_ref()
         .map_err(|e| *e)
 }
@@ -131,8 +148,9 @@ pub fn alloc() -> Result<Counter<'static>, Error> {
 
 impl Counter<'static> {
     /// A counter from the process-wide zone ([`global_zone`]), reading 0. Fails with
-    /// [`Error::ZoneFull`] when its [`GLOBAL_CAPACITY`] counters are all in use, and as
-    /// [`Zone::new`] when that zone cannot be made (every call then returns that error).
+    /// [`Error::OutOfMemory`] when its slots are all in use and a chunk for more cannot be
+    /// mapped, and as [`Zone::new`] when that zone cannot be made (every call then returns
+    /// that error).
     pub fn new() -> Result<Self, Error> {
         alloc()
     }

@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: BSD-2-Clause
 //! The user-space zone: `nslots + 1` page-aligned blocks on one lazily backed anonymous
-//! mapping, under the core [`Zone`](crate::Zone).
+//! mapping, under the core [`Zone`](crate::Zone); a zone that grows takes its chunks from
+//! `MmapChunks`.
 
 use core::mem::ManuallyDrop;
 use core::ptr::NonNull;
 use std::alloc::Layout;
+
+use crate::ChunkSource;
 
 use super::registration::{config, Config};
 use super::{fast, Counter, Path};
@@ -115,8 +118,43 @@ impl Zone {
         })
     }
 
+    /// Lets the zone grow: once every slot is in use, an alloc maps a *chunk* of as many
+    /// slots (`nslots + 1` parts of [`stride`](Zone::stride) bytes, then the chunk's
+    /// metadata: [`chunk_layout`](Zone::chunk_layout)) with `mmap`, anonymous, private and
+    /// lazily backed as the zone's own mapping. Its counters add exactly as the first
+    /// blocks' do, inline where those do: a counter's add word holds its slot's address, which
+    /// lies in the chunk. A chunk that empties is unmapped, but for one kept as a spare;
+    /// dropping the zone unmaps them all.
+    ///
+    /// The process-wide zone ([`global_zone`](super::global_zone)) always grows; a zone of
+    /// one's own grows only when asked, so that its [`capacity`](Zone::capacity) stays the
+    /// bound it was made with unless its owner wants otherwise. An alloc of a zone that
+    /// grows fails only when the chunk cannot be mapped ([`Error::OutOfMemory`]).
+    ///
+    /// Fails with [`Error::SourceAlreadySet`] when the zone grows already.
+    pub fn grow(&self) -> Result<(), Error> {
+        static MMAP: MmapChunks = MmapChunks;
+        self.core.grow_from(&MMAP)
+    }
+
+    /// Whether the zone grows ([`grow`](Zone::grow)).
+    pub fn grows(&self) -> bool {
+        self.core.grows()
+    }
+
+    /// The bytes one chunk of a zone that grows asks `mmap` for (before rounding up to
+    /// pages), and the alignment it is placed at (the stride).
+    pub fn chunk_layout(&self) -> Layout {
+        // The zone was made, so a chunk of its shape fits the address space (a chunk is its
+        // mapping plus a header and one chunk's metadata).
+        self.core
+            .chunk_layout()
+            .expect("a made zone's chunk layout fits")
+    }
+
     /// Allocates a counter that reads 0. Fails with [`Error::ZoneFull`] when every slot is
-    /// in use.
+    /// in use and the zone does not [`grow`](Zone::grow); in one that grows, with
+    /// [`Error::OutOfMemory`] when a chunk cannot be mapped.
     pub fn alloc(&self) -> Result<Counter<'_>, Error> {
         let off = self.core.alloc_run(1, crate::Wait::NoWait)?;
         Ok(Counter::new_in(self, off))
@@ -133,7 +171,8 @@ impl Zone {
         self.core.in_use()
     }
 
-    /// Number of counters the zone holds at once.
+    /// Number of counters the zone holds at once: its first blocks', and in a zone that
+    /// grows, those of the chunks it has mapped now (a spare chunk not counted).
     pub fn capacity(&self) -> usize {
         self.core.capacity()
     }
@@ -162,14 +201,15 @@ impl Zone {
         fast::is_inline(self.counter_word(0)) && fast::block_count() == self.cfg.nslots
     }
 
-    /// Virtual size of the zone's mapping: `(nslots + 1) * stride`.
+    /// Virtual size of the zone's first mapping: `(nslots + 1) * stride` (chunks not
+    /// counted).
     pub fn mapped_bytes(&self) -> usize {
         self.map.len
     }
 
-    /// Resident memory of the zone's mapping now (`Rss` of its `/proc/self/smaps` entry):
-    /// only the pages some thread wrote (untouched pages read as the shared zero page, which
-    /// is not counted). `None` if smaps cannot be read.
+    /// Resident memory of the zone's first mapping now (`Rss` of its `/proc/self/smaps`
+    /// entry; chunks not counted): only the pages some thread wrote (untouched pages read as
+    /// the shared zero page, which is not counted). `None` if smaps cannot be read.
     pub fn resident_bytes(&self) -> Option<usize> {
         let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
         let start = self.map.base.as_ptr() as usize;
@@ -203,9 +243,10 @@ impl Zone {
         found.then_some(total)
     }
 
-    /// The address of counter offset `off`'s slot in block 0.
+    /// The address of counter offset `off`'s slot in block 0 (wrapping: a chunk's offsets
+    /// are relative to the first mapping, and a chunk may lie below it).
     pub(crate) fn slot0(&self, off: usize) -> usize {
-        self.map.base.as_ptr() as usize + off
+        (self.map.base.as_ptr() as usize).wrapping_add(off)
     }
 
     /// The add's word for the counter at offset `off`: with the stride's shift when the zone
@@ -292,6 +333,82 @@ impl Drop for Mapping {
                 self.len + 2 * PAGE,
             )
         };
+    }
+}
+
+/// The chunks of the zones that grow ([`Zone::grow`]): anonymous private mappings, lazily
+/// backed (a page costs memory once written), aligned to the chunk's alignment by mapping
+/// that much more and unmapping the ends; `free_chunk` unmaps.
+struct MmapChunks;
+
+impl MmapChunks {
+    /// The system's page size: `mmap`'s unit.
+    fn page() -> usize {
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        usize::try_from(page).unwrap_or(PAGE).max(PAGE)
+    }
+
+    /// The mapped length of a chunk of `layout`: whole pages.
+    fn len(layout: Layout) -> Option<usize> {
+        layout.size().checked_next_multiple_of(Self::page())
+    }
+}
+
+// SAFETY: a chunk is a fresh mapping of at least `layout.size()` readable and writable bytes
+// at a multiple of `layout.align()`, the caller's until `free_chunk` unmaps it.
+unsafe impl ChunkSource for MmapChunks {
+    fn alloc_chunk(&self, layout: Layout, _wait: bool) -> Option<NonNull<u8>> {
+        let page = Self::page();
+        let len = Self::len(layout)?;
+        let align = layout.align().max(page);
+        // Room to slide the chunk up to its alignment (mmap's addresses are page-aligned).
+        let reserve = len.checked_add(align - page)?;
+        // SAFETY: a fresh anonymous private mapping; no existing memory is affected.
+        let raw = unsafe {
+            libc::mmap(
+                core::ptr::null_mut(),
+                reserve,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if raw == libc::MAP_FAILED {
+            return None;
+        }
+        let start = raw as usize;
+        let chunk = start.next_multiple_of(align);
+        let (head, tail) = (chunk - start, start + reserve - (chunk + len));
+        // SAFETY: both ends lie in the mapping just made, outside the chunk; page-aligned
+        // (the start, the chunk and the lengths are multiples of the page size).
+        unsafe {
+            if head > 0 {
+                libc::munmap(raw, head);
+            }
+            if tail > 0 {
+                libc::munmap((chunk + len) as *mut libc::c_void, tail);
+            }
+        }
+        if chunk + len > fast::ADDR_LIMIT {
+            // Not on Linux today (user space ends below 2^56): no add word could hold it.
+            // SAFETY: the chunk just mapped, used by nothing.
+            unsafe { libc::munmap(chunk as *mut libc::c_void, len) };
+            return None;
+        }
+        // No transparent huge pages, as for the zone's own mapping.
+        // SAFETY: advice on the chunk just mapped; failure only leaves the default.
+        unsafe { libc::madvise(chunk as *mut libc::c_void, len, libc::MADV_NOHUGEPAGE) };
+        NonNull::new(chunk as *mut u8)
+    }
+
+    unsafe fn free_chunk(&self, chunk: NonNull<u8>, layout: Layout) {
+        if let Some(len) = Self::len(layout) {
+            // SAFETY: a chunk `alloc_chunk` mapped with this layout, so this length, given
+            // back once and used by nothing (the caller's contract).
+            unsafe { libc::munmap(chunk.as_ptr().cast(), len) };
+        }
     }
 }
 

@@ -272,17 +272,18 @@ fn broken(root: &Path) -> (bool, String) {
             "move_that_takes_the_word",
             "harness_catches_a_shared_static_add",
             "catches_a_stale_summary",
+            "chunk_churn_catches_an_uncleared_slot",
         ])
         .env(
             "RUSTFLAGS",
-            r#"--cfg pcpu_counter_broken="early_init_without_waiting" --cfg pcpu_counter_broken="approx_racy_carry" --cfg pcpu_counter_broken="static_first_use_keeps_own_slot" --cfg pcpu_counter_broken="lazy_move_takes_word" --cfg pcpu_counter_broken="static_shared_add" --cfg pcpu_counter_broken="slot_summary_stale""#,
+            r#"--cfg pcpu_counter_broken="early_init_without_waiting" --cfg pcpu_counter_broken="approx_racy_carry" --cfg pcpu_counter_broken="static_first_use_keeps_own_slot" --cfg pcpu_counter_broken="lazy_move_takes_word" --cfg pcpu_counter_broken="static_shared_add" --cfg pcpu_counter_broken="slot_summary_stale" --cfg pcpu_counter_broken="chunk_slot_not_cleared""#,
         )
         .env("CARGO_TARGET_DIR", root.join("target/broken"));
     let (ok, text) = capture(cmd, false);
     let (passed, failed) = test_counts(&text);
     (
-        ok && passed == 6,
-        format!("tests/early.rs against the init that does not wait, tests/approx.rs against the carry that is not atomic, tests/rseq.rs against a static counter's first use that keeps the loser's slot, tests/lazy.rs against the move that takes the word, tests/statics.rs against a per-CPU static's add without gs:, tests/slots.rs against a free that leaves a full word's summary bit set: {passed} passed (each test caught its variant), {failed} failed"),
+        ok && passed == 7,
+        format!("tests/early.rs against the init that does not wait, tests/approx.rs against the carry that is not atomic, tests/rseq.rs against a static counter's first use that keeps the loser's slot, tests/lazy.rs against the move that takes the word, tests/statics.rs against a per-CPU static's add without gs:, tests/slots.rs against a free that leaves a full word's summary bit set, tests/rseq.rs's chunk churn against a reused chunk slot not cleared: {passed} passed (each test caught its variant), {failed} failed"),
     )
 }
 

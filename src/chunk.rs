@@ -338,6 +338,35 @@ impl Chunks {
     /// # Safety
     /// `memory` is such a chunk, unused.
     pub(crate) unsafe fn add(&mut self, shape: &ChunkShape, memory: NonNull<u8>) {
+        // SAFETY: the caller's contract.
+        let header = unsafe { Self::make(shape, memory) };
+        self.link(header);
+    }
+
+    /// Keeps `memory` (a chunk of `shape.layout` from the source) as the spare when there is
+    /// none; else returns it, to go back to the source (outside the lock). For a chunk taken
+    /// while another CPU grew the zone first.
+    ///
+    /// # Safety
+    /// As [`add`](Chunks::add).
+    pub(crate) unsafe fn stash(
+        &mut self,
+        shape: &ChunkShape,
+        memory: NonNull<u8>,
+    ) -> Option<NonNull<u8>> {
+        if !self.spare.is_null() {
+            return Some(memory);
+        }
+        // SAFETY: the caller's contract.
+        self.spare = unsafe { Self::make(shape, memory) };
+        None
+    }
+
+    /// Writes the header of a new chunk, every slot free, on no list.
+    ///
+    /// # Safety
+    /// As [`add`](Chunks::add).
+    unsafe fn make(shape: &ChunkShape, memory: NonNull<u8>) -> *mut Chunk {
         let chunk = memory.as_ptr() as usize;
         debug_assert!(chunk.is_multiple_of(shape.align));
         let header = shape.header(chunk);
@@ -359,7 +388,7 @@ impl Chunks {
                 listed: false,
             })
         };
-        self.link(header);
+        header
     }
 
     /// Puts a chunk with every slot free on both lists.

@@ -146,8 +146,21 @@ fn take_run(zone: &Zone<'_>, shape: &ChunkShape, len: usize, wait: Wait) -> Resu
                 addr: chunk.as_ptr() as usize,
             });
         }
+        let mut slots = zone.slots.lock();
+        // Another CPU may have grown the zone meanwhile: then this chunk is the spare, or goes
+        // back, and the run comes from the chunks there are.
+        if let Found::Slot(off, used_before) = slots.chunks.alloc_run(shape, len) {
+            // SAFETY: a chunk of the zone's chunk layout from its source, unused.
+            let extra = unsafe { slots.chunks.stash(shape, chunk) };
+            drop(slots);
+            if let Some(memory) = extra {
+                // SAFETY: the source's own chunk, unused, given back once.
+                unsafe { shape.source.free_chunk(memory, shape.layout) };
+            }
+            return Ok((off, used_before, shape.source.zeroed()));
+        }
         // SAFETY: a chunk of the zone's chunk layout from its source, unused.
-        unsafe { zone.slots.lock().chunks.add(shape, chunk) };
+        unsafe { slots.chunks.add(shape, chunk) };
     }
 }
 

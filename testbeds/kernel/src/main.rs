@@ -52,6 +52,13 @@ mod boot;
 
 mod checks;
 mod console;
+// The growth check: the installed zone grows into chunks of a kernel-owned arena (without
+// `percpu-crate`, whose runs check percpu's areas).
+#[cfg(all(
+    any(target_arch = "x86_64", target_arch = "riscv64"),
+    not(feature = "percpu-crate")
+))]
+mod grow;
 #[cfg(feature = "percpu-crate")]
 mod percpu_crate;
 

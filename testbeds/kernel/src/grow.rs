@@ -4,14 +4,16 @@
 //!
 //! The phases, every started CPU at once, after the protocol's:
 //!
-//! 1. CPU 0 alone: `zone.grow_from(&ARENA)`, fills the first blocks with live counters, then
-//!    allocates [`LONG`] long-lived counters (in the first chunk).
-//! 2. CPU 0 allocates live counters up to [`LIVE`] through the source (`Wait::WaitOk`), adding
-//!    `i + 1` to counter `i`; meanwhile every other CPU runs [`CHURN_ROUNDS`] rounds: allocate
-//!    [`HELD`] counters (`Wait::NoWait`), check each reads 0, add a value of its own to each
-//!    and to the long-lived counters, check each reads exactly that value, free them.
-//! 3. CPU 0 checks and frees its live counters (the chunks empty and go back to the source,
-//!    bar the spare) while the others churn again.
+//! 1. CPU 0 alone: `zone.grow_from(&ARENA)`; it fills the first blocks with live counters of
+//!    its set, then allocates [`LONG`] long-lived counters (in the first chunk).
+//! 2. Every CPU allocates its set of live counters (together [`LIVE`]) through the source
+//!    (`Wait::WaitOk`), adding a value of its own to each; every [`CHURN_EVERY`] of them it
+//!    churns: allocates [`HELD`] counters (`Wait::NoWait`), checks each reads 0, adds to each
+//!    and to the long-lived counters, checks each reads exactly what it added, frees them.
+//!    Each CPU allocating its own set keeps every vCPU working: spinning at a barrier while
+//!    one CPU allocates them all took as much host time.
+//! 3. After a barrier (all [`LIVE`] are live at once, counted), every CPU checks and frees its
+//!    set, churning as in 2: the chunks empty and go back to the source, bar the spare.
 //! 4. CPU 0 allocates [`AGAIN_CHUNKS`] chunks' worth of counters: they come from the long-lived
 //!    counters' chunk, the spare and chunks the source hands out again off its free list, all
 //!    holding old counts; each must read 0.
@@ -33,13 +35,14 @@ use pcpu_counter_testbed_protocol as protocol;
 
 use crate::console::println;
 
-/// Live counters CPU 0 holds at once (the zone's first blocks, then chunks).
+/// Live counters the CPUs hold at once (the zone's first blocks, then chunks), each CPU its
+/// share.
 pub const LIVE: usize = 100_000;
 /// Long-lived counters every CPU adds to.
 const LONG: usize = 8;
-/// Churn: counters a CPU holds in a round, and its rounds in each of phases 2 and 3.
+/// Churn: a round every this many live counters allocated or freed, of this many counters.
+const CHURN_EVERY: usize = 256;
 const HELD: usize = 64;
-const CHURN_ROUNDS: u64 = 40;
 /// Phase 4: chunks' worth of counters allocated again after the live ones were freed.
 const AGAIN_CHUNKS: usize = 8;
 
@@ -177,121 +180,154 @@ struct Shared<T>(UnsafeCell<T>);
 // (release/acquire) that follows the writes.
 unsafe impl<T> Sync for Shared<T> {}
 
-/// CPU 0's live counters (only CPU 0 touches them).
+/// The live counters, each CPU's set a range of them (only that CPU touches its range).
 static LIVE_COUNTERS: Shared<[Option<CounterU64>; LIVE]> =
     Shared(UnsafeCell::new([const { None }; LIVE]));
 /// The long-lived counters, allocated by CPU 0 in phase 1.
 static LONG_COUNTERS: Shared<[Option<CounterU64>; LONG]> =
     Shared(UnsafeCell::new([const { None }; LONG]));
-/// What each CPU added to each long-lived counter, and its bad counters (written by that CPU).
+/// Written by each CPU for itself, read by CPU 0 after a barrier: what it added to each
+/// long-lived counter, its bad counters, its live counters after phase 2.
 static ADDED: [Shared<[u64; LONG]>; protocol::MAX_CPUS] =
     [const { Shared(UnsafeCell::new([0; LONG])) }; protocol::MAX_CPUS];
 static BAD: [Shared<u64>; protocol::MAX_CPUS] =
     [const { Shared(UnsafeCell::new(0)) }; protocol::MAX_CPUS];
+static HOLDS: [Shared<u64>; protocol::MAX_CPUS] =
+    [const { Shared(UnsafeCell::new(0)) }; protocol::MAX_CPUS];
+
+/// What one CPU works with: its set, its records, the long-lived counters.
+struct Cpu {
+    cpu: usize,
+    /// Its range of [`LIVE_COUNTERS`]; counter `i` of it gets [`live_value`]`(cpu, i)`.
+    set: &'static mut [Option<CounterU64>],
+    added: &'static mut [u64; LONG],
+    bad: &'static mut u64,
+    long: &'static [Option<CounterU64>; LONG],
+    /// Churn rounds done.
+    rounds: u64,
+}
+
+/// The value CPU `cpu` adds to counter `i` of its set: no other CPU's or counter's.
+const fn live_value(cpu: usize, i: usize) -> u64 {
+    ((cpu as u64 + 1) << 40) | i as u64
+}
 
 /// The growth check on CPU `cpu` (every started CPU calls it, after the protocol's phases).
 pub fn run(cpu: usize) {
     let n = protocol::ncpus();
     let zone = global_zone().expect("installed");
-    // SAFETY: each CPU writes only its own `ADDED` and `BAD` cells; CPU 0 reads them after the
-    // barriers below.
-    let (added, bad) = unsafe { (&mut *ADDED[cpu].0.get(), &mut *BAD[cpu].0.get()) };
+    let per_cpu = LIVE.div_ceil(n);
+    let start = (cpu * per_cpu).min(LIVE);
+    let len = per_cpu.min(LIVE - start);
+    // SAFETY: the CPUs' ranges of `LIVE_COUNTERS` are disjoint, and each touches only its
+    // own; each writes only its own `ADDED`, `BAD` and `HOLDS` cells, read by CPU 0 after
+    // the barriers below.
+    let (set, added, bad) = unsafe {
+        let first = LIVE_COUNTERS
+            .0
+            .get()
+            .cast::<Option<CounterU64>>()
+            .add(start);
+        (
+            core::slice::from_raw_parts_mut(first, len),
+            &mut *ADDED[cpu].0.get(),
+            &mut *BAD[cpu].0.get(),
+        )
+    };
     protocol::barrier(cpu);
 
     // Phase 1: CPU 0 alone.
     let (in_use_before, capacity_before) = (zone.in_use(), zone.capacity());
-    let mut live = 0usize;
+    let mut filled = 0;
     if cpu == 0 {
         if let Err(e) = zone.grow_from(&ARENA) {
             println!("FAIL grow grow_from: {e:?}");
             *bad += 1;
         }
-        live = alloc_live(0, capacity_before - in_use_before, bad);
+        filled = (capacity_before - in_use_before).min(len);
+        for (i, slot) in set.iter_mut().enumerate().take(filled) {
+            *slot = counter_u64_alloc(Wait::WaitOk);
+            slot.as_ref().map(|c| c.add(live_value(0, i) as i64));
+        }
         // SAFETY: only CPU 0 runs; the others read the cell after the barrier.
         let long = unsafe { &mut *LONG_COUNTERS.0.get() };
         for slot in long.iter_mut() {
             *slot = counter_u64_alloc(Wait::WaitOk);
-            *bad += slot.is_none() as u64;
         }
     }
     protocol::barrier(cpu);
     // SAFETY: written by CPU 0 before the barrier, only read from here on.
     let long = unsafe { &*LONG_COUNTERS.0.get() };
+    let mut me = Cpu {
+        cpu,
+        set,
+        added,
+        bad,
+        long,
+        rounds: 0,
+    };
 
-    // Phase 2: CPU 0 grows to `LIVE` counters while the others churn.
-    if cpu == 0 {
-        live = alloc_live(live, LIVE, bad);
-        // One add per live counter to the long-lived ones, so that CPU 0's slots count too.
-        for i in 0..LIVE {
-            add(long, added, i % LONG, 1);
+    // Phase 2: every CPU allocates its set, churning.
+    for i in filled..me.set.len() {
+        me.set[i] = counter_u64_alloc(Wait::WaitOk);
+        match &me.set[i] {
+            Some(counter) => counter.add(live_value(cpu, i) as i64),
+            None => *me.bad += 1,
         }
-    } else {
-        churn(cpu, 0, long, added, bad);
+        if i % CHURN_EVERY == 0 {
+            me.churn();
+        }
+    }
+    let holds = me.set.iter().filter(|c| c.is_some()).count() as u64;
+    // SAFETY: this CPU's own cell.
+    unsafe { *HOLDS[cpu].0.get() = holds };
+    protocol::barrier(cpu);
+    let mut live_at_once = 0;
+    if cpu == 0 {
+        // SAFETY: every CPU wrote its cell before the barrier.
+        live_at_once = (0..n).map(|c| unsafe { *HOLDS[c].0.get() }).sum::<u64>();
     }
     protocol::barrier(cpu);
 
-    // Phase 3: CPU 0 checks and frees them while the others churn again.
-    if cpu == 0 {
-        // SAFETY: only CPU 0 touches its live counters.
-        let counters = unsafe { &mut *LIVE_COUNTERS.0.get() };
-        for (i, slot) in counters.iter_mut().enumerate() {
-            if let Some(counter) = slot.take() {
-                *bad += (counter.fetch() != i as u64 + 1) as u64;
-            }
+    // Phase 3: every CPU checks and frees its set, churning.
+    for i in 0..me.set.len() {
+        if let Some(counter) = me.set[i].take() {
+            *me.bad += (counter.fetch() != live_value(cpu, i)) as u64;
         }
-    } else {
-        churn(cpu, 1, long, added, bad);
+        if i % CHURN_EVERY == 0 {
+            me.churn();
+        }
     }
+    let rounds = me.rounds;
     protocol::barrier(cpu);
 
     // Phase 4: CPU 0 takes chunks again (the long-lived counters' chunk, the spare, then
-    // chunks the source took back), in its emptied live counters' array.
+    // chunks the source took back), in its emptied set.
     if cpu == 0 {
-        // SAFETY: only CPU 0 touches its live counters.
-        let counters = unsafe { &mut *LIVE_COUNTERS.0.get() };
         let again = AGAIN_CHUNKS * zone.max_run();
-        for (h, slot) in counters.iter_mut().take(again).enumerate() {
-            *slot = fresh(Wait::WaitOk, tag(0, 0, h), bad);
+        for (h, slot) in me.set.iter_mut().take(again).enumerate() {
+            *slot = fresh(Wait::WaitOk, live_value(0, h), me.bad);
         }
-        for (h, slot) in counters.iter_mut().take(again).enumerate() {
+        for (h, slot) in me.set.iter_mut().take(again).enumerate() {
             if let Some(counter) = slot.take() {
-                *bad += (counter.fetch() != tag(0, 0, h)) as u64;
+                *me.bad += (counter.fetch() != live_value(0, h)) as u64;
             }
         }
-        let values = finish(zone, long, n, live, in_use_before, capacity_before);
+        let values = finish(zone, long, n, live_at_once, in_use_before, capacity_before);
         protocol::report("grow", &values, n);
         let (taken, given_back, reused) = ARENA.counts();
         let layout = zone.chunk_layout().expect("the zone grows");
         println!(
-            "INFO grow: {live} live counters on CPU 0 in the first blocks and chunks of {} bytes \
-             (align {}, {} slots) from the kernel's arena; the source handed out {taken} chunks, \
-             took back {given_back}, handed out {reused} again",
+            "INFO grow: {live_at_once} live counters at once on {n} CPUs, in the first blocks and \
+             chunks of {} bytes (align {}, {} slots) from the kernel's arena; the source handed \
+             out {taken} chunks, took back {given_back}, handed out {reused} again; {rounds} \
+             churn rounds of {HELD} on CPU 0",
             layout.size(),
             layout.align(),
             zone.max_run()
         );
     }
     protocol::barrier(cpu);
-}
-
-/// CPU 0: allocates live counters `from..to` (`Wait::WaitOk`: through the source when the
-/// zone is full) and adds `i + 1` to counter `i`. Returns how many it holds.
-fn alloc_live(from: usize, to: usize, bad: &mut u64) -> usize {
-    // SAFETY: only CPU 0 touches its live counters.
-    let counters = unsafe { &mut *LIVE_COUNTERS.0.get() };
-    for (i, slot) in counters.iter_mut().enumerate().take(to).skip(from) {
-        *slot = counter_u64_alloc(Wait::WaitOk);
-        match slot {
-            Some(counter) => counter.add(i as i64 + 1),
-            None => *bad += 1,
-        }
-    }
-    counters.iter().filter(|c| c.is_some()).count()
-}
-
-/// A value no other CPU, phase, round or counter adds.
-const fn tag(cpu: usize, round: u64, h: usize) -> u64 {
-    ((cpu as u64 + 1) << 40) | (round << 20) | h as u64
 }
 
 /// A new counter that must read 0 (counted bad if it does not, or if there is none), with
@@ -308,33 +344,26 @@ fn fresh(wait: Wait, value: u64, bad: &mut u64) -> Option<CounterU64> {
     counter
 }
 
-/// Adds `v` to long-lived counter `j` and records it.
-fn add(long: &[Option<CounterU64>; LONG], added: &mut [u64; LONG], j: usize, v: u64) {
-    if let Some(counter) = &long[j] {
-        counter.add(v as i64);
-        added[j] += v;
-    }
-}
-
-/// `CHURN_ROUNDS` rounds on CPU `cpu` in phase `phase`: allocate `HELD` fresh counters, add
-/// to each and to the long-lived ones, check and free them.
-fn churn(
-    cpu: usize,
-    phase: u64,
-    long: &[Option<CounterU64>; LONG],
-    added: &mut [u64; LONG],
-    bad: &mut u64,
-) {
-    for r in 0..CHURN_ROUNDS {
-        let round = phase * CHURN_ROUNDS + r;
+impl Cpu {
+    /// One churn round: allocate `HELD` fresh counters (`Wait::NoWait`), add a value of this
+    /// round's to each and `cpu + 1` to a long-lived counter for each, check and free them.
+    fn churn(&mut self) {
+        let (cpu, round) = (self.cpu, self.rounds);
+        self.rounds += 1;
+        // Bit 39 set: no live counter's value.
+        let value = |h: usize| ((cpu as u64 + 1) << 40) | (1 << 39) | (round << 8) | h as u64;
         let mut held: [Option<CounterU64>; HELD] = [const { None }; HELD];
         for (h, slot) in held.iter_mut().enumerate() {
-            *slot = fresh(Wait::NoWait, tag(cpu, round, h), bad);
-            add(long, added, h % LONG, cpu as u64 + 1);
+            *slot = fresh(Wait::NoWait, value(h), self.bad);
+            let j = h % LONG;
+            if let Some(counter) = &self.long[j] {
+                counter.add(cpu as i64 + 1);
+                self.added[j] += cpu as u64 + 1;
+            }
         }
         for (h, counter) in held.iter_mut().enumerate() {
             if let Some(counter) = counter.take() {
-                *bad += (counter.fetch() != tag(cpu, round, h)) as u64;
+                *self.bad += (counter.fetch() != value(h)) as u64;
             }
         }
     }
@@ -346,7 +375,7 @@ fn finish(
     zone: &pcpu_counter::Zone<'_>,
     long: &[Option<CounterU64>; LONG],
     n: usize,
-    live: usize,
+    live_at_once: u64,
     in_use_before: usize,
     capacity_before: usize,
 ) -> [(&'static str, u64, u64); 8] {
@@ -369,18 +398,14 @@ fn finish(
     let bad: u64 = (0..n).map(|cpu| unsafe { *BAD[cpu].0.get() }).sum();
     let (taken, given_back, reused) = ARENA.counts();
     [
-        ("live counters at once on CPU 0", LIVE as u64, live as u64),
+        ("live counters at once", LIVE as u64, live_at_once),
         (
             "bad counters (not fresh, not the value added, or none)",
             0,
             bad,
         ),
         ("long-lived counters exact", LONG as u64, sums),
-        (
-            "long-lived CPU slots exact",
-            (LONG * n) as u64,
-            slots,
-        ),
+        ("long-lived CPU slots exact", (LONG * n) as u64, slots),
         ("in_use after", in_use_before as u64, zone.in_use() as u64),
         (
             "capacity after (the first blocks)",

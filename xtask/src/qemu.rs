@@ -13,7 +13,7 @@
 //! |---|---|---|
 //! | `x86_64` | `qemu-system-x86_64 -smp 4`, MTTCG | `x86_64-unknown-none` |
 //! | `x86_64-statics-broken` | as `x86_64` | the same with `--cfg pcpu_counter_broken="static_shared_add"` (the per-CPU statics' add without `gs:`, to the shared template): must print `FAIL statics` |
-//! | `x86_64-grow-broken` | as `x86_64` | the same with `--cfg pcpu_counter_broken="chunk_slot_not_cleared"` (a reused chunk slot keeps its old count): the growth check (`testbeds/kernel/src/grow.rs`: the zone grown past 100,000 live counters into chunks of a kernel-owned arena, which the `x86_64`, `riscv64` and `riscv64-gp` kernels run too) must print `FAIL grow bad counters` |
+//! | `x86_64-grow-broken` | as `x86_64` | the same with `--cfg pcpu_counter_broken="chunk_slot_not_cleared"` (a reused chunk slot keeps its old count): the growth check (`testbeds/kernel/src/grow.rs`: the zone grown past 100,000 live counters into chunks of a kernel-owned arena, which the `x86_64` and `riscv64` kernels run too) must print `FAIL grow bad counters` |
 //! | `aarch64-llsc` | `qemu-system-aarch64 -M virt -cpu cortex-a57 -smp 4` | `aarch64-unknown-none-softfloat` (ldxr/stxr) |
 //! | `aarch64-lse` | `qemu-system-aarch64 -M virt -cpu max -smp 4` | the same target with `+lse` (ldadd) |
 //! | `i386-cx8` | `qemu-system-i386 -smp 4` (default CPU: CX8, local APIC) | `arch/i386/i586-unknown-none.json` |

@@ -1,6 +1,6 @@
 //! The growth check (x86_64 and riscv64): the installed zone grows past its first blocks into
 //! chunks from a source the kernel owns ([`ArenaChunks`], a bump allocator with a free list
-//! on a static arena), to more than 100,000 live counters, while the other CPUs churn.
+//! on a static arena), to 100,000 live counters at once, while every CPU churns.
 //!
 //! The phases, every started CPU at once, after the protocol's:
 //!
@@ -237,17 +237,22 @@ pub fn run(cpu: usize) {
     protocol::barrier(cpu);
 
     // Phase 1: CPU 0 alone.
-    let (in_use_before, capacity_before) = (zone.in_use(), zone.capacity());
+    let before = Before {
+        in_use: zone.in_use(),
+        capacity: zone.capacity(),
+    };
     let mut filled = 0;
     if cpu == 0 {
         if let Err(e) = zone.grow_from(&ARENA) {
             println!("FAIL grow grow_from: {e:?}");
             *bad += 1;
         }
-        filled = (capacity_before - in_use_before).min(len);
+        filled = (before.capacity - before.in_use).min(len);
         for (i, slot) in set.iter_mut().enumerate().take(filled) {
             *slot = counter_u64_alloc(Wait::WaitOk);
-            slot.as_ref().map(|c| c.add(live_value(0, i) as i64));
+            if let Some(counter) = slot {
+                counter.add(live_value(0, i) as i64);
+            }
         }
         // SAFETY: only CPU 0 runs; the others read the cell after the barrier.
         let long = unsafe { &mut *LONG_COUNTERS.0.get() };
@@ -282,10 +287,11 @@ pub fn run(cpu: usize) {
     // SAFETY: this CPU's own cell.
     unsafe { *HOLDS[cpu].0.get() = holds };
     protocol::barrier(cpu);
-    let mut live_at_once = 0;
+    let (mut live_at_once, mut in_use_at_peak) = (0, 0);
     if cpu == 0 {
         // SAFETY: every CPU wrote its cell before the barrier.
         live_at_once = (0..n).map(|c| unsafe { *HOLDS[c].0.get() }).sum::<u64>();
+        in_use_at_peak = zone.in_use();
     }
     protocol::barrier(cpu);
 
@@ -313,7 +319,7 @@ pub fn run(cpu: usize) {
                 *me.bad += (counter.fetch() != live_value(0, h)) as u64;
             }
         }
-        let values = finish(zone, long, n, live_at_once, in_use_before, capacity_before);
+        let values = finish(zone, long, n, live_at_once, in_use_at_peak, before);
         protocol::report("grow", &values, n);
         let (taken, given_back, reused) = ARENA.counts();
         let layout = zone.chunk_layout().expect("the zone grows");
@@ -369,6 +375,12 @@ impl Cpu {
     }
 }
 
+/// The zone's `in_use` and `capacity` before the check.
+struct Before {
+    in_use: usize,
+    capacity: usize,
+}
+
 /// CPU 0, after every phase: frees the long-lived counters after checking them, and returns
 /// the check's values.
 fn finish(
@@ -376,9 +388,9 @@ fn finish(
     long: &[Option<CounterU64>; LONG],
     n: usize,
     live_at_once: u64,
-    in_use_before: usize,
-    capacity_before: usize,
-) -> [(&'static str, u64, u64); 8] {
+    in_use_at_peak: usize,
+    before: Before,
+) -> [(&'static str, u64, u64); 9] {
     // SAFETY: every CPU's cells were written before the last barrier.
     let added = |cpu: usize, j: usize| unsafe { (*ADDED[cpu].0.get())[j] };
     let mut sums = 0u64;
@@ -400,16 +412,21 @@ fn finish(
     [
         ("live counters at once", LIVE as u64, live_at_once),
         (
+            "in_use with every set live",
+            (before.in_use + LIVE + LONG) as u64,
+            in_use_at_peak as u64,
+        ),
+        (
             "bad counters (not fresh, not the value added, or none)",
             0,
             bad,
         ),
         ("long-lived counters exact", LONG as u64, sums),
         ("long-lived CPU slots exact", (LONG * n) as u64, slots),
-        ("in_use after", in_use_before as u64, zone.in_use() as u64),
+        ("in_use after", before.in_use as u64, zone.in_use() as u64),
         (
             "capacity after (the first blocks)",
-            capacity_before as u64,
+            before.capacity as u64,
             zone.capacity() as u64,
         ),
         (

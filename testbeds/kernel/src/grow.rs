@@ -121,7 +121,7 @@ impl ArenaChunks {
         None
     }
 
-    /// (taken, given back, taken again off the free list).
+    /// (handed out, taken back, handed out again off the free list).
     pub fn counts(&self) -> (u64, u64, u64) {
         (
             self.taken.load(Ordering::Relaxed),
@@ -326,8 +326,8 @@ pub fn run(cpu: usize) {
         println!(
             "INFO grow: {live_at_once} live counters at once on {n} CPUs, in the first blocks and \
              chunks of {} bytes (align {}, {} slots) from the kernel's arena; the source handed \
-             out {taken} chunks, took back {given_back}, handed out {reused} again; {rounds} \
-             churn rounds of {HELD} on CPU 0",
+             out {taken} chunks ({reused} of them again, off its free list) and took back \
+             {given_back}; {rounds} churn rounds of {HELD} on CPU 0",
             layout.size(),
             layout.align(),
             zone.max_run()

@@ -2,7 +2,8 @@
 //! exact totals and `PASS`/`FAIL` lines the firmware runs too) with the kernels' numbers, plus
 //! the checks only a kernel runs: one per-CPU area per kernel (`area`), on x86_64 the C
 //! API counted from every CPU (`c_api`), and with `percpu-crate` percpu's own per-CPU value
-//! and register intact after the counting (`percpu`).
+//! and register intact after the counting (`percpu`), and on x86_64 and riscv64 the zone
+//! grown into chunks of a kernel-owned arena (`grow`).
 
 use pcpu_counter::{Error, Zone, ZoneLayout, ZoneMemory};
 use pcpu_counter_testbed_protocol as protocol;
@@ -44,7 +45,8 @@ pub fn run_ap(cpu: usize) {
 
 /// The protocol's phases, then the C API's (x86_64), the per-CPU statics' (x86_64 without
 /// `percpu-crate`: percpu owns GS there), and with `percpu-crate` whether percpu's own
-/// per-CPU value and register survived them.
+/// per-CPU value and register survived them; last, on x86_64 and riscv64, the growth check
+/// (it leaves the zone growing; `mod grow` in main.rs says which builds leave it out).
 fn run(cpu: usize) {
     if cpu >= protocol::ncpus() {
         return;
@@ -56,6 +58,16 @@ fn run(cpu: usize) {
     crate::percpu_crate::check(cpu);
     #[cfg(all(target_arch = "x86_64", not(feature = "percpu-crate")))]
     crate::statics::run(cpu);
+    #[cfg(all(
+        any(target_arch = "x86_64", target_arch = "riscv64"),
+        not(feature = "percpu-crate"),
+        not(feature = "riscv-gp"),
+        not(any(
+            pcpu_counter_broken = "static_shared_add",
+            pcpu_counter_broken = "riscv_plain_add"
+        ))
+    ))]
+    crate::grow::run(cpu);
 }
 
 /// One per-CPU area per kernel: a second zone that would need other per-CPU register values

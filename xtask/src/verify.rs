@@ -19,10 +19,12 @@
 //!   `pcpu_counter_broken="static_shared_add"` (a per-CPU static's add without `gs:`, to the
 //!   shared template), whose harness must catch lost adds, and `tests/slots.rs` with
 //!   `pcpu_counter_broken="slot_summary_stale"` (a free that leaves a full word's summary bit
-//!   set), whose model test must find a slot never handed out again; one build with all six
-//!   (own target dir `target/broken`).
-//! - `property`: `cargo test --test model --test config_fuzz --test approx --test slots` (256
-//!   cases per property).
+//!   set), whose model test must find a slot never handed out again, and `tests/grow.rs` and
+//!   `tests/rseq.rs` with `pcpu_counter_broken="chunk_slot_not_cleared"` (a reused chunk slot
+//!   that keeps its old count), whose chunk churns must see a wrong sum; one build with all
+//!   seven (own target dir `target/broken`).
+//! - `property`: `cargo test --test model --test config_fuzz --test approx --test slots
+//!   --test grow` (256 cases per property).
 //! - `fuzz`: the same property tests with `PROPTEST_CASES` cases (default 2000,
 //!   `PCPU_FUZZ_CASES` overrides), reusing the same binaries.
 //! - `tsan`: the host simulation suite (`--tests`) built with `-Zsanitizer=thread`, which
@@ -45,7 +47,7 @@
 //!   add's pin in `tests/disasm.rs`: the copies' fixed addresses lie in TSan's shadow).
 //! - `miri`: `cargo +nightly miri test` of the portable core ([`PORTABLE_CORE`]: the lib's unit
 //!   tests, `tests/zone.rs`, `area.rs`, `array.rs`, `early.rs`, `ratecheck.rs`,
-//!   `registry.rs`) for `powerpc64le-unknown-linux-gnu` ([`MIRI_TARGET`]), a target with no
+//!   `registry.rs`, `grow.rs`) for `powerpc64le-unknown-linux-gnu` ([`MIRI_TARGET`]), a target with no
 //!   arch module of its own, so the portable arch (a plain add under local protection) runs,
 //!   not inline assembly that Miri cannot execute (own target dir `target/miri`; the sysroot
 //!   is `cargo miri setup`'s, built once from the nightly's `rust-src`). Three runs, all with
@@ -89,6 +91,8 @@ const PORTABLE_CORE: &[&str] = &[
     "area",
     "--test",
     "ratecheck",
+    "--test",
+    "grow",
 ];
 
 /// The concurrent tests of [`PORTABLE_CORE`] (libtest name filters) that Miri reruns with
@@ -264,7 +268,8 @@ fn broken(root: &Path) -> (bool, String) {
     // Both broken variants in one build (a cfg may hold several values), each suite running
     // only its test that must catch its variant.
     cmd.args(["test", "--test", "early", "--test", "approx"])
-        .args(["--test", "rseq", "--test", "lazy", "--test", "statics", "--test", "slots", "--"])
+        .args(["--test", "rseq", "--test", "lazy", "--test", "statics", "--test", "slots"])
+        .args(["--test", "grow", "--"])
         .args([
             "init_that_does_not_wait",
             "carry_that_is_not_atomic",
@@ -273,6 +278,7 @@ fn broken(root: &Path) -> (bool, String) {
             "harness_catches_a_shared_static_add",
             "catches_a_stale_summary",
             "chunk_churn_catches_an_uncleared_slot",
+            "churn_catches_a_chunk_slot_not_cleared",
         ])
         .env(
             "RUSTFLAGS",
@@ -282,13 +288,13 @@ fn broken(root: &Path) -> (bool, String) {
     let (ok, text) = capture(cmd, false);
     let (passed, failed) = test_counts(&text);
     (
-        ok && passed == 7,
-        format!("tests/early.rs against the init that does not wait, tests/approx.rs against the carry that is not atomic, tests/rseq.rs against a static counter's first use that keeps the loser's slot, tests/lazy.rs against the move that takes the word, tests/statics.rs against a per-CPU static's add without gs:, tests/slots.rs against a free that leaves a full word's summary bit set, tests/rseq.rs's chunk churn against a reused chunk slot not cleared: {passed} passed (each test caught its variant), {failed} failed"),
+        ok && passed == 8,
+        format!("tests/early.rs against the init that does not wait, tests/approx.rs against the carry that is not atomic, tests/rseq.rs against a static counter's first use that keeps the loser's slot, tests/lazy.rs against the move that takes the word, tests/statics.rs against a per-CPU static's add without gs:, tests/slots.rs against a free that leaves a full word's summary bit set, tests/rseq.rs's and tests/grow.rs's chunk churns against a reused chunk slot not cleared: {passed} passed (each test caught its variant), {failed} failed"),
     )
 }
 
 /// The property tests' binaries, run by `property` and again by `fuzz` with more cases.
-const PROPERTY_TESTS: [&str; 9] = [
+const PROPERTY_TESTS: [&str; 11] = [
     "test",
     "--test",
     "model",
@@ -298,6 +304,8 @@ const PROPERTY_TESTS: [&str; 9] = [
     "approx",
     "--test",
     "slots",
+    "--test",
+    "grow",
 ];
 
 fn property(root: &Path) -> (bool, String) {

@@ -409,3 +409,58 @@ mod model {
         }
     }
 }
+
+/// What is built on counters works on counters in chunks: the approximate counter (whose
+/// second slot is taken from the same zone), the lazy counter's move, an early counter's init
+/// into a full zone, the registry's snapshot and its Prometheus text.
+#[test]
+fn counters_in_chunks_serve_everything_built_on_them() {
+    use pcpu_counter::{early::EarlyCounter, registry::Registry, ApproxCounter, LazyCounter};
+    static EARLY: EarlyCounter = EarlyCounter::new();
+    let machine: &'static Machine = Box::leak(Box::new(Machine::with_capacity(2, 16).unwrap()));
+    let zone = machine.zone();
+    zone.grow_from(&HeapChunks).unwrap();
+    let fill: Vec<_> = (0..zone.layout().capacity())
+        .map(|_| zone.alloc().unwrap())
+        .collect();
+    let first_end = zone.layout().offset + zone.layout().len;
+    let in_chunk = |off: usize| off >= first_end || off < zone.layout().offset;
+
+    let rx = zone.alloc().unwrap();
+    let errs = CounterArray::<'_, 2>::new(zone).unwrap();
+    let approx = ApproxCounter::new(zone.alloc().unwrap(), 16).unwrap();
+    let lazy = LazyCounter::new(zone);
+    EARLY.add(5);
+    machine.run_on(0, || EARLY.init(zone)).unwrap();
+    assert!(in_chunk(rx.offset()) && in_chunk(errs.offset()) && in_chunk(approx.offset()));
+
+    machine.run_on(1, || {
+        rx.add(7);
+        errs.add(1, 2);
+        approx.add(40);
+        lazy.add(3);
+        EARLY.add(1);
+    });
+    lazy.try_move().unwrap();
+    machine.run_on(0, || lazy.add(4));
+    assert_eq!(lazy.fetch(), 7);
+    assert_eq!((approx.precise(), approx.fetch()), (40, 40));
+    assert_eq!(EARLY.fetch(), 6);
+
+    let stats: Registry<'_, 4> = Registry::new();
+    stats.register("net.rx", "packets", &rx).unwrap();
+    stats.register("errs", "errors", &errs).unwrap();
+    let values: Vec<u64> = stats.snapshot().map(|s| s.value).collect();
+    assert_eq!(values, [7, 0, 2]);
+    let mut buf = [0; 3];
+    let mut text = String::new();
+    stats
+        .read_into(&mut buf)
+        .unwrap()
+        .write_prometheus(&mut text)
+        .unwrap();
+    assert!(text.contains("net_rx_total 7\n"), "{text}");
+    assert!(text.contains("errs_total{index=\"1\"} 2\n"), "{text}");
+    drop(stats);
+    drop((rx, errs, approx, lazy, fill));
+}

@@ -448,8 +448,9 @@ fn counters_in_chunks_serve_everything_built_on_them() {
     assert_eq!(EARLY.fetch(), 6);
 
     let stats: Registry<'_, 4> = Registry::new();
-    stats.register("net.rx", "packets", &rx).unwrap();
-    stats.register("errs", "errors", &errs).unwrap();
+    let (rx, errs) = (&rx, &errs);
+    stats.register("net.rx", "packets", rx).unwrap();
+    stats.register("errs", "errors", errs).unwrap();
     let values: Vec<u64> = stats.snapshot().map(|s| s.value).collect();
     assert_eq!(values, [7, 0, 2]);
     let mut buf = [0; 3];
@@ -461,6 +462,5 @@ fn counters_in_chunks_serve_everything_built_on_them() {
         .unwrap();
     assert!(text.contains("net_rx_total 7\n"), "{text}");
     assert!(text.contains("errs_total{index=\"1\"} 2\n"), "{text}");
-    drop(stats);
-    drop((rx, errs, approx, lazy, fill));
+    drop((approx, lazy, fill));
 }

@@ -1,8 +1,13 @@
 //! Passes the arch's linker script (`boot/<arch>/link.ld`, in this bed) to the linker; with
 //! the feature `percpu-crate`, a copy with `boot/percpu.ld` (the `percpu` crate's `.percpu`
-//! section) at its `PERCPU` marker.
+//! section) at its `PERCPU` marker. Names, once, the builds that run the growth check
+//! (`cfg(pcpu_testbed_grow)`).
 
 fn main() {
+    println!("cargo::rustc-check-cfg=cfg(pcpu_testbed_grow)");
+    if grows() {
+        println!("cargo:rustc-cfg=pcpu_testbed_grow");
+    }
     let arch = match std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() {
         Ok("x86_64") => "x86_64",
         Ok("aarch64") => "aarch64",
@@ -26,6 +31,22 @@ fn main() {
     if arch == "x86_64" {
         compile_c_check(&dir);
     }
+}
+
+/// Whether this build runs the growth check (`src/grow.rs`): x86_64 and riscv64, not with
+/// `percpu-crate` (those runs check percpu's areas) nor `riscv-gp` (the tp build's check on
+/// another register), nor in the builds broken for another check (it would only make those
+/// boots longer).
+fn grows() -> bool {
+    let var = |name: &str| std::env::var(name).unwrap_or_default();
+    let arch = var("CARGO_CFG_TARGET_ARCH");
+    let broken = var("CARGO_CFG_PCPU_COUNTER_BROKEN");
+    matches!(arch.as_str(), "x86_64" | "riscv64")
+        && std::env::var_os("CARGO_FEATURE_PERCPU_CRATE").is_none()
+        && std::env::var_os("CARGO_FEATURE_RISCV_GP").is_none()
+        && !broken
+            .split(',')
+            .any(|b| b == "static_shared_add" || b == "riscv_plain_add")
 }
 
 /// Compiles `tests/c/kernel_check.c` (the C API counted from every CPU) freestanding, with

@@ -58,15 +58,7 @@ fn run(cpu: usize) {
     crate::percpu_crate::check(cpu);
     #[cfg(all(target_arch = "x86_64", not(feature = "percpu-crate")))]
     crate::statics::run(cpu);
-    #[cfg(all(
-        any(target_arch = "x86_64", target_arch = "riscv64"),
-        not(feature = "percpu-crate"),
-        not(feature = "riscv-gp"),
-        not(any(
-            pcpu_counter_broken = "static_shared_add",
-            pcpu_counter_broken = "riscv_plain_add"
-        ))
-    ))]
+    #[cfg(pcpu_testbed_grow)]
     crate::grow::run(cpu);
 }
 

@@ -52,19 +52,9 @@ mod boot;
 
 mod checks;
 mod console;
-// The growth check: the installed zone grows into chunks of a kernel-owned arena. Not with
-// `percpu-crate` (those runs check percpu's areas) nor `riscv-gp` (the tp build's check on
-// another register), nor in the builds broken for another check: it would only make those
-// boots longer.
-#[cfg(all(
-    any(target_arch = "x86_64", target_arch = "riscv64"),
-    not(feature = "percpu-crate"),
-    not(feature = "riscv-gp"),
-    not(any(
-        pcpu_counter_broken = "static_shared_add",
-        pcpu_counter_broken = "riscv_plain_add"
-    ))
-))]
+// The growth check: the installed zone grows into chunks of a kernel-owned arena, in the
+// builds `build.rs` names.
+#[cfg(pcpu_testbed_grow)]
 mod grow;
 #[cfg(feature = "percpu-crate")]
 mod percpu_crate;

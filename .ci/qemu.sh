@@ -7,7 +7,8 @@
 # `cargo xtask qemu all`. Installs what is missing first; idempotent. About 5 minutes on 2
 # cores for the kernels (four core builds), a few seconds per boot; c-i386 and c-riscv64 add
 # the i586 and riscv64imac C libraries (about 45 s each from scratch; .ci/capi.sh then reuses
-# the i586 one) and about 15 s of compiling and booting; the Cortex-M images add
+# the four C libraries of the c-* kernels, as .ci/run keeps target/capi-kernel for it) and
+# about 15 s of compiling and booting; the Cortex-M images add
 # about 2.5 minutes (three more core builds, 35-60 s each; the six boots take under 4 s).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,22 +1,34 @@
 #!/usr/bin/env bash
 # The header's i386 inline counter_u64_add at run time: builds the host library (testbeds/capi-host/) for
-# i686-unknown-linux-gnu with Debian's cargo (-Zbuild-std), links tests/c/i386_inline_test.c
+# i686-unknown-linux-gnu (with rustup's cargo and prebuilt i686 standard library where that
+# target is installed, as .ci/cross.sh installs it: seconds; else with Debian's cargo,
+# -Zbuild-std: std from source, about a minute on 2 cores), links tests/c/i386_inline_test.c
 # with tests/c/i386_inline_add.c (the fast path, compiled without PCPU_COUNTER_SIM, -fno-pic
 # and -fPIC), and runs it natively and under qemu-i386, with CX8 (the inline cmpxchg8b loop)
 # and with PCPU_COUNTER_FORCE_NO_CX8=1 (pcpu_cx8 is 1: the out-of-line add).
-# Needs rustc-web cargo-web rust-web-src, gcc-i686-linux-gnu, libc6-dev-i386-cross; qemu-user
-# is optional.
+# Needs rustup with the i686-unknown-linux-gnu target or Debian's rustc-web cargo-web
+# rust-web-src, and gcc-i686-linux-gnu, libc6-dev-i386-cross; qemu-user is optional.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 loader=/usr/i686-linux-gnu/lib/ld-linux.so.2
-if ! [ -x /usr/bin/cargo ] || ! command -v i686-linux-gnu-gcc >/dev/null || ! [ -e "$loader" ]; then
-    echo "skipped: needs Debian's cargo (rustc-web cargo-web rust-web-src), gcc-i686-linux-gnu, libc6-dev-i386-cross"
+prebuilt=0
+command -v rustup >/dev/null && rustup target list --installed 2>/dev/null | grep -qx i686-unknown-linux-gnu \
+    && prebuilt=1
+if { [ $prebuilt = 0 ] && ! [ -x /usr/bin/cargo ]; } || ! command -v i686-linux-gnu-gcc >/dev/null || ! [ -e "$loader" ]; then
+    echo "skipped: needs rustup's i686-unknown-linux-gnu target or Debian's cargo (rustc-web cargo-web rust-web-src), gcc-i686-linux-gnu, libc6-dev-i386-cross"
     exit 0
 fi
 dir="$PWD/target/capi-i686"
-PATH="/usr/bin:$PATH" RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$dir" \
-    /usr/bin/cargo build --quiet --manifest-path testbeds/capi-host/Cargo.toml --target i686-unknown-linux-gnu \
-    -Zbuild-std=std,panic_abort
+if [ $prebuilt = 1 ]; then
+    echo "library: rustup's cargo, prebuilt i686 standard library"
+    CARGO_TARGET_DIR="$dir" cargo build --quiet --manifest-path testbeds/capi-host/Cargo.toml \
+        --target i686-unknown-linux-gnu
+else
+    echo "library: Debian's cargo, standard library built from source (-Zbuild-std)"
+    PATH="/usr/bin:$PATH" RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$dir" \
+        /usr/bin/cargo build --quiet --manifest-path testbeds/capi-host/Cargo.toml --target i686-unknown-linux-gnu \
+        -Zbuild-std=std,panic_abort
+fi
 lib="$dir/i686-unknown-linux-gnu/debug/libpcpu_counter_capi.a"
 flags=(-std=c11 -O2 -Wall -Wextra -Werror -pedantic -Iinclude)
 for pic in -fno-pic -fPIC; do

@@ -644,9 +644,12 @@ mod tests {
         let agree = |b: &[u8]| {
             assert_eq!(super::is_utf8(b), core::str::from_utf8(b).is_ok(), "{b:x?}");
         };
+        // Under Miri (the test checks safe byte arithmetic, which Miri has nothing to add to
+        // but time) the second byte is every fifteenth value and the class edges.
+        let second = |y: &u8| !cfg!(miri) || y % 15 == 0 || [0x7f, 0x80, 0xbf, 0xc0].contains(y);
         for x in 0..=255u8 {
             agree(&[x]);
-            for y in 0..=255u8 {
+            for y in (0..=255u8).filter(second) {
                 agree(&[x, y]);
                 agree(&[x, y, 0x80]);
                 agree(&[b'a', x, y]);

@@ -462,8 +462,16 @@ impl<'m> Zone<'m> {
                 .ok_or(Error::OutOfMemory {
                     bytes: shape.layout.size(),
                 })?;
+            let mut slots = self.slots.lock();
             // SAFETY: a chunk of the zone's chunk layout from its source, unused.
-            unsafe { self.slots.lock().chunks.add(shape, chunk) };
+            unsafe { slots.chunks.add(shape, chunk) };
+            // The run comes from the new chunk (the first on the list) under the same lock:
+            // had another CPU grown the zone before this one took its run, the new chunk could
+            // stay on the lists unused, empty, and never go back to the source.
+            if let Found::Slot(off) = slots.chunks.alloc_run(shape, len) {
+                drop(slots);
+                return self.clear_run(off, len);
+            }
         }
     }
 

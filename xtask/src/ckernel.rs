@@ -7,7 +7,9 @@
 //!
 //! Each arch also builds a broken kernel: the same sources with `-include
 //! tests/c/broken_add.h`, whose `counter_u64_add` is a load, an add and a store. Its run must
-//! fail the timer check; `qemu.rs` judges it so.
+//! fail the timer check; `qemu.rs` judges it so. x86_64 and riscv64 also build one with
+//! `-DPCPU_TESTBED_BROKEN_GROW` (the kernel's chunk allocator ignores `align`), whose run must
+//! fail the growth check.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

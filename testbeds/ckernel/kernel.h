@@ -28,7 +28,36 @@ struct block {
 	uint64_t slots[SLOTS];
 } __attribute__((aligned(BLOCK)));
 
-extern struct block kernel_blocks[MAX_CPUS];
+/* The counters CPU 0 holds at once in the growth check (main.c), far past the first blocks:
+ * 100,000 on x86_64 and riscv64; a tenth on aarch64 and i386, whose boots add their own
+ * paths to it (the chunks' wrapping offsets through TPIDR_EL1 and %fs) without doubling the
+ * QEMU time of `cargo xtask qemu c` again. */
+#if defined(__x86_64__) || defined(__riscv)
+#define GROW_LIVE 100000u
+#else
+#define GROW_LIVE 10000u
+#endif
+
+/* The bytes a chunk takes in the arena at most: its CPUs' parts, then its metadata (header,
+ * a baseline word and a bitmap bit per slot: under two blocks), rounded up to the alignment
+ * (at most BLOCK: the power of two at or above the stride). main.c checks
+ * pcpu_zone_chunk_size() and pcpu_zone_chunk_align() against it at boot. */
+#define CHUNK_MAX ((MAX_CPUS + 2) * BLOCK)
+/* The chunks the arena holds: GROW_LIVE counters of SLOTS_PER_CHUNK each, the churn's and
+ * everything else's (a chunk is only taken when every other is full), and a margin. */
+#define SLOTS_PER_CHUNK (BLOCK / 8)
+#define ARENA_CHUNKS (GROW_LIVE / SLOTS_PER_CHUNK + 24)
+
+/* The kernel's own memory, in .bss: the arena its chunk allocator hands out (the zone grows
+ * into it: pcpu_zone_grow), then the per-CPU blocks. The blocks come last so that x86_64's
+ * per-CPU statics' copies (a block's address plus the section's) lie past the image. */
+struct kernel_memory {
+	uint8_t chunk_arena[ARENA_CHUNKS * CHUNK_MAX] __attribute__((aligned(BLOCK)));
+	struct block blocks[MAX_CPUS];
+};
+
+extern struct kernel_memory kernel_memory;
+#define kernel_blocks (kernel_memory.blocks)
 
 /* The glue. */
 extern const char arch_banner[];   /* names the add the header inlines (checked by xtask) */
@@ -45,6 +74,9 @@ void arch_timer_start(void);       /* this CPU's periodic timer on, interrupts o
 void arch_timer_stop(void);        /* interrupts off, timer off */
 void arch_relax(void);
 uint8_t *arch_stack_bottom(unsigned cpu); /* the lowest byte of the CPU's stack */
+/* The end of the memory the kernel may use as it is mapped at boot: QEMU's default 128 MiB of
+ * RAM (x86_64: within the boot code's 4 GiB identity map; the others run unpaged). */
+extern const uintptr_t arch_memory_end;
 
 /* Each CPU's stack, in bytes (xtask/src/ckernel.rs: 4096, as xv6's kernel stacks). */
 #ifndef CKERNEL_CPU_STACK

@@ -5,15 +5,18 @@
  * numbers and exact totals the Rust kernels run from testbeds/protocol/src/lib.rs, with the
  * same PASS and FAIL lines), then its own: the zone filled to the last slot, the FreeBSD-style
  * driver (tests/c/freebsd_style.c), tests/c/kernel_check.c, and the registry (its largest
- * array walked and exported). CPU 0 prints one PASS or FAIL line per check and
+ * array walked and exported), and the zone grown past GROW_LIVE live counters through this
+ * kernel's own chunk allocator (check_grow). CPU 0 prints one PASS or FAIL line per check and
  * `DONE n checks, k failed`.
  *
  * Every CPU runs on a CKERNEL_CPU_STACK-byte stack (4 KiB, as xv6's), interrupts included:
  * the stacks are filled with a pattern at boot, and the last check fails if any CPU wrote
  * into the lowest STACK_GUARD bytes of its stack (and says how much each CPU used).
  *
- * The kernel owns its per-CPU blocks; the zone is hosted in them (pcpu_zone_init), and the
- * library's four hooks are defined at the end of this file.
+ * The kernel owns its per-CPU blocks; the zone is hosted in them (pcpu_zone_init) and grows
+ * into chunks from the kernel's own allocator (pcpu_zone_grow: kernel_chunk_alloc and
+ * kernel_chunk_free over kernel_memory.chunk_arena), and the library's four hooks are defined
+ * at the end of this file.
  */
 #include "pcpu_counter.h"
 #include "kernel.h"
@@ -38,7 +41,7 @@ _Static_assert(PROTO_KERNEL_RACE_HANDLER_ADD == 0, "the kernels' race runs with 
 
 _Static_assert(sizeof(struct block) == BLOCK, "one block per page");
 
-struct block kernel_blocks[MAX_CPUS];
+struct kernel_memory kernel_memory;
 static uint64_t meta[PCPU_META_WORDS(SLOTS)];
 
 /* The protocol's counters. */
@@ -185,6 +188,152 @@ static counter_u64_t must_alloc(void)
 	return c;
 }
 
+/*
+ * The kernel's chunk allocator, the zone's chunk hooks (pcpu_zone_grow): chunks of the size
+ * and alignment asked, from kernel_memory.chunk_arena. Chunks given back go on a free list
+ * (each remembers its size in its first words: the zone no longer uses it) and are handed out
+ * again first; else the bump pointer moves on. A spin lock, taken with interrupts off and
+ * held for a few instructions, guards both. M_NOWAIT never waits: a spent arena fails at
+ * once. M_WAITOK waits, the lock released, for another CPU to give a chunk back (as a
+ * kernel's M_WAITOK sleeps until memory is freed); the check sizes the arena so that it never
+ * has to.
+ *
+ * Built with -DPCPU_TESTBED_BROKEN_GROW the allocator ignores align (a kernel author's bug: 16
+ * bytes, as a general-purpose malloc gives): the library must refuse the misaligned chunks,
+ * giving each back at once, and the growth check must fail, naming them (`cargo xtask qemu`
+ * runs c-<arch>-grow-broken).
+ */
+struct free_chunk {
+	struct free_chunk *next;
+	size_t size;
+};
+
+static struct {
+	unsigned lock;
+	uintptr_t bump;          /* the arena's first byte never handed out */
+	struct free_chunk *free; /* chunks given back */
+	/* What the hooks did (under the lock): calls of the alloc hook, chunks handed out (of
+	 * them taken again from the free list), given back, out now and at most, given back
+	 * misaligned (the library refused them), M_WAITOK calls that waited, refusals. */
+	uint64_t calls, taken, reused, given_back, out, most_out, misaligned, waits, refused;
+	int refuse_next; /* the next alloc call returns NULL (the check sets it, the hook clears it) */
+	int last_wait;   /* the wait flag of the last alloc call */
+} arena;
+
+static uintptr_t arena_lock(void)
+{
+	uintptr_t irq = arch_irq_save();
+	while (__atomic_exchange_n(&arena.lock, 1, __ATOMIC_ACQUIRE))
+		arch_relax();
+	return irq;
+}
+
+static void arena_unlock(uintptr_t irq)
+{
+	__atomic_store_n(&arena.lock, 0, __ATOMIC_RELEASE);
+	arch_irq_restore(irq);
+}
+
+/* Calls of the alloc hook so far. */
+static uint64_t arena_calls(void)
+{
+	uintptr_t irq = arena_lock();
+	uint64_t calls = arena.calls;
+	arena_unlock(irq);
+	return calls;
+}
+
+#ifdef PCPU_TESTBED_BROKEN_GROW
+#define ARENA_ALIGN(align) ((void)(align), (uintptr_t)16) /* the bug: align ignored */
+#else
+#define ARENA_ALIGN(align) ((uintptr_t)(align))
+#endif
+
+/* A chunk of the free list or the arena's rest, or 0; under the lock. */
+static uintptr_t arena_take(size_t size, uintptr_t align)
+{
+	for (struct free_chunk **at = &arena.free; *at != NULL; at = &(*at)->next) {
+		struct free_chunk *c = *at;
+		if (c->size >= size && ((uintptr_t)c & (align - 1)) == 0) {
+			*at = c->next;
+			arena.reused++;
+			return (uintptr_t)c;
+		}
+	}
+	uintptr_t end = (uintptr_t)kernel_memory.chunk_arena + sizeof(kernel_memory.chunk_arena);
+	uintptr_t chunk = (arena.bump + align - 1) & ~(align - 1);
+	if (chunk < arena.bump || chunk > end || end - chunk < size)
+		return 0;
+	arena.bump = chunk + size;
+	return chunk;
+}
+
+static void *kernel_chunk_alloc(size_t size, size_t align, int wait)
+{
+	for (int waited = 0;; waited = 1) {
+		uintptr_t irq = arena_lock();
+		uintptr_t chunk = 0;
+		arena.calls += !waited;
+		arena.last_wait = wait;
+		if (arena.refuse_next) {
+			arena.refuse_next = 0;
+			arena.refused++;
+			arena_unlock(irq);
+			return NULL;
+		}
+		if (size >= sizeof(struct free_chunk))
+			chunk = arena_take(size, ARENA_ALIGN(align));
+		if (chunk != 0) {
+			arena.taken++;
+			arena.out++;
+			arena.most_out = arena.out > arena.most_out ? arena.out : arena.most_out;
+		}
+		arena.waits += chunk == 0 && wait == M_WAITOK && !waited;
+		arena_unlock(irq);
+		if (chunk != 0 || wait != M_WAITOK)
+			return (void *)chunk;
+		while (__atomic_load_n(&arena.free, __ATOMIC_RELAXED) == NULL)
+			arch_relax();
+	}
+}
+
+static void kernel_chunk_free(void *chunk, size_t size, size_t align)
+{
+	uintptr_t at = (uintptr_t)chunk, start = (uintptr_t)kernel_memory.chunk_arena;
+	if (at < start || at - start >= sizeof(kernel_memory.chunk_arena))
+		kernel_fail("kernel_chunk_free: not a chunk of the arena (address, size)", at, size);
+	struct free_chunk *c = chunk;
+	uintptr_t irq = arena_lock();
+	arena.given_back++;
+	arena.out--;
+	arena.misaligned += (at & (align - 1)) != 0;
+	c->size = size;
+	c->next = arena.free;
+	__atomic_store_n(&arena.free, c, __ATOMIC_RELAXED);
+	arena_unlock(irq);
+}
+
+/* The zone grows through the hooks above; a chunk fits the arena's sizing (CHUNK_MAX), and
+ * the arena lies in the memory the boot code maps (arch_memory_end). */
+static void grow_install(void)
+{
+	size_t size = pcpu_zone_chunk_size(), align = pcpu_zone_chunk_align();
+	uintptr_t arena_end = (uintptr_t)kernel_memory.chunk_arena + sizeof(kernel_memory.chunk_arena);
+	if (align == 0 || align > BLOCK || ((size + align - 1) & ~(align - 1)) > CHUNK_MAX)
+		kernel_fail("chunk size and alignment beyond the arena's CHUNK_MAX", size, align);
+	if (arena_end > arch_memory_end)
+		kernel_fail("chunk arena past the memory the boot code maps (end, mapped)", arena_end,
+			    arch_memory_end);
+	arena.bump = (uintptr_t)kernel_memory.chunk_arena;
+	int rc = pcpu_zone_grow(kernel_chunk_alloc, kernel_chunk_free);
+	if (rc != 0) {
+		kernel_print("FAIL pcpu_zone_grow: ");
+		kernel_print(pcpu_strerror(rc));
+		kernel_print("\n");
+		arch_exit(0);
+	}
+}
+
 static void check_sums(void)
 {
 	static const char *const slot_name[MAX_CPUS] = { "slot cpu0", "slot cpu1", "slot cpu2",
@@ -231,24 +380,33 @@ static uint64_t alloc_rounds(unsigned cpu)
 	return bad;
 }
 
-/* CPU 0 alone (this kernel's own check): allocate until the zone is full, free everything,
- * and again. */
+/* CPU 0 alone (this kernel's own check): allocate until the zone's first blocks are full
+ * (every slot in use, no chunk asked for: the earlier checks fit in them), then one more,
+ * which grows the zone by a chunk from the kernel's allocator; free everything, and again:
+ * the second time the chunk is the zone's spare (the allocator is not asked). */
 static void fill_zone(void)
 {
-	static counter_u64_t all[SLOTS];
+	static counter_u64_t all[SLOTS + 1];
 	size_t before = pcpu_zone_in_use(), room = pcpu_zone_capacity() - before;
-	uint64_t got[2];
+	uint64_t got[2], past[2], asked[2];
 	for (int pass = 0; pass < 2; pass++) {
+		uint64_t calls = arena_calls();
 		size_t n = 0;
-		while (n < SLOTS && (all[n] = counter_u64_alloc(M_NOWAIT)) != NULL)
+		while (n < room && (all[n] = counter_u64_alloc(M_NOWAIT)) != NULL)
 			n++;
 		got[pass] = n;
-		if (pcpu_zone_in_use() != pcpu_zone_capacity())
+		if (pcpu_zone_in_use() != pcpu_zone_capacity() || arena_calls() != calls)
 			got[pass] = 0;
+		past[pass] = (all[n] = counter_u64_alloc(M_NOWAIT)) != NULL;
+		n += past[pass];
+		asked[pass] = arena_calls() - calls;
 		for (size_t i = 0; i < n; i++)
 			counter_u64_free(all[i]);
 	}
 	REPORT("fill_zone", { "first fill", room, got[0] }, { "fill after freeing all", room, got[1] },
+	       { "allocs past the last slot", 2, past[0] + past[1] },
+	       { "chunks asked for past the last slot", 1, asked[0] },
+	       { "chunks asked for past it again (the spare)", 0, asked[1] },
 	       { "slots in use after", before, pcpu_zone_in_use() });
 }
 
@@ -340,6 +498,204 @@ static void check_registry(void)
 	       { "sum walked", one + array, before.sum }, { "export rc", 0, (uint64_t)export_rc },
 	       { "export lines", 2 * 2 + 1 + PCPU_SYSCTL_ARRAY_MAX, lines },
 	       { "sum after the delta export", 0, after.sum });
+}
+
+/*
+ * The growth check: CPU 0 allocates GROW_LIVE counters with M_WAITOK, far past the first
+ * blocks (the zone takes a chunk through kernel_chunk_alloc every SLOTS_PER_CHUNK), while
+ * the other CPUs churn: rounds of CHURN_ALL / ncpus counters each, allocated (every new one
+ * reads 0), added to, checked and freed, with adds to GROW_LONG long-lived counters. Then
+ * CPU 0 alone makes the allocator refuse once, for M_WAITOK (the alloc returns NULL, the hook
+ * asked once) and for M_NOWAIT (the hook sees M_NOWAIT), filling the zone to its last slot
+ * first; then
+ * every CPU adds to every GROW_SPREAD-th of CPU 0's counters and churns on, round by round in
+ * step, in chunks of their own that fill, empty, go back to the allocator and are taken again.
+ * Every CPU reads (exactly) and frees its share of CPU 0's counters; CPU 0 checks the other
+ * sums, frees the rest, and checks that the zone is back to its start and that every chunk went
+ * back but the zone's spare.
+ *
+ * The kernels built with tests/c/broken_add.h skip it: they are for the timer check, and the
+ * growth check is the longest of the boot (GROW_LIVE).
+ */
+
+/* The counters a churn round holds, over all running CPUs (each CPU CHURN_ALL / ncpus): more
+ * than four chunks' slots, so that a round fills chunks, and when they empty all but the
+ * zone's spare go back to the allocator, on one CPU as on four. */
+#define CHURN_ALL 2400u
+#define CHURN_ROUNDS 4u  /* per phase */
+#define GROW_LONG 4u
+#define GROW_SPREAD 16u
+#define GROW_EXTRA 4096u /* the zone's free slots when the refusals start, at most */
+#ifdef PCPU_BROKEN_ADD_H
+static const int grow_check = 0;
+#else
+static const int grow_check = 1;
+#endif
+_Static_assert(CHURN_ALL % (GROW_LONG * 2 * 3) == 0,
+	       "one to four CPUs: every long-lived counter gets as many adds from a CPU");
+_Static_assert(CHURN_ALL > 4 * SLOTS_PER_CHUNK, "a churn round fills more than four chunks");
+
+static counter_u64_t grow_held[GROW_LIVE], grow_extra[GROW_EXTRA], grow_long[GROW_LONG];
+static counter_u64_t churn_held[CHURN_ALL];
+
+/* This CPU's churn rounds first..first+rounds-1; with `together`, every CPU's round allocates
+ * before any frees, and frees all before the next round allocates (barriers), so that the
+ * chunks they filled empty and go back, and are taken again. Returns the bad counters (NULL,
+ * not 0 when new, not what this CPU added). */
+static uint64_t churn(unsigned cpu, unsigned first, unsigned rounds, int together)
+{
+	unsigned n = CHURN_ALL / ncpus;
+	counter_u64_t *held = &churn_held[cpu * n];
+	uint64_t bad = 0;
+	for (unsigned round = first; round < first + rounds; round++) {
+		for (unsigned h = 0; h < n; h++) {
+			held[h] = counter_u64_alloc(h % 2 ? M_NOWAIT : M_WAITOK);
+			if (held[h] == NULL) {
+				bad++;
+				continue;
+			}
+			bad += counter_u64_fetch(held[h]) != 0 || slots(held[h]) != 0;
+			counter_u64_add(held[h], (int64_t)PROTO_TAG(cpu, round, h));
+			counter_u64_add(grow_long[h % GROW_LONG], cpu + 1);
+		}
+		if (together)
+			barrier();
+		for (unsigned h = 0; h < n; h++) {
+			if (held[h] == NULL)
+				continue;
+			bad += counter_u64_fetch(held[h]) != PROTO_TAG(cpu, round, h);
+			counter_u64_free(held[h]);
+		}
+		if (together)
+			barrier();
+	}
+	return bad;
+}
+
+/* What the refusals showed (CPU 0 alone). */
+struct refusals {
+	uint64_t waitok_null, waitok_calls, waitok_flag, nowait_null, nowait_calls, nowait_flag;
+	uint64_t granted, granted_flag;
+	size_t extra;
+};
+
+/* Fills the zone to its last slot with M_WAITOK while the allocator refuses its next call:
+ * the alloc that needs a chunk returns NULL and asks once (it does not retry: a retry would
+ * get a chunk). The same for M_NOWAIT, which the hook must see; then an M_NOWAIT alloc takes a
+ * chunk. The counters stay allocated (grow_extra) until the end. */
+static struct refusals refuse_once(void)
+{
+	struct refusals r = { 0 };
+	uint64_t calls = arena_calls();
+	arena.refuse_next = 1;
+	while (r.extra < GROW_EXTRA && (grow_extra[r.extra] = counter_u64_alloc(M_WAITOK)) != NULL)
+		r.extra++;
+	r.waitok_null = r.extra < GROW_EXTRA;
+	r.waitok_calls = arena_calls() - calls;
+	r.waitok_flag = (uint64_t)arena.last_wait;
+	calls = arena_calls();
+	arena.refuse_next = 1;
+	r.nowait_null = counter_u64_alloc(M_NOWAIT) == NULL;
+	r.nowait_calls = arena_calls() - calls;
+	r.nowait_flag = (uint64_t)arena.last_wait;
+	if (r.extra < GROW_EXTRA && (grow_extra[r.extra] = counter_u64_alloc(M_NOWAIT)) != NULL) {
+		r.extra++;
+		r.granted = 1;
+	}
+	r.granted_flag = (uint64_t)arena.last_wait;
+	arena.refuse_next = 0;
+	return r;
+}
+
+static void check_grow(unsigned cpu)
+{
+	static size_t in_use, capacity, live;
+	static struct refusals r;
+	int checker = cpu == 0;
+	if (checker) {
+		in_use = pcpu_zone_in_use();
+		capacity = pcpu_zone_capacity();
+		for (unsigned j = 0; j < GROW_LONG; j++)
+			if ((grow_long[j] = counter_u64_alloc(M_WAITOK)) == NULL)
+				kernel_fail("grow: a long-lived counter_u64_alloc(M_WAITOK)", j, 0);
+	}
+	report_of[cpu][0] = 0;
+
+	/* CPU 0 grows the zone while the others churn. */
+	barrier();
+	if (checker) {
+		while (live < GROW_LIVE && (grow_held[live] = counter_u64_alloc(M_WAITOK)) != NULL) {
+			counter_u64_add(grow_held[live], (int64_t)live + 1);
+			live++;
+		}
+	} else {
+		report_of[cpu][0] += churn(cpu, 0, CHURN_ROUNDS, 0);
+	}
+	barrier();
+	if (checker)
+		r = refuse_once();
+
+	/* Every CPU adds to CPU 0's counters and churns in chunks of its own. */
+	barrier();
+	for (size_t i = 0; i < live; i += GROW_SPREAD)
+		counter_u64_add(grow_held[i], cpu + 1);
+	report_of[cpu][0] += churn(cpu, CHURN_ROUNDS, CHURN_ROUNDS, 1);
+
+	/* Every CPU reads and frees its share of CPU 0's counters. */
+	barrier();
+	uint64_t exact = 0, spread = PROTO_CPUS_SUM(ncpus);
+	for (size_t i = cpu; i < live; i += ncpus) {
+		exact += counter_u64_fetch(grow_held[i]) == i + 1 + (i % GROW_SPREAD ? 0 : spread);
+		counter_u64_free(grow_held[i]);
+	}
+	report_of[cpu][1] = exact;
+	barrier();
+	if (!checker)
+		return;
+	for (size_t i = 0; i < r.extra; i++)
+		counter_u64_free(grow_extra[i]);
+	/* Each long-lived counter: CHURN_ALL / ncpus / GROW_LONG adds of cpu + 1 a round, by CPUs
+	 * 1..n-1 in the first phase and by every CPU in the second. */
+	uint64_t per_round = CHURN_ALL / ncpus / GROW_LONG, long_ok = 0;
+	uint64_t long_sum = per_round * CHURN_ROUNDS * (spread - 1 + spread);
+	for (unsigned j = 0; j < GROW_LONG; j++) {
+		long_ok += counter_u64_fetch(grow_long[j]) == long_sum;
+		counter_u64_free(grow_long[j]);
+	}
+	uint64_t taken = arena.taken, reused = arena.reused, back = arena.given_back;
+	REPORT("grow", { "counters live at once on CPU 0", GROW_LIVE, live },
+	       { "chunks the library gave back misaligned", 0, arena.misaligned },
+	       { "CPU 0's counters exact", GROW_LIVE, reports(1) },
+	       { "long-lived counters exact", GROW_LONG, long_ok },
+	       { "bad churned counters", 0, reports(0) },
+	       { "chunks taken for them", 1, taken >= GROW_LIVE / SLOTS_PER_CHUNK },
+	       { "chunks given back and taken again", 1, back > 0 && reused > 0 },
+	       { "M_WAITOK alloc refused: NULL", 1, r.waitok_null },
+	       { "M_WAITOK alloc refused: hook calls", 1, r.waitok_calls },
+	       { "M_WAITOK alloc refused: flag", M_WAITOK, r.waitok_flag },
+	       { "M_NOWAIT alloc refused: NULL", 1, r.nowait_null },
+	       { "M_NOWAIT alloc refused: hook calls", 1, r.nowait_calls },
+	       { "M_NOWAIT alloc refused: flag", M_NOWAIT, r.nowait_flag },
+	       { "M_NOWAIT alloc granted", 1, r.granted },
+	       { "M_NOWAIT alloc granted: flag", M_NOWAIT, r.granted_flag },
+	       { "slots in use after", in_use, pcpu_zone_in_use() },
+	       { "capacity after", capacity, pcpu_zone_capacity() },
+	       { "chunks out after (the zone's spare)", 1, arena.out });
+	kernel_print("INFO grow: ");
+	print_u64(taken);
+	kernel_print(" chunks taken (");
+	print_u64(reused);
+	kernel_print(" again after going back), ");
+	print_u64(back);
+	kernel_print(" given back, ");
+	print_u64(arena.most_out);
+	kernel_print(" out at most (");
+	print_u64(pcpu_zone_chunk_size());
+	kernel_print(" bytes each), ");
+	print_u64(arena.waits);
+	kernel_print(" M_WAITOK waits; ");
+	print_u64((uint64_t)CHURN_ROUNDS * (CHURN_ALL / ncpus) * (2 * ncpus - 1));
+	kernel_print(" counters churned\n");
 }
 
 /* The stacks: filled with STACK_PATTERN at boot (the boot CPU's below where it runs then),
@@ -524,6 +880,11 @@ static void run_checks(unsigned cpu)
 		check_registry();
 	barrier();
 
+	if (grow_check) {
+		check_grow(cpu);
+		barrier();
+	}
+
 #if defined(__x86_64__)
 	statics_run(cpu);
 #endif
@@ -603,6 +964,7 @@ void kernel_bsp_main(void)
 		kernel_print("\n");
 		arch_exit(0);
 	}
+	grow_install();
 #if defined(__x86_64__)
 	statics_install();
 #endif

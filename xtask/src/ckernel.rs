@@ -7,7 +7,9 @@
 //!
 //! Each arch also builds a broken kernel: the same sources with `-include
 //! tests/c/broken_add.h`, whose `counter_u64_add` is a load, an add and a store. Its run must
-//! fail the timer check; `qemu.rs` judges it so.
+//! fail the timer check; `qemu.rs` judges it so. x86_64 and riscv64 also build one with
+//! `-DPCPU_TESTBED_BROKEN_GROW` (the kernel's chunk allocator ignores `align`), whose run must
+//! fail the growth check.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -33,6 +35,9 @@ pub struct CBuild {
     /// A bring-up broken on purpose: main.c's `PCPU_TESTBED_BROKEN_BRINGUP_<VALUE>`
     /// (`NCPUS`: the zone made for one CPU; `SWAP`: CPUs 0 and 1 take each other's blocks).
     pub bringup: Option<&'static str>,
+    /// Whether the kernel's chunk allocator ignores `align` (main.c's
+    /// `PCPU_TESTBED_BROKEN_GROW`): the growth check must fail.
+    pub broken_grow: bool,
 }
 
 impl CBuild {
@@ -41,6 +46,16 @@ impl CBuild {
         CBuild {
             name,
             bringup: Some(value),
+            ..self
+        }
+    }
+
+    /// This build with its chunk allocator broken (`-DPCPU_TESTBED_BROKEN_GROW`), as the run
+    /// `name`.
+    pub fn with_broken_grow(self, name: &'static str) -> CBuild {
+        CBuild {
+            name,
+            broken_grow: true,
             ..self
         }
     }
@@ -89,6 +104,7 @@ pub fn x86_64(broken: bool) -> CBuild {
         cflags: &["-mno-red-zone", "-mgeneral-regs-only", "-mcmodel=small"],
         broken,
         bringup: None,
+        broken_grow: false,
     }
 }
 
@@ -111,6 +127,7 @@ pub fn aarch64(broken: bool) -> CBuild {
         ],
         broken,
         bringup: None,
+        broken_grow: false,
     }
 }
 
@@ -128,6 +145,7 @@ pub fn i386(broken: bool) -> CBuild {
         cflags: &["-march=i486", "-mgeneral-regs-only"],
         broken,
         bringup: None,
+        broken_grow: false,
     }
 }
 
@@ -153,6 +171,7 @@ pub fn riscv64(broken: bool) -> CBuild {
         ],
         broken,
         bringup: None,
+        broken_grow: false,
     }
 }
 
@@ -233,6 +252,9 @@ impl CBuild {
                     "-DPCPU_TESTBED_BROKEN_BRINGUP_{}",
                     value.to_uppercase()
                 ));
+            }
+            if self.broken_grow {
+                cc.arg("-DPCPU_TESTBED_BROKEN_GROW");
             }
             cc.arg(format!("-DCKERNEL_CPU_STACK={}", 1u32 << CPU_STACK_SHIFT));
             run(cc.arg("-c").arg(&source).arg("-o").arg(&object))?;

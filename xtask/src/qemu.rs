@@ -40,6 +40,7 @@
 //!
 //! | `x86_64-bringup-ncpus`, `x86_64-bringup-swap`, `aarch64-bringup-swap`, `i386-bringup-swap`, `riscv64-bringup-swap`, `riscv64-bringup-register` | as above | the kernel crate rebuilt with `PCPU_TESTBED_BROKEN_BRINGUP` = `ncpus` (the zone made for one CPU), `swap` (CPUs 0 and 1 take each other's blocks) or `register` (the `riscv-gp` build with its block pointer in `tp`): each must stop at the bring-up check with its message ([`BRINGUPS`]) |
 //! | `c-x86_64-bringup-swap`, `c-aarch64-bringup-swap`, `c-i386-bringup-swap`, `c-riscv64-bringup-ncpus` | as above | the C kernel with `-DPCPU_TESTBED_BROKEN_BRINGUP_SWAP` or `_NCPUS`: `pcpu_cpu_check` must stop it |
+//! | `c-x86_64-grow-broken`, `c-riscv64-grow-broken` | as above | the C kernel with `-DPCPU_TESTBED_BROKEN_GROW` (its chunk allocator, `pcpu_zone_grow`'s hooks, ignores `align`): the library refuses the misaligned chunks and the growth check must print `FAIL grow chunks the library gave back misaligned` |
 //!
 //! Every run uses one instruction per translation block (`-singlestep` on QEMU 7.x,
 //! `one-insn-per-tb=on` from 8.1): TCG only takes interrupts between blocks, so without it a
@@ -765,6 +766,11 @@ fn plan_for(kernel: &str) -> Vec<(Kernel, Vec<Boot>)> {
                 ckernel::x86_64(false),
                 c_x86_64_boot(false),
             )])
+            .chain([c_grow_broken_run(
+                "c-x86_64-grow-broken",
+                ckernel::x86_64(false),
+                c_x86_64_boot(false),
+            )])
             .collect(),
         "c-i386" => [false, true]
             .map(|broken| {
@@ -783,6 +789,11 @@ fn plan_for(kernel: &str) -> Vec<(Kernel, Vec<Boot>)> {
             .into_iter()
             .chain([c_bringup_run(
                 "c-riscv64-bringup-ncpus",
+                ckernel::riscv64(false),
+                c_riscv64_boot(false),
+            )])
+            .chain([c_grow_broken_run(
+                "c-riscv64-grow-broken",
                 ckernel::riscv64(false),
                 c_riscv64_boot(false),
             )])
@@ -823,6 +834,18 @@ fn c_bringup_run(run: &'static str, build: CBuild, boot: Boot) -> (Kernel, Vec<B
         ..boot
     };
     (Kernel::C(build.with_bringup(run, value)), vec![boot])
+}
+
+/// A C kernel whose chunk allocator ignores `align` (`-DPCPU_TESTBED_BROKEN_GROW`, the run
+/// `c-<arch>-grow-broken`): the library refuses its misaligned chunks, giving each back at
+/// once, and the growth check must fail, naming them.
+fn c_grow_broken_run(run: &'static str, build: CBuild, boot: Boot) -> (Kernel, Vec<Boot>) {
+    let boot = Boot {
+        name: run,
+        must_fail: Some("FAIL grow chunks the library gave back misaligned expected 0 got "),
+        ..boot
+    };
+    (Kernel::C(build.with_broken_grow(run)), vec![boot])
 }
 
 /// The riscv64 kernels' add, disassembled from `pcpu_probe_riscv64_kernel_add` (in

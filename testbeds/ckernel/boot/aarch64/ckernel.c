@@ -11,6 +11,8 @@
 
 const char arch_banner[] = "aarch64 (inline ldxr/stxr on TPIDR_EL1 + c from pcpu_counter.h)";
 const int arch_block_id_from_reset = 0;
+/* The virt machine's default 128 MiB of RAM from 0x40000000 (MMU off). */
+const uintptr_t arch_memory_end = 0x48000000;
 
 int arch_set_cpu_base(unsigned cpu)
 {

@@ -24,6 +24,8 @@
 const char arch_banner[] =
 	"i386 (inline cmpxchg8b %fs: loop from pcpu_counter.h with CX8, else the library's protected add)";
 const int arch_block_id_from_reset = 0;
+/* QEMU's default 128 MiB of RAM from 0 (paging off). */
+const uintptr_t arch_memory_end = 0x8000000;
 
 /* The first CPU's FS entry in the GDT; CPU i has entry FS_ENTRY + i (entry.s: limit 55). */
 #define FS_ENTRY 3

@@ -25,6 +25,9 @@
 const char arch_banner[] =
 	"riscv64 (inline amoadd.d on tp + c from pcpu_counter.h; tp = this hart's per-CPU block from reset, hart id in word 0)";
 const int arch_block_id_from_reset = 1;
+/* The virt machine's default 128 MiB of RAM from 0x80000000 (no paging), below where QEMU puts
+ * the device tree (the last 16 MiB boundary under its end). */
+const uintptr_t arch_memory_end = 0x87000000;
 
 #define UART 0x10000000ul
 #define UART_LSR (UART + 5)

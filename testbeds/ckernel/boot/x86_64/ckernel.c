@@ -12,6 +12,8 @@
 
 const char arch_banner[] = "x86_64 (inline addq to %gs: from pcpu_counter.h)";
 const int arch_block_id_from_reset = 0;
+/* QEMU's default 128 MiB of RAM, inside the boot code's 4 GiB identity map. */
+const uintptr_t arch_memory_end = 0x8000000;
 
 unsigned arch_cpu_count(void)
 {

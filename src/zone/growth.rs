@@ -161,6 +161,11 @@ fn take_run(zone: &Zone<'_>, shape: &ChunkShape, len: usize, wait: Wait) -> Resu
         }
         // SAFETY: a chunk of the zone's chunk layout from its source, unused.
         unsafe { slots.chunks.add(shape, chunk) };
+        // The run comes from the new chunk (first on the list), under the lock that linked
+        // it: another CPU's frees meanwhile cannot leave it on the list, empty, for good.
+        if let Found::Slot(off, used_before) = slots.chunks.alloc_run(shape, len) {
+            return Ok((off, used_before, shape.source.zeroed()));
+        }
     }
 }
 

@@ -41,8 +41,10 @@ pub enum Wait {
 /// # Safety
 /// [`alloc_chunk`](ChunkSource::alloc_chunk) returns `None` or memory of at least
 /// `layout.size()` bytes aligned to `layout.align()`, readable and writable, that nothing else
-/// uses until it is given to [`free_chunk`](ChunkSource::free_chunk). Its contents need not
-/// be zero, or even initialised, unless [`zeroed`](ChunkSource::zeroed) says they are.
+/// uses until it is given to [`free_chunk`](ChunkSource::free_chunk). Its contents must be
+/// initialised (the zone reads a slot before it clears it, so that a fresh chunk of a lazily
+/// backed mapping costs no page until an add), to any values: zeroed memory, a mapping, the
+/// kernel's pages; not `alloc::alloc`'s uninitialised memory.
 pub unsafe trait ChunkSource: Sync {
     /// A chunk of `layout`, or `None` when there is no memory for it. With `wait`
     /// ([`Wait::WaitOk`]) the source may block until there is; without it, it must not block
@@ -55,14 +57,6 @@ pub unsafe trait ChunkSource: Sync {
     /// `chunk` came from this source's `alloc_chunk` with the same `layout`, and is given
     /// back once.
     unsafe fn free_chunk(&self, chunk: NonNull<u8>, layout: Layout);
-
-    /// Whether every chunk [`alloc_chunk`](ChunkSource::alloc_chunk) returns reads zero (an
-    /// anonymous mapping, `alloc_zeroed`): the zone then leaves a slot it never handed out
-    /// untouched (a lazily backed chunk's pages are not faulted in by allocs), where it
-    /// otherwise writes it zero. The default is `false`.
-    fn zeroed(&self) -> bool {
-        false
-    }
 }
 
 /// Chunks from the global allocator (feature `alloc`): `zone.grow_from(&HeapChunks)`.
@@ -84,11 +78,6 @@ unsafe impl ChunkSource for HeapChunks {
         // SAFETY: allocated above with `layout` (the caller's contract).
         unsafe { alloc::alloc::dealloc(chunk.as_ptr(), layout) }
     }
-
-    /// `alloc_zeroed`'s chunks read zero.
-    fn zeroed(&self) -> bool {
-        true
-    }
 }
 
 /// A chunk's header, after its CPUs' parts; its baselines and bitmap words follow it.
@@ -101,10 +90,6 @@ pub(crate) struct Chunk {
     prev_free: *mut Chunk,
     next: *mut Chunk,
     prev: *mut Chunk,
-    /// Slots `0..fresh` were handed out at least once (first fit hands out the lowest free
-    /// slot, so the slots never handed out are those from `fresh` up): they are the only ones
-    /// whose memory may hold an old count rather than what the source gave.
-    fresh: usize,
     /// Whether the chunk is on the list of chunks with a free slot.
     listed: bool,
 }
@@ -112,11 +97,10 @@ pub(crate) struct Chunk {
 /// A mix-in for the chunk tag, so that a stray word rarely passes for one.
 const TAG: usize = 0x5043_5055_4348_4e4b_u64 as usize; // "PCPUCHNK"
 
-/// The shape of a zone's chunks and their source: set once, by
+/// The shape of a zone's chunks: set once, by
 /// [`Zone::grow_from`](crate::Zone::grow_from), and read without the zone's lock.
 #[derive(Clone, Copy)]
 pub(crate) struct ChunkShape {
-    pub(crate) source: &'static dyn ChunkSource,
     /// The zone's identity in the chunk tags (its baselines' address: it never moves).
     zone_id: usize,
     /// CPU 0's register value: the base every offset is relative to.
@@ -131,22 +115,24 @@ pub(crate) struct ChunkShape {
 }
 
 impl ChunkShape {
-    /// The chunks of a zone of `layout`, identified by `zone_id`, from `source`:
-    /// [`Error::AddressOverflow`] when a chunk does not fit the address space.
-    pub(crate) fn new(
-        layout: &ZoneLayout,
-        zone_id: usize,
-        source: &'static dyn ChunkSource,
-    ) -> Result<Self, Error> {
-        Ok(ChunkShape {
-            source,
+    /// The chunks of a zone of `layout`, identified by `zone_id`, whose chunk layout
+    /// [`layout_for`](ChunkShape::layout_for) accepted (a zone that grows): computed anew
+    /// where needed rather than kept in the zone.
+    pub(crate) fn of(layout: &ZoneLayout, zone_id: usize) -> Self {
+        let header_at = layout.ncpus * layout.stride;
+        let align = layout.stride.next_power_of_two().max(64);
+        let slots = layout.stride / 8;
+        let size = header_at + ZoneLayout::meta_words_for(slots) * 8 + size_of::<Chunk>();
+        ChunkShape {
             zone_id,
             base: layout.base,
-            header_at: layout.ncpus * layout.stride,
-            align: layout.stride.next_power_of_two().max(64),
-            slots: layout.stride / 8,
-            layout: Self::layout_for(layout)?,
-        })
+            header_at,
+            align,
+            slots,
+            // SAFETY: `layout_for` checked this size and alignment when the zone was made to
+            // grow (`Zone::grow_from`): no overflow, a power of two.
+            layout: unsafe { Layout::from_size_align_unchecked(size, align) },
+        }
     }
 
     /// The size and alignment of the chunks of a zone of `layout`: [`Error::AddressOverflow`]
@@ -241,9 +227,8 @@ unsafe impl Send for Chunks {}
 
 /// What an alloc from the chunks found.
 pub(crate) enum Found {
-    /// A run taken at this offset; its first so many slots were handed out before (the rest
-    /// hold what the source gave).
-    Slot(usize, usize),
+    /// A run taken at this offset.
+    Slot(usize),
     /// No chunk has the run: take a chunk from the source and try again.
     Grow,
     /// The run is longer than a chunk.
@@ -304,32 +289,31 @@ impl Chunks {
         if len > shape.slots {
             return Found::TooLong;
         }
-        let mut at = self.with_free;
-        while !at.is_null() {
-            // SAFETY: a live chunk on the list, under the zone's lock; only its bitmap field
-            // is borrowed (a lookup may read its tag meanwhile).
-            let bitmap = unsafe { &mut (*at).bitmap };
-            if let Some(first) = bitmap.alloc_run(len) {
-                let full = bitmap.count_used() == shape.slots;
-                self.used += len;
-                if full {
-                    self.unlist(at);
+        // Twice at most: the chunks there are, then the spare once linked (a loop, not a
+        // recursion: the stack check bounds no recursion).
+        loop {
+            let mut at = self.with_free;
+            while !at.is_null() {
+                // SAFETY: a live chunk on the list, under the zone's lock; only its bitmap
+                // field is borrowed (a lookup may read its tag meanwhile).
+                let bitmap = unsafe { &mut (*at).bitmap };
+                if let Some(first) = bitmap.alloc_run(len) {
+                    let full = bitmap.count_used() == shape.slots;
+                    self.used += len;
+                    if full {
+                        self.unlist(at);
+                    }
+                    return Found::Slot(shape.offset(at, first));
                 }
-                // SAFETY: as above; a field of the header.
-                let fresh = unsafe { &mut (*at).fresh };
-                let used_before = fresh.saturating_sub(first).min(len);
-                *fresh = (*fresh).max(first + len);
-                return Found::Slot(shape.offset(at, first), used_before);
+                // SAFETY: as above.
+                at = unsafe { (*at).next_free };
             }
-            // SAFETY: as above.
-            at = unsafe { (*at).next_free };
+            if self.spare.is_null() {
+                return Found::Grow;
+            }
+            let spare = core::mem::replace(&mut self.spare, ptr::null_mut());
+            self.link(spare);
         }
-        if self.spare.is_null() {
-            return Found::Grow;
-        }
-        let spare = core::mem::replace(&mut self.spare, ptr::null_mut());
-        self.link(spare);
-        self.alloc_run(shape, len)
     }
 
     /// Makes `memory` (a chunk of `shape.layout` from the source) a chunk of the zone, with
@@ -384,7 +368,6 @@ impl Chunks {
                 prev_free: ptr::null_mut(),
                 next: ptr::null_mut(),
                 prev: ptr::null_mut(),
-                fresh: 0,
                 listed: false,
             })
         };
@@ -481,8 +464,12 @@ impl Chunks {
         NonNull::new(shape.memory(header))
     }
 
-    /// Gives every chunk back to the source (the zone's drop: no counter is alive).
-    pub(crate) fn release_all(&mut self, shape: &ChunkShape) {
+    /// Gives every chunk's memory to `give_back` (the zone's drop: no counter is alive).
+    pub(crate) fn release_all(
+        &mut self,
+        shape: &ChunkShape,
+        mut give_back: impl FnMut(NonNull<u8>),
+    ) {
         let mut at = core::mem::replace(&mut self.all, ptr::null_mut());
         let spare = core::mem::replace(&mut self.spare, ptr::null_mut());
         if !spare.is_null() {
@@ -494,8 +481,7 @@ impl Chunks {
             // SAFETY: a live chunk, released once: its successor is read first.
             let next = unsafe { (*at).next };
             if let Some(memory) = NonNull::new(shape.memory(at)) {
-                // SAFETY: the chunk came from the source with this layout; nothing uses it.
-                unsafe { shape.source.free_chunk(memory, shape.layout) };
+                give_back(memory);
             }
             at = next;
         }

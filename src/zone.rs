@@ -295,7 +295,7 @@ impl<'m> Zone<'m> {
     /// grows, those of the chunks it has taken.
     pub fn capacity(&self) -> usize {
         let chunks = match self.growth.get() {
-            Some(shape) => shape.counts(self).0 * shape.slots,
+            Some(grown) => grown.counts(self).0 * (self.layout.stride / 8),
             None => 0,
         };
         self.layout.capacity() + chunks
@@ -305,7 +305,7 @@ impl<'m> Zone<'m> {
     /// ever hand out: its first blocks' slots, or a chunk's where that is more (a run never
     /// spans two chunks).
     pub fn max_run(&self) -> usize {
-        let per_chunk = self.growth.get().map_or(0, |g| g.slots);
+        let per_chunk = self.growth.get().map_or(0, |_| self.layout.stride / 8);
         self.layout.capacity().max(per_chunk)
     }
 
@@ -341,9 +341,9 @@ impl<'m> Zone<'m> {
     /// assert_eq!(zone.grow_from(&HeapChunks), Err(Error::SourceAlreadySet));
     /// # Ok::<(), Error>(())
     /// ```
-    pub fn grow_from(&self, source: &'static dyn ChunkSource) -> Result<(), Error> {
-        let zone_id = self.baselines.as_ptr() as usize;
-        let shape = Grown::new(ChunkShape::new(&self.layout, zone_id, source)?);
+    pub fn grow_from<S: ChunkSource>(&self, source: &'static S) -> Result<(), Error> {
+        ChunkShape::layout_for(&self.layout)?;
+        let shape = Grown::new(source);
         let mut set = false;
         self.growth.call_once(|| {
             set = true;
@@ -378,7 +378,7 @@ impl<'m> Zone<'m> {
             || self
                 .growth
                 .get()
-                .is_some_and(|shape| shape.holds(self, off))
+                .is_some_and(|shape| shape.holds_run(self, off, off))
     }
 
     /// Whether `off` is a slot of the zone's first blocks (no lock, no memory read).
@@ -400,7 +400,7 @@ impl<'m> Zone<'m> {
         }
         // The tag check reads the header alone: no lock is needed to find the chunk.
         // SAFETY: the caller's contract.
-        unsafe { self.growth.get()?.place(off) }
+        unsafe { self.growth.get()?.place(self, off) }
     }
 
     /// Whether the run of `len` slots from `off` is slots of this zone, all in its first
@@ -445,7 +445,7 @@ impl<'m> Zone<'m> {
         // SAFETY: the caller's contract.
         self.growth
             .get()
-            .is_some_and(|shape| unsafe { shape.place(off) }.is_some())
+            .is_some_and(|shape| unsafe { shape.place(self, off) }.is_some())
     }
 
     /// Allocates `len` adjacent slots, clears them and their baselines, and returns the
@@ -453,15 +453,14 @@ impl<'m> Zone<'m> {
     /// when none has the run, with `wait` (see [`Wait`]).
     pub(crate) fn alloc_run(&self, len: usize, wait: Wait) -> Result<usize, Error> {
         // One call of `clear_run`, which the C library then inlines.
-        let (off, used_before, zeroed) = self.take_run(len, wait)?;
-        self.clear_run(off, len, used_before, zeroed)
+        let off = self.take_run(len, wait)?;
+        self.clear_run(off, len)
     }
 
-    /// Takes a run of `len` slots: its offset, how many of its slots were handed out before,
-    /// and whether the rest read zero (see [`clear_run`](Zone::clear_run)).
-    fn take_run(&self, len: usize, wait: Wait) -> Result<growth::Taken, Error> {
+    /// Takes a run of `len` slots and returns its offset.
+    fn take_run(&self, len: usize, wait: Wait) -> Result<usize, Error> {
         if let Some(first) = self.slots.lock().bitmap.alloc_run(len) {
-            return Ok((self.layout.slot_offset(first), len, false));
+            return Ok(self.layout.slot_offset(first));
         }
         match self.growth.get() {
             Some(shape) => shape.take_run(self, len, wait),
@@ -487,30 +486,18 @@ impl<'m> Zone<'m> {
     /// `free`.
     pub(crate) fn try_alloc_run(&self, len: usize) -> Option<Result<usize, Error>> {
         let taken = match self.slots.try_lock()?.bitmap.alloc_run(len) {
-            Some(first) => Ok((self.layout.slot_offset(first), len, false)),
+            Some(first) => Ok(self.layout.slot_offset(first)),
             None => match self.growth.get() {
                 Some(shape) => shape.try_take_run(self, len)?,
                 None => Err(self.full(len)),
             },
         };
-        Some(
-            taken.and_then(|(off, used_before, zeroed)| {
-                self.clear_run(off, len, used_before, zeroed)
-            }),
-        )
+        Some(taken.and_then(|off| self.clear_run(off, len)))
     }
 
     /// Clears the `len` slots from offset `off` (just allocated) and their baselines, and
-    /// returns `off`. The first `used_before` slots were handed out before and may hold an
-    /// old count; the others are a chunk's memory as its source gave it: zero (`zeroed`,
-    /// left as it is) or anything, even uninitialised (written, never read).
-    fn clear_run(
-        &self,
-        off: usize,
-        len: usize,
-        used_before: usize,
-        zeroed: bool,
-    ) -> Result<usize, Error> {
+    /// returns `off`.
+    fn clear_run(&self, off: usize, len: usize) -> Result<usize, Error> {
         for slot in 0..len {
             let slot_off = off.wrapping_add(slot * 8);
             // The broken variant the churn tests must catch (`tests/grow.rs`, the QEMU
@@ -521,20 +508,17 @@ impl<'m> Zone<'m> {
                 true => 0,
                 false => self.ncpus(),
             };
-            let (load_first, write) = match slot < used_before {
-                true => (true, true),
-                false => (false, !zeroed),
-            };
-            for cpu in (0..cpus).filter(|_| write) {
+            for cpu in 0..cpus {
                 let addr = self.slot_addr(cpu, slot_off);
                 // Only a slot that reads non-zero is written: a fresh counter does not fault
-                // in (or dirty) every CPU's page of a lazily backed zone (`rseq::Zone`). A
-                // chunk's slot never handed out is not read (it may be uninitialised).
-                // SAFETY: the slot is inside the zone (its first blocks or a chunk) and newly
-                // allocated, so no CPU adds to it; the handle that publishes it to other
-                // CPUs carries the happens-before edge for these stores.
+                // in (or dirty) every CPU's page of a lazily backed zone or chunk
+                // (`rseq::Zone`): a load of an untouched page reads the shared zero page.
+                // SAFETY: the slot is inside the zone (its first blocks or a chunk, whose
+                // memory the source gave initialised) and newly allocated, so no CPU adds to
+                // it; the handle that publishes it to other CPUs carries the happens-before
+                // edge for these stores.
                 unsafe {
-                    if !load_first || arch::load_slot(addr) != 0 {
+                    if arch::load_slot(addr) != 0 {
                         arch::store_slot(addr, 0);
                     }
                 }
@@ -812,7 +796,7 @@ impl core::fmt::Debug for Zone<'_> {
 // the same size in a kernel's build and under `sim`.
 const _: () = assert!(
     core::mem::size_of::<Zone<'_>>()
-        == core::mem::size_of::<usize>() * if cfg!(feature = "alloc") { 35 } else { 30 }
+        == core::mem::size_of::<usize>() * if cfg!(feature = "alloc") { 27 } else { 22 }
 );
 
 #[cfg(test)]

@@ -233,7 +233,7 @@ fn arrays_stay_in_one_chunk() {
 
 /// The churn: each CPU's thread allocates counters into new chunks, adds to them and to the
 /// long-lived ones, frees and reallocates, and checks exact sums; returns the mismatches.
-fn churn(source: &'static dyn ChunkSource) -> usize {
+fn churn<S: ChunkSource>(source: &'static S) -> usize {
     const NCPUS: usize = 4;
     let rounds = if cfg!(miri) { 2 } else { 20 };
     let machine = Machine::with_capacity(NCPUS, 16).unwrap();

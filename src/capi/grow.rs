@@ -38,7 +38,7 @@ unsafe impl ChunkSource for CHooks {
         let hooks = HOOKS.get()?;
         let flag = if wait { M_WAITOK } else { M_NOWAIT };
         // SAFETY: the kernel's hook, called as its contract says.
-        let chunk = unsafe { (hooks.alloc)(layout.size(), layout.align(), flag) };
+        let chunk = unsafe { call_chunk_alloc_hook(hooks, layout.size(), layout.align(), flag) };
         // A misaligned chunk is the zone's to refuse (and give back).
         NonNull::new(chunk.cast())
     }
@@ -46,9 +46,36 @@ unsafe impl ChunkSource for CHooks {
     unsafe fn free_chunk(&self, chunk: NonNull<u8>, layout: Layout) {
         if let Some(hooks) = HOOKS.get() {
             // SAFETY: a chunk the alloc hook gave, with its size and alignment, once.
-            unsafe { (hooks.free)(chunk.as_ptr().cast(), layout.size(), layout.align()) };
+            unsafe { call_chunk_free_hook(hooks, chunk.as_ptr().cast(), layout) };
         }
     }
+}
+
+/// The kernel's alloc hook, out of line: the only calls through a pointer in the growth
+/// paths of the C library, which `cargo xtask stack` counts as the kernel's own (its stack
+/// comes on top, as the platform hooks' does), by this function's name.
+///
+/// # Safety
+/// As the hook's contract (`pcpu_zone_grow`).
+#[inline(never)]
+unsafe fn call_chunk_alloc_hook(
+    hooks: &Hooks,
+    size: usize,
+    align: usize,
+    wait: c_int,
+) -> *mut c_void {
+    // SAFETY: the caller's contract.
+    unsafe { (hooks.alloc)(size, align, wait) }
+}
+
+/// The kernel's free hook, out of line (see [`call_chunk_alloc_hook`]).
+///
+/// # Safety
+/// As the hook's contract (`pcpu_zone_grow`).
+#[inline(never)]
+unsafe fn call_chunk_free_hook(hooks: &Hooks, chunk: *mut c_void, layout: Layout) {
+    // SAFETY: the caller's contract.
+    unsafe { (hooks.free)(chunk, layout.size(), layout.align()) }
 }
 
 /// Lets the installed zone grow (Rust: `Zone::grow_from`): when every slot is in use,

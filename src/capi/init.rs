@@ -57,20 +57,30 @@ pub unsafe extern "C" fn pcpu_zone_init(
     // SAFETY: the metadata is valid for `meta_words` words for ever, per the contract.
     let meta = unsafe { core::slice::from_raw_parts_mut(meta, meta_words) };
     // SAFETY: the memory contract is the caller's, as documented.
-    let zone = match unsafe { Zone::from_raw_parts(layout, meta) } {
-        Ok(zone) => zone,
-        Err(e) => return code(e),
-    };
-    if let Err(e) = fits_c(&zone) {
-        return e;
-    }
-    match freebsd::install(zone) {
+    match unsafe { install(layout, meta) } {
         Ok(zone) => {
             move_into(zone);
             PCPU_OK
         }
-        Err(e) => code(e),
+        Err(e) => e,
     }
+}
+
+/// Makes the zone and installs it: out of line, so that the zone's value (the two copies of
+/// it on the way into the global) is off the stack before the early counters move (the
+/// stack bound of `pcpu_zone_init`, `cargo xtask stack`).
+///
+/// # Safety
+/// As `pcpu_zone_init`.
+#[inline(never)]
+unsafe fn install(
+    layout: ZoneLayout,
+    meta: &'static mut [u64],
+) -> Result<&'static Zone<'static>, c_int> {
+    // SAFETY: the caller's contract.
+    let zone = unsafe { Zone::from_raw_parts(layout, meta) }.map_err(code)?;
+    fits_c(&zone)?;
+    freebsd::install(zone).map_err(code)
 }
 
 /// Says what the boot CPU's per-CPU register holds until `pcpu_zone_init` (for early counters).

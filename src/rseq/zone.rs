@@ -410,12 +410,6 @@ unsafe impl ChunkSource for MmapChunks {
             unsafe { libc::munmap(chunk.as_ptr().cast(), len) };
         }
     }
-
-    /// A fresh anonymous mapping reads zero: a new counter's slots are left untouched, so
-    /// they cost no page until some thread adds to them.
-    fn zeroed(&self) -> bool {
-        true
-    }
 }
 
 /// Zeroed words of zone metadata on the heap, freed on drop.

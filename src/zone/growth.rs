@@ -1,138 +1,163 @@
 // SPDX-License-Identifier: BSD-2-Clause
 //! A zone's growth paths: every step of an alloc, a free or a lookup that deals with chunks.
 //!
-//! They are reached only through the table [`GROWTH`], which [`Zone::grow_from`] puts in the
-//! zone beside its [`ChunkShape`] (a [`Grown`]): the zone's own paths test for one and call
-//! through it, so a kernel that never makes a zone grow links none of this (the C library's
-//! footprint).
+//! They are reached only through a table of functions, made for the source's type by
+//! [`Zone::grow_from`] and kept beside the zone's [`ChunkShape`] (a [`Grown`]): the zone's
+//! own paths test for one and call through it, so a kernel that never makes a zone grow links
+//! none of this (the C library's footprint). The calls through the table are in `Grown`'s
+//! methods alone, never inlined, so that the stack check (`cargo xtask stack`) knows where
+//! they go: to the table's functions. Inside those, everything is a direct call: the source's
+//! methods (the table is made for its type) and the zone's state, never a zone method that
+//! would call through the table again.
+
+use core::marker::PhantomData;
+use core::ptr::NonNull;
 
 use super::{Place, Zone};
-use crate::chunk::{Chunk, ChunkShape, Found};
+use crate::chunk::{Chunk, ChunkShape, ChunkSource, Found};
 use crate::{Error, Wait};
 
-/// A run taken: its offset, how many of its slots were handed out before, and whether the
-/// others read zero (what `Zone::clear_run` needs).
-pub(crate) type Taken = (usize, usize, bool);
-
-/// The growth paths, as a table of functions (see the module's text).
+/// The growth paths of a zone whose source is of one type, as a table of functions.
 pub(crate) struct Growth {
-    take_run: fn(&Zone<'_>, &ChunkShape, usize, Wait) -> Result<Taken, Error>,
-    try_take_run: fn(&Zone<'_>, &ChunkShape, usize) -> Option<Result<Taken, Error>>,
-    place: unsafe fn(&ChunkShape, usize) -> Option<Place>,
-    free_run: fn(&Zone<'_>, &ChunkShape, *mut Chunk, usize, usize),
-    holds: fn(&Zone<'_>, &ChunkShape, usize) -> bool,
-    holds_run: fn(&Zone<'_>, &ChunkShape, usize, usize) -> bool,
+    take_run: fn(&Zone<'_>, &Grown, usize, Wait) -> Result<usize, Error>,
+    try_take_run: fn(&Zone<'_>, &Grown, usize) -> Option<Result<usize, Error>>,
+    place: unsafe fn(&Zone<'_>, usize) -> Option<Place>,
+    free_run: fn(&Zone<'_>, &Grown, *mut Chunk, usize, usize),
+    holds_run: fn(&Zone<'_>, usize, usize) -> bool,
     counts: fn(&Zone<'_>) -> (usize, usize),
-    full: fn(&Zone<'_>, usize) -> Error,
-    release_all: fn(&Zone<'_>, &ChunkShape),
+    full: fn(&Zone<'_>, &Grown, usize) -> Error,
+    release_all: fn(&Zone<'_>, &Grown),
 }
 
-/// A zone's chunks' shape and source, with the table of its growth paths.
+/// The table for sources of type `S`.
+struct Table<S>(PhantomData<S>);
+
+impl<S: ChunkSource> Table<S> {
+    const GROWTH: Growth = Growth {
+        take_run: take_run::<S>,
+        try_take_run: try_take_run::<S>,
+        place,
+        free_run: free_run::<S>,
+        holds_run,
+        counts,
+        full,
+        release_all: release_all::<S>,
+    };
+}
+
+/// A zone's chunk source, with the table of its growth paths.
 pub(crate) struct Grown {
-    pub(crate) shape: ChunkShape,
+    /// The `&'static S` the table was made for, its type erased.
+    source: NonNull<()>,
     paths: &'static Growth,
 }
 
+// SAFETY: the source is a `&'static S` with `S: ChunkSource: Sync`; the rest is plain data.
+unsafe impl Send for Grown {}
+// SAFETY: as above.
+unsafe impl Sync for Grown {}
+
 impl Grown {
-    /// The growth of chunks of `shape`: the only place that names [`GROWTH`].
-    pub(crate) fn new(shape: ChunkShape) -> Self {
+    /// The growth of a zone's chunks from `source`.
+    pub(crate) fn new<S: ChunkSource>(source: &'static S) -> Self {
         Grown {
-            shape,
-            paths: &GROWTH,
+            source: NonNull::from(source).cast(),
+            paths: &Table::<S>::GROWTH,
         }
     }
-}
 
-impl core::ops::Deref for Grown {
-    type Target = ChunkShape;
-
-    fn deref(&self) -> &ChunkShape {
-        &self.shape
+    /// The source, as the type the table was made for.
+    ///
+    /// # Safety
+    /// `S` is the type `new` was given (only the table's own functions call this).
+    unsafe fn source<S: ChunkSource>(&self) -> &S {
+        // SAFETY: a `&'static S` when made (the caller's contract).
+        unsafe { self.source.cast::<S>().as_ref() }
     }
-}
 
-/// The one table: `Grown::new` is its only user.
-pub(crate) static GROWTH: Growth = Growth {
-    take_run,
-    try_take_run,
-    place,
-    free_run,
-    holds,
-    holds_run,
-    counts,
-    full,
-    release_all,
-};
-
-impl Grown {
     /// A run of `len` slots from the chunks, taking a chunk from the source (asked with
     /// `wait`) when none has it.
-    pub(crate) fn take_run(&self, zone: &Zone<'_>, len: usize, wait: Wait) -> Result<Taken, Error> {
-        (self.paths.take_run)(zone, &self.shape, len, wait)
+    #[inline(never)]
+    pub(crate) fn take_run(&self, zone: &Zone<'_>, len: usize, wait: Wait) -> Result<usize, Error> {
+        (self.paths.take_run)(zone, self, len, wait)
     }
 
-    /// As [`take_run`](ChunkShape::take_run), but never waiting for the lock or the source:
-    /// `None` when it would.
-    pub(crate) fn try_take_run(&self, zone: &Zone<'_>, len: usize) -> Option<Result<Taken, Error>> {
-        (self.paths.try_take_run)(zone, &self.shape, len)
+    /// As [`take_run`](Grown::take_run), but never waiting for the lock or the source: `None`
+    /// when it would.
+    #[inline(never)]
+    pub(crate) fn try_take_run(&self, zone: &Zone<'_>, len: usize) -> Option<Result<usize, Error>> {
+        (self.paths.try_take_run)(zone, self, len)
     }
 
     /// Where the slot at `off` (outside the first blocks) lies: a chunk and its index there.
     ///
     /// # Safety
     /// As [`ChunkShape::find`].
-    pub(crate) unsafe fn place(&self, off: usize) -> Option<Place> {
+    #[inline(never)]
+    pub(crate) unsafe fn place(&self, zone: &Zone<'_>, off: usize) -> Option<Place> {
         // SAFETY: the caller's contract.
-        unsafe { (self.paths.place)(&self.shape, off) }
+        unsafe { (self.paths.place)(zone, off) }
     }
 
     /// Frees the run of `len` slots from slot `index` of `chunk`.
+    #[inline(never)]
     pub(crate) fn free_run(&self, zone: &Zone<'_>, chunk: *mut Chunk, index: usize, len: usize) {
-        (self.paths.free_run)(zone, &self.shape, chunk, index, len)
-    }
-
-    /// Whether `off` is a slot of one of the zone's chunks (a walk).
-    pub(crate) fn holds(&self, zone: &Zone<'_>, off: usize) -> bool {
-        (self.paths.holds)(zone, &self.shape, off)
+        (self.paths.free_run)(zone, self, chunk, index, len)
     }
 
     /// Whether the slots from `off` to `last` are slots of one chunk (a walk).
+    #[inline(never)]
     pub(crate) fn holds_run(&self, zone: &Zone<'_>, off: usize, last: usize) -> bool {
-        (self.paths.holds_run)(zone, &self.shape, off, last)
+        (self.paths.holds_run)(zone, off, last)
     }
 
     /// The chunks taken and the slots in use in them.
+    #[inline(never)]
     pub(crate) fn counts(&self, zone: &Zone<'_>) -> (usize, usize) {
         (self.paths.counts)(zone)
     }
 
     /// The error of an alloc of `len` slots that no chunk can give: a run longer than a chunk
     /// (or the first blocks); else a full zone.
+    #[inline(never)]
     pub(crate) fn full(&self, zone: &Zone<'_>, len: usize) -> Error {
-        (self.paths.full)(zone, len)
+        (self.paths.full)(zone, self, len)
     }
 
     /// Gives every chunk back (the zone's drop).
+    #[inline(never)]
     pub(crate) fn release_all(&self, zone: &Zone<'_>) {
         (self.paths.release_all)(zone, self)
     }
 }
 
-fn take_run(zone: &Zone<'_>, shape: &ChunkShape, len: usize, wait: Wait) -> Result<Taken, Error> {
+/// The shape of `zone`'s chunks.
+fn shape(zone: &Zone<'_>) -> ChunkShape {
+    ChunkShape::of(&zone.layout, zone.baselines.as_ptr() as usize)
+}
+
+fn take_run<S: ChunkSource>(
+    zone: &Zone<'_>,
+    grown: &Grown,
+    len: usize,
+    wait: Wait,
+) -> Result<usize, Error> {
+    // SAFETY: the table of `S` calls this.
+    let source = unsafe { grown.source::<S>() };
+    let shape = &shape(zone);
     loop {
         let mut slots = zone.slots.lock();
         match slots.chunks.alloc_run(shape, len) {
-            Found::Slot(off, used_before) => return Ok((off, used_before, shape.source.zeroed())),
+            Found::Slot(off) => return Ok(off),
             Found::TooLong => {
                 drop(slots);
-                return Err(zone.full(len));
+                return Err(full(zone, grown, len));
             }
             Found::Grow => {}
         }
         // The source may block (`wait`): never under the zone's lock.
         drop(slots);
-        let chunk = shape
-            .source
+        let chunk = source
             .alloc_chunk(shape.layout, wait == Wait::WaitOk)
             .ok_or(Error::OutOfMemory {
                 bytes: shape.layout.size(),
@@ -141,7 +166,7 @@ fn take_run(zone: &Zone<'_>, shape: &ChunkShape, len: usize, wait: Wait) -> Resu
             // The zone finds chunks by their alignment: a source that ignored it gets its
             // memory back and the alloc fails.
             // SAFETY: the source's own chunk, unused, given back at once.
-            unsafe { shape.source.free_chunk(chunk, shape.layout) };
+            unsafe { source.free_chunk(chunk, shape.layout) };
             return Err(Error::Misaligned {
                 addr: chunk.as_ptr() as usize,
             });
@@ -149,33 +174,37 @@ fn take_run(zone: &Zone<'_>, shape: &ChunkShape, len: usize, wait: Wait) -> Resu
         let mut slots = zone.slots.lock();
         // Another CPU may have grown the zone meanwhile: then this chunk is the spare, or goes
         // back, and the run comes from the chunks there are.
-        if let Found::Slot(off, used_before) = slots.chunks.alloc_run(shape, len) {
+        if let Found::Slot(off) = slots.chunks.alloc_run(shape, len) {
             // SAFETY: a chunk of the zone's chunk layout from its source, unused.
             let extra = unsafe { slots.chunks.stash(shape, chunk) };
             drop(slots);
             if let Some(memory) = extra {
                 // SAFETY: the source's own chunk, unused, given back once.
-                unsafe { shape.source.free_chunk(memory, shape.layout) };
+                unsafe { source.free_chunk(memory, shape.layout) };
             }
-            return Ok((off, used_before, shape.source.zeroed()));
+            return Ok(off);
         }
         // SAFETY: a chunk of the zone's chunk layout from its source, unused.
         unsafe { slots.chunks.add(shape, chunk) };
         // The run comes from the new chunk (first on the list), under the lock that linked
         // it: another CPU's frees meanwhile cannot leave it on the list, empty, for good.
-        if let Found::Slot(off, used_before) = slots.chunks.alloc_run(shape, len) {
-            return Ok((off, used_before, shape.source.zeroed()));
+        if let Found::Slot(off) = slots.chunks.alloc_run(shape, len) {
+            return Ok(off);
         }
     }
 }
 
-fn try_take_run(zone: &Zone<'_>, shape: &ChunkShape, len: usize) -> Option<Result<Taken, Error>> {
+fn try_take_run<S: ChunkSource>(
+    zone: &Zone<'_>,
+    grown: &Grown,
+    len: usize,
+) -> Option<Result<usize, Error>> {
     let mut slots = zone.slots.try_lock()?;
-    match slots.chunks.alloc_run(shape, len) {
-        Found::Slot(off, used_before) => Some(Ok((off, used_before, shape.source.zeroed()))),
+    match slots.chunks.alloc_run(&shape(zone), len) {
+        Found::Slot(off) => Some(Ok(off)),
         Found::TooLong => {
             drop(slots);
-            Some(Err(zone.full(len)))
+            Some(Err(full(zone, grown, len)))
         }
         Found::Grow => None,
     }
@@ -183,26 +212,30 @@ fn try_take_run(zone: &Zone<'_>, shape: &ChunkShape, len: usize) -> Option<Resul
 
 /// # Safety
 /// As [`ChunkShape::find`].
-unsafe fn place(shape: &ChunkShape, off: usize) -> Option<Place> {
+unsafe fn place(zone: &Zone<'_>, off: usize) -> Option<Place> {
     // SAFETY: the caller's contract.
-    let found = unsafe { shape.find(off) };
+    let found = unsafe { shape(zone).find(off) };
     found.map(|(chunk, index)| Place::Chunk(chunk, index))
 }
 
-fn free_run(zone: &Zone<'_>, shape: &ChunkShape, chunk: *mut Chunk, index: usize, len: usize) {
-    let give_back = zone.slots.lock().chunks.free_run(shape, chunk, index, len);
+fn free_run<S: ChunkSource>(
+    zone: &Zone<'_>,
+    grown: &Grown,
+    chunk: *mut Chunk,
+    index: usize,
+    len: usize,
+) {
+    let shape = shape(zone);
+    let give_back = zone.slots.lock().chunks.free_run(&shape, chunk, index, len);
     if let Some(memory) = give_back {
-        // SAFETY: an empty chunk of this zone, off its lists, from its source.
-        unsafe { shape.source.free_chunk(memory, shape.layout) };
+        // SAFETY: the table of `S` calls this; an empty chunk of this zone, off its lists,
+        // from its source.
+        unsafe { grown.source::<S>().free_chunk(memory, shape.layout) };
     }
 }
 
-fn holds(zone: &Zone<'_>, shape: &ChunkShape, off: usize) -> bool {
-    zone.slots.lock().chunks.holds(shape, off)
-}
-
-fn holds_run(zone: &Zone<'_>, shape: &ChunkShape, off: usize, last: usize) -> bool {
-    zone.slots.lock().chunks.holds_run(shape, off, last)
+fn holds_run(zone: &Zone<'_>, off: usize, last: usize) -> bool {
+    zone.slots.lock().chunks.holds_run(&shape(zone), off, last)
 }
 
 fn counts(zone: &Zone<'_>) -> (usize, usize) {
@@ -210,16 +243,23 @@ fn counts(zone: &Zone<'_>) -> (usize, usize) {
     (slots.chunks.count(), slots.chunks.used())
 }
 
-fn full(zone: &Zone<'_>, len: usize) -> Error {
-    let max = zone.max_run();
+fn full(zone: &Zone<'_>, _grown: &Grown, len: usize) -> Error {
+    let (first, per_chunk) = (zone.layout.capacity(), zone.layout.stride / 8);
+    let max = first.max(per_chunk);
     match len > max {
         true => Error::RunTooLong { len, max },
         false => Error::ZoneFull {
-            capacity: zone.capacity(),
+            capacity: first + counts(zone).0 * per_chunk,
         },
     }
 }
 
-fn release_all(zone: &Zone<'_>, shape: &ChunkShape) {
-    zone.slots.lock().chunks.release_all(shape);
+fn release_all<S: ChunkSource>(zone: &Zone<'_>, grown: &Grown) {
+    // SAFETY: the table of `S` calls this.
+    let source = unsafe { grown.source::<S>() };
+    let shape = shape(zone);
+    zone.slots.lock().chunks.release_all(&shape, |memory| {
+        // SAFETY: every chunk came from the source with this layout; no counter is alive.
+        unsafe { source.free_chunk(memory, shape.layout) }
+    });
 }

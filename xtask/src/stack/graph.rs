@@ -10,7 +10,14 @@
 //!   except `core::fmt`'s: those are only called by `core::fmt`'s own formatting code, and
 //!   that code must not be reachable (checked: reaching a `core::fmt` function is an error).
 //!   A pointer the caller passes (the walk's C callback) is the caller's: 0 bytes here,
-//!   stated in the docs.
+//!   stated in the docs. So are the C kernel's chunk hooks, called only from the functions
+//!   [`HOOK_CALLERS`] names (their calls through a pointer reach the kernel alone).
+//! - The zone's growth table (`src/zone/growth.rs`, which `Zone::grow_from` makes) is called
+//!   through only in `Grown`'s methods, never inlined, each calling through its own entry:
+//!   `Grown::<name>`'s call through a pointer reaches that module's free function `<name>`
+//!   (for every source type the kernel made one for) and nothing else, in a library and in
+//!   a linked kernel. In a linked kernel (no relocations say where a pointer goes)
+//!   any other call through a pointer is an error.
 //! - Recursion is an error: its depth has no bound.
 
 use std::collections::{BTreeSet, HashMap};
@@ -25,6 +32,33 @@ pub const HOOKS: &[&str] = &[
     "pcpu_platform_current_cpu",
     "pcpu_platform_panic",
 ];
+
+/// The functions whose calls through a pointer call the kernel's chunk hooks
+/// (`pcpu_zone_grow`'s), counted as the kernel's own as the platform hooks are.
+pub const HOOK_CALLERS: &[&str] = &["call_chunk_alloc_hook", "call_chunk_free_hook"];
+
+/// Whether `name` is one of the growth table's functions (`src/zone/growth.rs`'s free
+/// functions), which a call through the table may reach.
+fn is_growth_path(name: &str) -> bool {
+    name.contains("4zone6growth") && !name.contains("5Grown")
+}
+
+/// The growth table entry a method of `Grown` (the only code that calls through the table)
+/// calls: the mangled identifier after `Grown`, length prefix included (`8take_run`).
+fn growth_dispatch(name: &str) -> Option<&str> {
+    if !name.contains("4zone6growth") {
+        return None;
+    }
+    let rest = &name[name.find("5Grown")? + "5Grown".len()..];
+    let digits = rest.chars().take_while(char::is_ascii_digit).count();
+    let len: usize = rest[..digits].parse().ok()?;
+    rest.get(..digits + len)
+}
+
+/// Whether `name` is the growth table's function `entry` (`8take_run`).
+fn is_growth_entry(name: &str, entry: &str) -> bool {
+    is_growth_path(name) && name.contains(&format!("4zone6growth{entry}"))
+}
 
 /// A worst case: the bytes, and the path that takes them (function names, outermost first).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,7 +127,10 @@ impl Graph {
         let mut targets = BTreeSet::new();
         for (member, syms) in data_refs {
             for s in syms {
-                if let Some(i) = resolve(member, s).filter(|&i| !is_core_fmt(&functions[i].name)) {
+                // The growth table's functions are reached through `Grown`'s methods alone.
+                if let Some(i) = resolve(member, s).filter(|&i| {
+                    !is_core_fmt(&functions[i].name) && !is_growth_path(&functions[i].name)
+                }) {
                     targets.insert(i);
                 }
             }
@@ -164,7 +201,14 @@ impl Graph {
             });
         }
         let panic_entry = name.contains("9panicking") || name.contains("core..panicking");
-        if self.indirect_call[f] && self.indirect_unbounded && !panic_entry {
+        let hook_caller = HOOK_CALLERS.iter().any(|h| name.contains(h));
+        let dispatch = growth_dispatch(&name).map(str::to_string);
+        if self.indirect_call[f]
+            && self.indirect_unbounded
+            && !panic_entry
+            && !hook_caller
+            && dispatch.is_none()
+        {
             return Err(format!(
                 "{name} calls through a pointer, which a linked kernel does not bound"
             ));
@@ -181,7 +225,10 @@ impl Graph {
         };
         on_path.push(f);
         let mut callees: Vec<Result<usize, String>> = self.calls[f].clone();
-        if self.indirect[f] && !self.indirect_unbounded {
+        if let Some(entry) = &dispatch {
+            let table = (0..self.names.len()).filter(|&g| is_growth_entry(&self.names[g], entry));
+            callees.extend(table.map(Ok));
+        } else if self.indirect[f] && !self.indirect_unbounded && !hook_caller {
             callees.extend(self.indirect_targets.iter().map(|&t| Ok(t)));
         }
         let mut deepest = Worst {

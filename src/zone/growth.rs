@@ -35,7 +35,7 @@ struct Table<S>(PhantomData<S>);
 impl<S: ChunkSource> Table<S> {
     const GROWTH: Growth = Growth {
         take_run: take_run::<S>,
-        try_take_run: try_take_run::<S>,
+        try_take_run,
         place,
         free_run: free_run::<S>,
         holds_run,
@@ -194,7 +194,7 @@ fn take_run<S: ChunkSource>(
     }
 }
 
-fn try_take_run<S: ChunkSource>(
+fn try_take_run(
     zone: &Zone<'_>,
     grown: &Grown,
     len: usize,

@@ -194,11 +194,7 @@ fn take_run<S: ChunkSource>(
     }
 }
 
-fn try_take_run(
-    zone: &Zone<'_>,
-    grown: &Grown,
-    len: usize,
-) -> Option<Result<usize, Error>> {
+fn try_take_run(zone: &Zone<'_>, grown: &Grown, len: usize) -> Option<Result<usize, Error>> {
     let mut slots = zone.slots.try_lock()?;
     match slots.chunks.alloc_run(&shape(zone), len) {
         Found::Slot(off) => Some(Ok(off)),

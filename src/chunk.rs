@@ -353,7 +353,12 @@ impl Chunks {
     unsafe fn make(shape: &ChunkShape, memory: NonNull<u8>) -> *mut Chunk {
         let chunk = memory.as_ptr() as usize;
         debug_assert!(chunk.is_multiple_of(shape.align));
-        let header = shape.header(chunk);
+        // From the chunk's pointer, not its address: the lists then hold pointers with the
+        // chunk's provenance (what the zone reaches its chunks by, for Miri's leak check too).
+        let header = memory
+            .as_ptr()
+            .wrapping_add(shape.header_at)
+            .cast::<Chunk>();
         let words = ChunkShape::baseline(header, shape.slots);
         // SAFETY: the words lie in the chunk after the baselines (the layout counted them), so
         // not at address 0, and are the bitmap's alone.

@@ -159,6 +159,10 @@ fn a_reused_chunk_slot_reads_zero() {
 /// source is `OutOfMemory`, with `wait` passed as asked; `M_WAITOK` then returns `None`
 /// instead of spinning.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "the global zone lives for ever, and Miri's leak check cannot follow its spare chunk (an address a free computed)"
+)]
 fn a_full_zone_says_why_and_waitok_does_not_spin() {
     static SOURCE: Counting = Counting::new();
     let machine = Machine::with_global_zone(2, 16).unwrap();
@@ -411,13 +415,12 @@ mod model {
 }
 
 /// What is built on counters works on counters in chunks: the approximate counter (whose
-/// second slot is taken from the same zone), the lazy counter's move, an early counter's init
-/// into a full zone, the registry's snapshot and its Prometheus text.
+/// second slot is taken from the same zone), the lazy counter's move, the registry's snapshot
+/// and its Prometheus text.
 #[test]
 fn counters_in_chunks_serve_everything_built_on_them() {
-    use pcpu_counter::{early::EarlyCounter, registry::Registry, ApproxCounter, LazyCounter};
-    static EARLY: EarlyCounter = EarlyCounter::new();
-    let machine: &'static Machine = Box::leak(Box::new(Machine::with_capacity(2, 16).unwrap()));
+    use pcpu_counter::{registry::Registry, ApproxCounter, LazyCounter};
+    let machine = Machine::with_capacity(2, 16).unwrap();
     let zone = machine.zone();
     zone.grow_from(&HeapChunks).unwrap();
     let fill: Vec<_> = (0..zone.layout().capacity())
@@ -430,8 +433,6 @@ fn counters_in_chunks_serve_everything_built_on_them() {
     let errs = CounterArray::<'_, 2>::new(zone).unwrap();
     let approx = ApproxCounter::new(zone.alloc().unwrap(), 16).unwrap();
     let lazy = LazyCounter::new(zone);
-    EARLY.add(5);
-    machine.run_on(0, || EARLY.init(zone)).unwrap();
     assert!(in_chunk(rx.offset()) && in_chunk(errs.offset()) && in_chunk(approx.offset()));
 
     machine.run_on(1, || {
@@ -439,13 +440,11 @@ fn counters_in_chunks_serve_everything_built_on_them() {
         errs.add(1, 2);
         approx.add(40);
         lazy.add(3);
-        EARLY.add(1);
     });
     lazy.try_move().unwrap();
     machine.run_on(0, || lazy.add(4));
     assert_eq!(lazy.fetch(), 7);
     assert_eq!((approx.precise(), approx.fetch()), (40, 40));
-    assert_eq!(EARLY.fetch(), 6);
 
     let stats: Registry<'_, 4> = Registry::new();
     let (rx, errs) = (&rx, &errs);
@@ -463,4 +462,26 @@ fn counters_in_chunks_serve_everything_built_on_them() {
     assert!(text.contains("net_rx_total 7\n"), "{text}");
     assert!(text.contains("errs_total{index=\"1\"} 2\n"), "{text}");
     drop((approx, lazy, fill));
+}
+
+/// An early counter moves into a full zone that grows: its slot is in a chunk, with its count.
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "the zone is leaked for the early counter's 'static borrow, and Miri's leak check cannot follow its chunks (addresses a free computed)"
+)]
+fn an_early_counter_moves_into_a_chunk() {
+    use pcpu_counter::early::EarlyCounter;
+    static EARLY: EarlyCounter = EarlyCounter::new();
+    let machine: &'static Machine = Box::leak(Box::new(Machine::with_capacity(2, 16).unwrap()));
+    let zone = machine.zone();
+    zone.grow_from(&HeapChunks).unwrap();
+    let _fill: Vec<_> = (0..zone.layout().capacity())
+        .map(|_| zone.alloc().unwrap())
+        .collect();
+    EARLY.add(5);
+    machine.run_on(0, || EARLY.init(zone)).unwrap();
+    machine.run_on(1, || EARLY.add(1));
+    assert_eq!(EARLY.fetch(), 6);
+    assert_eq!(zone.in_use(), zone.layout().capacity() + 1);
 }

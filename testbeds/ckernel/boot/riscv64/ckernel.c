@@ -180,9 +180,12 @@ uint8_t *arch_stack_bottom(unsigned cpu)
 }
 
 extern char riscv64_secondary_entry[];
+/* entry.s: each hart id's CPU index + 1, 0 until the hart is started. */
+extern unsigned long riscv64_hart_cpu[MAX_HART_ID];
 
-/* HSM hart_start (opaque: the CPU index) for each hart but the boot hart, in hart id order,
- * one at a time, until wanted CPUs run. */
+/* HSM hart_start for each hart but the boot hart, in hart id order, one at a time, until
+ * wanted CPUs run. The CPU index goes to entry.s through riscv64_hart_cpu, not the opaque
+ * value, which OpenSBI 1.1 may not have stored yet when the hart leaves (see entry.s). */
 unsigned arch_start_secondaries(unsigned wanted)
 {
 	unsigned cpu = 1;
@@ -190,7 +193,8 @@ unsigned arch_start_secondaries(unsigned wanted)
 		if (hart == boot_hart || !hart_exists(hart))
 			continue;
 		__atomic_store_n(&ap_up, 0, __ATOMIC_SEQ_CST);
-		struct sbiret r = sbi(SBI_HSM, HSM_HART_START, hart, (uintptr_t)riscv64_secondary_entry, cpu);
+		__atomic_store_n(&riscv64_hart_cpu[hart], cpu + 1, __ATOMIC_RELEASE);
+		struct sbiret r = sbi(SBI_HSM, HSM_HART_START, hart, (uintptr_t)riscv64_secondary_entry, 0);
 		if (r.error != 0)
 			kernel_fail("SBI HSM hart_start (hart, error)", hart, (uint64_t)r.error);
 		while (!__atomic_load_n(&ap_up, __ATOMIC_ACQUIRE))

@@ -31,7 +31,8 @@ static AP_UP: AtomicBool = AtomicBool::new(false);
 /// The boot hart's id (from a0), set once before any other hart starts.
 static BOOT_HART: AtomicUsize = AtomicUsize::new(0);
 
-/// Hart ids probed with HSM `hart_get_status` (virt numbers them 0..n-1).
+/// Hart ids probed with HSM `hart_get_status` (virt numbers them 0..n-1); `entry.s` has the
+/// same bound (`RISCV64_MAX_HART_ID`).
 const MAX_HART_ID: usize = 32;
 
 /// Timer period in `time` ticks (the virt timebase is 10 MHz: 50 us).
@@ -189,10 +190,14 @@ pub fn pcpu_probe_riscv64_kernel_add(counter: &Counter<'_>, v: i64) {
 
 extern "C" {
     fn riscv64_secondary_entry();
+    /// `entry.s`: each hart id's CPU index + 1, 0 until the hart is started.
+    static riscv64_hart_cpu: [AtomicUsize; MAX_HART_ID];
 }
 
-/// Starts harts with HSM `hart_start` (opaque: the CPU index), in hart id order skipping the
-/// boot hart, one at a time, until `wanted` CPUs run. Returns the number of CPUs running.
+/// Starts harts with HSM `hart_start`, in hart id order skipping the boot hart, one at a time,
+/// until `wanted` CPUs run. Returns the number of CPUs running. Each hart's CPU index goes to
+/// `entry.s` through `riscv64_hart_cpu`, not the opaque value, which OpenSBI 1.1 may not have
+/// stored yet when the hart leaves (see `entry.s`).
 pub fn start_secondaries(wanted: usize) -> usize {
     let boot = BOOT_HART.load(Ordering::Relaxed);
     let entry = riscv64_secondary_entry as *const () as usize;
@@ -202,7 +207,9 @@ pub fn start_secondaries(wanted: usize) -> usize {
             break;
         }
         AP_UP.store(false, Ordering::SeqCst);
-        let (rc, _) = sbi(SBI_HSM, HSM_HART_START, hart, entry, cpu);
+        // SAFETY: entry.s defines the table, MAX_HART_ID words long, and only reads it.
+        unsafe { riscv64_hart_cpu[hart].store(cpu + 1, Ordering::Release) };
+        let (rc, _) = sbi(SBI_HSM, HSM_HART_START, hart, entry, 0);
         if rc != 0 {
             crate::console::println!("riscv64: HSM hart_start for hart {hart} returned {rc}");
             return cpu;

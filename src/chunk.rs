@@ -18,6 +18,7 @@
 //! over at a chunk's edge does not take and return memory each time.
 
 use core::alloc::Layout;
+use core::mem::offset_of;
 use core::ptr::{self, NonNull};
 
 use crate::bitmap::Bitmap;
@@ -86,12 +87,46 @@ pub(crate) struct Chunk {
     /// [`Chunks::tag`] of the chunk: proves a masked address is a chunk of this zone.
     tag: usize,
     bitmap: Bitmap,
-    next_free: *mut Chunk,
-    prev_free: *mut Chunk,
-    next: *mut Chunk,
-    prev: *mut Chunk,
+    /// Its place on the list of chunks with a free slot, while `listed`.
+    with_free: Links,
+    /// Its place on the list of all chunks (the spare is on neither).
+    all: Links,
     /// Whether the chunk is on the list of chunks with a free slot.
     listed: bool,
+}
+
+/// A chunk's neighbours on one of the two lists.
+#[derive(Clone, Copy)]
+struct Links {
+    next: *mut Chunk,
+    prev: *mut Chunk,
+}
+
+impl Links {
+    const NONE: Links = Links {
+        next: ptr::null_mut(),
+        prev: ptr::null_mut(),
+    };
+}
+
+/// The two doubly linked lists of a zone's chunks.
+#[derive(Clone, Copy)]
+enum List {
+    WithFree,
+    All,
+}
+
+impl List {
+    /// `header`'s links on this list.
+    fn links(self, header: *mut Chunk) -> *mut Links {
+        match self {
+            // Places, not reads: no memory is touched.
+            List::WithFree => header
+                .wrapping_byte_add(offset_of!(Chunk, with_free))
+                .cast(),
+            List::All => header.wrapping_byte_add(offset_of!(Chunk, all)).cast(),
+        }
+    }
 }
 
 /// A mix-in for the chunk tag, so that a stray word rarely passes for one.
@@ -107,7 +142,6 @@ pub(crate) struct ChunkShape {
     base: usize,
     /// `ncpus * stride`: where the header starts.
     header_at: usize,
-    align: usize,
     /// Slots per chunk: `stride / 8`.
     pub(crate) slots: usize,
     /// Size and alignment of a chunk.
@@ -119,19 +153,14 @@ impl ChunkShape {
     /// [`layout_for`](ChunkShape::layout_for) accepted (a zone that grows): computed anew
     /// where needed rather than kept in the zone.
     pub(crate) fn of(layout: &ZoneLayout, zone_id: usize) -> Self {
-        let header_at = layout.ncpus * layout.stride;
-        let align = layout.stride.next_power_of_two().max(64);
-        let slots = layout.stride / 8;
-        let size = header_at + ZoneLayout::meta_words_for(slots) * 8 + size_of::<Chunk>();
+        // SAFETY: `Zone::grow_from` made the zone grow only once `layout_for` accepted it.
+        let chunk = unsafe { Self::layout_for(layout).unwrap_unchecked() };
         ChunkShape {
             zone_id,
             base: layout.base,
-            header_at,
-            align,
-            slots,
-            // SAFETY: `layout_for` checked this size and alignment when the zone was made to
-            // grow (`Zone::grow_from`): no overflow, a power of two.
-            layout: unsafe { Layout::from_size_align_unchecked(size, align) },
+            header_at: layout.ncpus * layout.stride,
+            slots: layout.stride / 8,
+            layout: chunk,
         }
     }
 
@@ -159,7 +188,7 @@ impl ChunkShape {
     /// The chunk address and slot index that offset `off` would name (no memory read).
     fn locate(&self, off: usize) -> (usize, usize) {
         let addr = self.base.wrapping_add(off);
-        let chunk = addr & !(self.align - 1);
+        let chunk = addr & !(self.layout.align() - 1);
         (chunk, (addr - chunk) / 8)
     }
 
@@ -231,7 +260,8 @@ pub(crate) enum Found {
     Slot(usize),
     /// No chunk has the run: take a chunk from the source and try again.
     Grow,
-    /// The run is longer than a chunk.
+    /// The run is longer than a chunk (`shape.slots`), the longest run in a zone that grows
+    /// (its first blocks hold at most as many).
     TooLong,
 }
 
@@ -270,7 +300,7 @@ impl Chunks {
                 return true;
             }
             // SAFETY: a live chunk of the list (under the zone's lock).
-            at = unsafe { (*at).next };
+            at = unsafe { (*at).all.next };
         }
         false
     }
@@ -306,7 +336,7 @@ impl Chunks {
                     return Found::Slot(shape.offset(at, first));
                 }
                 // SAFETY: as above.
-                at = unsafe { (*at).next_free };
+                at = unsafe { (*at).with_free.next };
             }
             if self.spare.is_null() {
                 return Found::Grow;
@@ -352,7 +382,7 @@ impl Chunks {
     /// As [`add`](Chunks::add).
     unsafe fn make(shape: &ChunkShape, memory: NonNull<u8>) -> *mut Chunk {
         let chunk = memory.as_ptr() as usize;
-        debug_assert!(chunk.is_multiple_of(shape.align));
+        debug_assert!(chunk.is_multiple_of(shape.layout.align()));
         // From the chunk's pointer, not its address: the lists then hold pointers with the
         // chunk's provenance (what the zone reaches its chunks by, for Miri's leak check too).
         let header = memory
@@ -369,59 +399,73 @@ impl Chunks {
             header.write(Chunk {
                 tag: shape.tag(chunk),
                 bitmap,
-                next_free: ptr::null_mut(),
-                prev_free: ptr::null_mut(),
-                next: ptr::null_mut(),
-                prev: ptr::null_mut(),
+                with_free: Links::NONE,
+                all: Links::NONE,
                 listed: false,
             })
         };
         header
     }
 
-    /// Puts a chunk with every slot free on both lists.
-    fn link(&mut self, header: *mut Chunk) {
-        // SAFETY: a chunk of this zone and its neighbour, under the zone's lock; fields only.
+    /// The first chunk of `list`.
+    fn head(&mut self, list: List) -> &mut *mut Chunk {
+        match list {
+            List::WithFree => &mut self.with_free,
+            List::All => &mut self.all,
+        }
+    }
+
+    /// Puts a chunk, on neither list, at the front of `list`.
+    fn push(&mut self, list: List, header: *mut Chunk) {
+        let first = *self.head(list);
+        // SAFETY: a chunk of this zone and the list's first, under the zone's lock; the
+        // links alone are written.
         unsafe {
-            (*header).next = self.all;
-            (*header).prev = ptr::null_mut();
-            if !self.all.is_null() {
-                (*self.all).prev = header;
+            *list.links(header) = Links {
+                next: first,
+                prev: ptr::null_mut(),
+            };
+            if !first.is_null() {
+                (*list.links(first)).prev = header;
             }
         }
-        self.all = header;
+        *self.head(list) = header;
+    }
+
+    /// Takes a chunk off `list`, which it is on.
+    fn remove(&mut self, list: List, header: *mut Chunk) {
+        // SAFETY: as in `push`; the chunk's neighbours on the list are live chunks.
+        unsafe {
+            let Links { next, prev } = *list.links(header);
+            match prev.is_null() {
+                true => *self.head(list) = next,
+                false => (*list.links(prev)).next = next,
+            }
+            if !next.is_null() {
+                (*list.links(next)).prev = prev;
+            }
+        }
+    }
+
+    /// Puts a chunk with every slot free on both lists.
+    fn link(&mut self, header: *mut Chunk) {
+        self.push(List::All, header);
         self.count += 1;
         self.list(header);
     }
 
-    /// Puts a chunk on the front of the list of chunks with a free slot.
+    /// Puts a chunk on the list of chunks with a free slot.
     fn list(&mut self, header: *mut Chunk) {
-        // SAFETY: as in `link`.
-        unsafe {
-            (*header).next_free = self.with_free;
-            (*header).prev_free = ptr::null_mut();
-            (*header).listed = true;
-            if !self.with_free.is_null() {
-                (*self.with_free).prev_free = header;
-            }
-        }
-        self.with_free = header;
+        self.push(List::WithFree, header);
+        // SAFETY: as in `push`.
+        unsafe { (*header).listed = true };
     }
 
     /// Takes a chunk off the list of chunks with a free slot.
     fn unlist(&mut self, header: *mut Chunk) {
-        // SAFETY: as in `link`; the chunk is on the list.
-        unsafe {
-            let (prev, next) = ((*header).prev_free, (*header).next_free);
-            match prev.is_null() {
-                true => self.with_free = next,
-                false => (*prev).next_free = next,
-            }
-            if !next.is_null() {
-                (*next).prev_free = prev;
-            }
-            (*header).listed = false;
-        }
+        self.remove(List::WithFree, header);
+        // SAFETY: as in `push`.
+        unsafe { (*header).listed = false };
     }
 
     /// Frees the run of `len` slots from slot `index` of `chunk`. Returns the chunk's memory
@@ -443,24 +487,17 @@ impl Chunks {
         let empty = bitmap.count_used() == 0;
         self.used -= len;
         // SAFETY: as above.
-        if !unsafe { (*header).listed } {
-            self.list(header);
-        }
+        let listed = unsafe { (*header).listed };
         if !empty {
+            if !listed {
+                self.list(header);
+            }
             return None;
         }
-        self.unlist(header);
-        // SAFETY: off the free list; its neighbours on the list of all chunks are live.
-        unsafe {
-            let (prev, next) = ((*header).prev, (*header).next);
-            match prev.is_null() {
-                true => self.all = next,
-                false => (*prev).next = next,
-            }
-            if !next.is_null() {
-                (*next).prev = prev;
-            }
+        if listed {
+            self.unlist(header);
         }
+        self.remove(List::All, header);
         self.count -= 1;
         if self.spare.is_null() {
             self.spare = header;
@@ -479,12 +516,12 @@ impl Chunks {
         let spare = core::mem::replace(&mut self.spare, ptr::null_mut());
         if !spare.is_null() {
             // SAFETY: the spare is off both lists; chaining it to the rest releases it too.
-            unsafe { (*spare).next = at };
+            unsafe { (*spare).all.next = at };
             at = spare;
         }
         while !at.is_null() {
             // SAFETY: a live chunk, released once: its successor is read first.
-            let next = unsafe { (*at).next };
+            let next = unsafe { (*at).all.next };
             if let Some(memory) = NonNull::new(shape.memory(at)) {
                 give_back(memory);
             }

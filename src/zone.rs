@@ -295,7 +295,7 @@ impl<'m> Zone<'m> {
     /// grows, those of the chunks it has taken.
     pub fn capacity(&self) -> usize {
         let chunks = match self.growth.get() {
-            Some(grown) => grown.counts(self).0 * (self.layout.stride / 8),
+            Some(_) => self.slots.lock().chunks.count() * (self.layout.stride / 8),
             None => 0,
         };
         self.layout.capacity() + chunks
@@ -309,10 +309,11 @@ impl<'m> Zone<'m> {
         self.layout.capacity().max(per_chunk)
     }
 
-    /// Number of slots in use now (a count the allocator keeps: no scan).
+    /// Number of slots in use now (counts the allocator keeps, read under its lock at once:
+    /// no scan).
     pub fn in_use(&self) -> usize {
-        let first = self.slots.lock().bitmap.count_used();
-        first + self.growth.get().map_or(0, |shape| shape.counts(self).1)
+        let slots = self.slots.lock();
+        slots.bitmap.count_used() + slots.chunks.used()
     }
 
     /// Lets the zone grow: when every slot is taken, an alloc asks `source` for a chunk of
@@ -464,19 +465,15 @@ impl<'m> Zone<'m> {
         }
         match self.growth.get() {
             Some(shape) => shape.take_run(self, len, wait),
-            None => Err(self.full(len)),
+            None => Err(self.full()),
         }
     }
 
-    /// The error of an alloc of `len` slots that the zone cannot give: in a zone that grows,
-    /// a run longer than a chunk; else a full zone (as a zone that does not grow reports
-    /// every run it has no room for).
-    fn full(&self, len: usize) -> Error {
-        match self.growth.get() {
-            Some(shape) => shape.full(self, len),
-            None => Error::ZoneFull {
-                capacity: self.layout.capacity(),
-            },
+    /// The error of a run the first blocks have no room for, in a zone that does not grow (a
+    /// chunk holds as many slots as the first blocks, or more: `Zone::max_run`).
+    fn full(&self) -> Error {
+        Error::ZoneFull {
+            capacity: self.layout.capacity(),
         }
     }
 
@@ -489,7 +486,7 @@ impl<'m> Zone<'m> {
             Some(first) => Ok(self.layout.slot_offset(first)),
             None => match self.growth.get() {
                 Some(shape) => shape.try_take_run(self, len)?,
-                None => Err(self.full(len)),
+                None => Err(self.full()),
             },
         };
         Some(taken.and_then(|off| self.clear_run(off, len)))

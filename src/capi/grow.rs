@@ -116,6 +116,8 @@ pub unsafe extern "C" fn pcpu_zone_grow(
     let Some(zone) = current_zone() else {
         return PCPU_ENOTINSTALLED;
     };
+    // Before the hooks are kept: a zone that cannot grow leaves them unset, for no later call
+    // to be refused as a second source.
     if let Err(e) = zone.chunk_layout() {
         return code(e);
     }

@@ -20,12 +20,10 @@ use crate::{Error, Wait};
 /// The growth paths of a zone whose source is of one type, as a table of functions.
 pub(crate) struct Growth {
     take_run: fn(&Zone<'_>, &Grown, usize, Wait) -> Result<usize, Error>,
-    try_take_run: fn(&Zone<'_>, &Grown, usize) -> Option<Result<usize, Error>>,
+    try_take_run: fn(&Zone<'_>, usize) -> Option<Result<usize, Error>>,
     place: unsafe fn(&Zone<'_>, usize) -> Option<Place>,
     free_run: fn(&Zone<'_>, &Grown, *mut Chunk, usize, usize),
     holds_run: fn(&Zone<'_>, usize, usize) -> bool,
-    counts: fn(&Zone<'_>) -> (usize, usize),
-    full: fn(&Zone<'_>, &Grown, usize) -> Error,
     release_all: fn(&Zone<'_>, &Grown),
 }
 
@@ -39,8 +37,6 @@ impl<S: ChunkSource> Table<S> {
         place,
         free_run: free_run::<S>,
         holds_run,
-        counts,
-        full,
         release_all: release_all::<S>,
     };
 }
@@ -86,7 +82,7 @@ impl Grown {
     /// when it would.
     #[inline(never)]
     pub(crate) fn try_take_run(&self, zone: &Zone<'_>, len: usize) -> Option<Result<usize, Error>> {
-        (self.paths.try_take_run)(zone, self, len)
+        (self.paths.try_take_run)(zone, len)
     }
 
     /// Where the slot at `off` (outside the first blocks) lies: a chunk and its index there.
@@ -109,19 +105,6 @@ impl Grown {
     #[inline(never)]
     pub(crate) fn holds_run(&self, zone: &Zone<'_>, off: usize, last: usize) -> bool {
         (self.paths.holds_run)(zone, off, last)
-    }
-
-    /// The chunks taken and the slots in use in them.
-    #[inline(never)]
-    pub(crate) fn counts(&self, zone: &Zone<'_>) -> (usize, usize) {
-        (self.paths.counts)(zone)
-    }
-
-    /// The error of an alloc of `len` slots that no chunk can give: a run longer than a chunk
-    /// (or the first blocks); else a full zone.
-    #[inline(never)]
-    pub(crate) fn full(&self, zone: &Zone<'_>, len: usize) -> Error {
-        (self.paths.full)(zone, self, len)
     }
 
     /// Gives every chunk back (the zone's drop).
@@ -150,8 +133,10 @@ fn take_run<S: ChunkSource>(
         match slots.chunks.alloc_run(shape, len) {
             Found::Slot(off) => return Ok(off),
             Found::TooLong => {
-                drop(slots);
-                return Err(full(zone, grown, len));
+                return Err(Error::RunTooLong {
+                    len,
+                    max: shape.slots,
+                });
             }
             Found::Grow => {}
         }
@@ -194,14 +179,15 @@ fn take_run<S: ChunkSource>(
     }
 }
 
-fn try_take_run(zone: &Zone<'_>, grown: &Grown, len: usize) -> Option<Result<usize, Error>> {
+fn try_take_run(zone: &Zone<'_>, len: usize) -> Option<Result<usize, Error>> {
     let mut slots = zone.slots.try_lock()?;
-    match slots.chunks.alloc_run(&shape(zone), len) {
+    let shape = &shape(zone);
+    match slots.chunks.alloc_run(shape, len) {
         Found::Slot(off) => Some(Ok(off)),
-        Found::TooLong => {
-            drop(slots);
-            Some(Err(full(zone, grown, len)))
-        }
+        Found::TooLong => Some(Err(Error::RunTooLong {
+            len,
+            max: shape.slots,
+        })),
         Found::Grow => None,
     }
 }
@@ -232,22 +218,6 @@ fn free_run<S: ChunkSource>(
 
 fn holds_run(zone: &Zone<'_>, off: usize, last: usize) -> bool {
     zone.slots.lock().chunks.holds_run(&shape(zone), off, last)
-}
-
-fn counts(zone: &Zone<'_>) -> (usize, usize) {
-    let slots = zone.slots.lock();
-    (slots.chunks.count(), slots.chunks.used())
-}
-
-fn full(zone: &Zone<'_>, _grown: &Grown, len: usize) -> Error {
-    let (first, per_chunk) = (zone.layout.capacity(), zone.layout.stride / 8);
-    let max = first.max(per_chunk);
-    match len > max {
-        true => Error::RunTooLong { len, max },
-        false => Error::ZoneFull {
-            capacity: first + counts(zone).0 * per_chunk,
-        },
-    }
 }
 
 fn release_all<S: ChunkSource>(zone: &Zone<'_>, grown: &Grown) {

@@ -13,7 +13,7 @@
 //! |---|---|---|
 //! | `x86_64` | `qemu-system-x86_64 -smp 4`, MTTCG | `x86_64-unknown-none` |
 //! | `x86_64-statics-broken` | as `x86_64` | the same with `--cfg pcpu_counter_broken="static_shared_add"` (the per-CPU statics' add without `gs:`, to the shared template): must print `FAIL statics` |
-//! | `x86_64-grow-broken` | as `x86_64` | the same with `--cfg pcpu_counter_broken="chunk_slot_not_cleared"` (a reused chunk slot keeps its old count): the growth check (`testbeds/kernel/src/grow.rs`: the zone grown past 100,000 live counters into chunks of a kernel-owned arena, which the `x86_64` and `riscv64` kernels run too) must print `FAIL grow bad counters` |
+//! | `x86_64-grow-broken`, `riscv64-grow-broken` | as `x86_64`, `riscv64` | the same with `--cfg pcpu_counter_broken="chunk_slot_not_cleared"` (a reused chunk slot keeps its old count): the growth check (`testbeds/kernel/src/grow.rs`: the zone grown past 100,000 live counters into chunks of a kernel-owned arena, which the `x86_64` and `riscv64` kernels run too) must print `FAIL grow bad counters` |
 //! | `aarch64-llsc` | `qemu-system-aarch64 -M virt -cpu cortex-a57 -smp 4` | `aarch64-unknown-none-softfloat` (ldxr/stxr) |
 //! | `aarch64-lse` | `qemu-system-aarch64 -M virt -cpu max -smp 4` | the same target with `+lse` (ldadd) |
 //! | `i386-cx8` | `qemu-system-i386 -smp 4` (default CPU: CX8, local APIC) | `arch/i386/i586-unknown-none.json` |
@@ -346,20 +346,20 @@ fn bringup_run(run: &'static str, build: Build, boot: Boot) -> (Kernel, Vec<Boot
     (Kernel::Rust(build), vec![boot])
 }
 
-/// The x86_64 kernel with `pcpu_counter_broken="chunk_slot_not_cleared"`, in its own folder
-/// (its rustflags reach `core`): the growth check must catch the reused chunk slots that keep
-/// their old counts.
-fn grow_broken_run() -> (Kernel, Vec<Boot>) {
-    let name = "x86_64-grow-broken";
+/// A kernel (`build`, `boot`) with `pcpu_counter_broken="chunk_slot_not_cleared"`, in its
+/// own folder (its rustflags reach `core`): the growth check must catch the reused chunk
+/// slots that keep their old counts.
+fn grow_broken_run(name: &'static str, build: Build, boot: Boot) -> (Kernel, Vec<Boot>) {
     let build = Build {
         name,
+        dir: name,
         broken: Some("chunk_slot_not_cleared"),
-        ..x86_64_build(false)
+        ..build
     };
     let boot = Boot {
         name,
         must_fail: Some("FAIL grow bad counters"),
-        ..x86_64_boot(false)
+        ..boot
     };
     (Kernel::Rust(build), vec![boot])
 }
@@ -706,7 +706,11 @@ fn plan_for(kernel: &str) -> Vec<(Kernel, Vec<Boot>)> {
         "x86_64" => vec![
             (Rust(x86_64_build(false)), vec![x86_64_boot(false)]),
             (Rust(x86_64_build(true)), vec![x86_64_boot(true)]),
-            grow_broken_run(),
+            grow_broken_run(
+                "x86_64-grow-broken",
+                x86_64_build(false),
+                x86_64_boot(false),
+            ),
             bringup_run(
                 "x86_64-bringup-ncpus",
                 x86_64_build(false),
@@ -744,6 +748,11 @@ fn plan_for(kernel: &str) -> Vec<(Kernel, Vec<Boot>)> {
                     "riscv64-bringup-register",
                     riscv64_build(Rv::Gp),
                     riscv64_boot(Rv::Gp),
+                ),
+                grow_broken_run(
+                    "riscv64-grow-broken",
+                    riscv64_build(Rv::Tp),
+                    riscv64_boot(Rv::Tp),
                 ),
             ])
             .collect(),
@@ -880,7 +889,7 @@ fn check_riscv64_add(build: &Build, kernel: &Path) -> Result<(), String> {
     };
     let verdict = riscv64_add_shape(&insns, register);
     let listing = insns.join("; ");
-    if build.broken.is_some() {
+    if build.broken == Some("riscv_plain_add") {
         return match verdict {
             Err(why) => {
                 println!(

@@ -177,7 +177,13 @@ impl<'z, const N: usize> CounterArray<'z, N> {
 
     /// The array as a run of slots for the group reads.
     fn part(&self) -> crate::group::Part<'z> {
-        crate::group::Part::slots(self.zone, self.off, N)
+        self.run(0, N)
+    }
+
+    /// The run of `len` of its slots from element `first`, for the group reads.
+    fn run(&self, first: usize, len: usize) -> crate::group::Part<'z> {
+        // SAFETY: the array's first slot, live while it is.
+        unsafe { crate::group::Part::beside(self.zone, self.off, first, len) }
     }
 
     /// Zeroes element `i`, losslessly (see [`Counter::zero`](crate::Counter::zero)).
@@ -220,8 +226,7 @@ impl<'z, const N: usize> CounterArray<'z, N> {
         let mut scratch = [0u64; crate::group::CHUNK];
         for first in (0..N).step_by(crate::group::CHUNK) {
             let len = (N - first).min(crate::group::CHUNK);
-            let run = crate::group::Part::slots(self.zone, self.off + 8 * first, len);
-            crate::group::fetch_and_zero(&[run], &mut scratch);
+            crate::group::fetch_and_zero(&[self.run(first, len)], &mut scratch);
         }
     }
 

@@ -35,14 +35,29 @@ pub(crate) struct Part<'z> {
 }
 
 impl<'z> Part<'z> {
-    /// A run of slots of `zone`; panics if it is not inside the zone (a run given by an
-    /// implementation of [`Statistic::slots`](crate::registry::Statistic::slots) that
-    /// reports slots the zone does not have).
-    pub(crate) fn slots(zone: &'z Zone<'z>, off: usize, len: usize) -> Self {
-        // Fixed text, no formatted `Error`: a C kernel's library links no `core::fmt`.
-        if zone.check_run(off, len).is_err() {
+    /// The run of `len` slots of `zone` from slot `first` of the run at `live`, a live
+    /// counter's or array's; panics if it leaves the first blocks or the chunk `live` lies in
+    /// (an implementation of [`Statistic::slots`](crate::registry::Statistic::slots) that
+    /// names more slots than its counter has). No walk over the zone's chunks.
+    ///
+    /// # Safety
+    /// `live` is a live slot of `zone` for the call.
+    pub(crate) unsafe fn beside(zone: &'z Zone<'z>, live: usize, first: usize, len: usize) -> Self {
+        let off = live.wrapping_add(first.wrapping_mul(8));
+        // SAFETY: the caller's contract.
+        if !unsafe { zone.run_beside(live, off, len) } {
+            // Fixed text, no formatted `Error`: a C kernel's library links no `core::fmt`.
             panic!("pcpu-counter: group read of a run outside its zone (a Statistic::slots naming slots the zone does not have)");
         }
+        Part {
+            zone: Some(zone),
+            off,
+            len,
+        }
+    }
+
+    /// The run of `len` slots of `zone` from `off`, which [`Zone::check_run`] accepted.
+    fn checked(zone: &'z Zone<'z>, off: usize, len: usize) -> Self {
         Part {
             zone: Some(zone),
             off,
@@ -92,7 +107,7 @@ fn add_slots(parts: &[Part<'_>], lo: usize, hi: usize, out: &mut [u64]) {
             // one CPU's line after another's; then the rest of each line, from the cache.
             let mut first = *first_sum;
             for cpu in 0..zone.ncpus() {
-                // SAFETY: the run is inside the zone (checked by `Part::slots`) and `cpu` is
+                // SAFETY: the run is inside the zone (as `Part` checked) and `cpu` is
                 // below its CPU count: every address is a slot of the zone.
                 first = first.wrapping_add(unsafe { arch::load_slot(zone.slot_addr(cpu, off)) });
             }
@@ -224,7 +239,7 @@ impl Zone<'_> {
     pub fn fetch_range(&self, off: usize, out: &mut [u64]) -> Result<(), Error> {
         self.check_run(off, out.len())?;
         let len = out.len();
-        fetch(&[Part::slots(self, off, len)], out);
+        fetch(&[Part::checked(self, off, len)], out);
         Ok(())
     }
 
@@ -249,7 +264,7 @@ impl Zone<'_> {
     pub fn fetch_and_zero_range(&self, off: usize, out: &mut [u64]) -> Result<(), Error> {
         self.check_run(off, out.len())?;
         let len = out.len();
-        fetch_and_zero(&[Part::slots(self, off, len)], out);
+        fetch_and_zero(&[Part::checked(self, off, len)], out);
         Ok(())
     }
 }

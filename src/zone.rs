@@ -422,6 +422,25 @@ impl<'m> Zone<'m> {
             .is_some_and(|shape| shape.holds_run(self, off, last))
     }
 
+    /// Whether the run of `len` slots from `off` lies where the slot `live` lies: in the
+    /// first blocks, or in `live`'s chunk. No walk: `live`'s chunk is found by its tag.
+    ///
+    /// # Safety
+    /// `live` is a live slot of this zone (a live counter's or array's) for the call.
+    pub(crate) unsafe fn run_beside(&self, live: usize, off: usize, len: usize) -> bool {
+        if self.in_first_blocks(live) {
+            return self.in_first_blocks(off) && self.holds_run(off, len);
+        }
+        // SAFETY: the caller's contract.
+        let Some(Place::Chunk(_, index)) = (unsafe { self.place(live) }) else {
+            return false;
+        };
+        // The run's place in the chunk, counted from its slot 0 (wrapping: before it is far).
+        let from = off.wrapping_sub(live.wrapping_sub(8 * index));
+        let per_chunk = self.layout.stride / 8;
+        from.is_multiple_of(8) && len >= 1 && (from / 8).checked_add(len) <= Some(per_chunk)
+    }
+
     /// Whether `off` is a slot of the zone, for a handle from C: as
     /// [`holds_offset`](Zone::holds_offset) without the walk (the chunk's tag instead).
     ///

@@ -464,6 +464,51 @@ fn counters_in_chunks_serve_everything_built_on_them() {
     drop((approx, lazy, fill));
 }
 
+/// A registered statistic whose `slots` names more slots than its counter has: its group read
+/// reads the run while it stays in the counter's chunk (found by the counter's own slot, with
+/// no walk over the chunks), and panics once it leaves it.
+#[test]
+#[should_panic(expected = "group read of a run outside its zone")]
+fn a_statistic_naming_slots_past_its_chunk_panics() {
+    use pcpu_counter::registry::{Registry, Slots, Statistic};
+    use pcpu_counter::Counter;
+    struct Claims<'c>(&'c Counter<'c>, usize);
+    impl Statistic for Claims<'_> {
+        fn len(&self) -> usize {
+            self.1
+        }
+        fn value(&self, _: usize) -> u64 {
+            0
+        }
+        fn zero_value(&self, _: usize) {}
+        fn slots(&self) -> Option<Slots<'_>> {
+            Some(Slots::counter(self.0))
+        }
+    }
+    let machine = Machine::with_capacity(2, 16).unwrap();
+    let zone = machine.zone();
+    zone.grow_from(&HeapChunks).unwrap();
+    let fill: Vec<_> = (0..zone.layout().capacity())
+        .map(|_| zone.alloc().unwrap())
+        .collect();
+    // The first slot of a new chunk: the chunk's slots are the counter's and the next ones.
+    let counter = zone.alloc().unwrap();
+    machine.run_on(1, || counter.add(5));
+    let per_chunk = zone.max_run();
+    let whole = Claims(&counter, per_chunk);
+    let stats: Registry<'_, 2> = Registry::new();
+    stats.register("whole", "the chunk", &whole).unwrap();
+    let values: Vec<u64> = stats.snapshot().map(|s| s.value).collect();
+    assert_eq!(values.len(), per_chunk);
+    assert_eq!((values[0], values[1..].iter().sum::<u64>()), (5, 0));
+    let past = Claims(&counter, per_chunk + 1);
+    stats
+        .register("past", "one slot past the chunk", &past)
+        .unwrap();
+    let _ = stats.snapshot().count();
+    drop(fill);
+}
+
 /// An early counter moves into a full zone that grows: its slot is in a chunk, with its count.
 #[test]
 #[cfg_attr(

@@ -304,7 +304,9 @@ const BATCH_PIECES: usize = 16;
 /// Values `first..first + len` of `stat` as a part of a group read.
 fn part_of<'s>(stat: &'s dyn Statistic, first: usize, len: usize) -> Part<'s> {
     match stat.slots() {
-        Some(slots) => Part::slots(slots.zone, slots.off + 8 * first, len),
+        // SAFETY: `Slots` are made only from a live counter or array, borrowed as long as
+        // they are: `slots.off` is a live slot of `slots.zone`.
+        Some(slots) => unsafe { Part::beside(slots.zone, slots.off, first, len) },
         None => Part::other(len),
     }
 }

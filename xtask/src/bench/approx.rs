@@ -4,6 +4,7 @@
 
 use std::fmt::Write;
 
+use super::report::verdict;
 use super::results::Results;
 
 /// The targets: the approximate read at most this many ns at any CPU count...
@@ -12,14 +13,6 @@ const READ_NS: f64 = 5.0;
 const COMPARE_SPEEDUP: f64 = 10.0;
 /// ... and the add at most this much slower than the plain add.
 const ADD_RATIO: f64 = 1.3;
-
-fn met(ok: bool) -> &'static str {
-    if ok {
-        "met"
-    } else {
-        "**missed**"
-    }
-}
 
 /// Writes the section, or says it was not measured.
 pub fn section(o: &mut String, r: &Results) -> Result<(), String> {
@@ -87,14 +80,14 @@ pub fn section(o: &mut String, r: &Results) -> Result<(), String> {
     writeln!(
         o,
         "| approximate read, worst CPU count | <= {READ_NS} ns | {worst_read:.2} ns | {} |",
-        met(worst_read <= READ_NS)
+        verdict(worst_read <= READ_NS)
     )
     .unwrap();
     match speedup_256 {
         Some(s) => writeln!(
             o,
             "| compare far from the threshold vs precise, 256 CPUs | >= {COMPARE_SPEEDUP}x | {s:.0}x | {} |",
-            met(s >= COMPARE_SPEEDUP)
+            verdict(s >= COMPARE_SPEEDUP)
         )
         .unwrap(),
         None => writeln!(o, "| compare vs precise, 256 CPUs | >= {COMPARE_SPEEDUP}x | not measured | |").unwrap(),
@@ -102,7 +95,7 @@ pub fn section(o: &mut String, r: &Results) -> Result<(), String> {
     writeln!(
         o,
         "| add vs the plain add | <= {ADD_RATIO}x | {ratio:.2}x | {} |\n",
-        met(ratio <= ADD_RATIO)
+        verdict(ratio <= ADD_RATIO)
     )
     .unwrap();
     Ok(())

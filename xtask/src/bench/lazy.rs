@@ -4,18 +4,11 @@
 
 use std::fmt::Write;
 
+use super::report::verdict;
 use super::results::Results;
 
 /// The target: the add after the move at most this much slower than the plain add.
 const ADD_RATIO: f64 = 1.3;
-
-fn met(ok: bool) -> &'static str {
-    if ok {
-        "met"
-    } else {
-        "**missed**"
-    }
-}
 
 /// Writes the section, or says it was not measured.
 pub fn section(o: &mut String, r: &Results) -> Result<(), String> {
@@ -29,7 +22,9 @@ pub fn section(o: &mut String, r: &Results) -> Result<(), String> {
     let moved = r.get("lazy", "memory moved", &cpus, None)?;
     let counter = r.get("lazy", "memory Counter", &cpus, None)?;
     // The target: 8 bytes plus the handle, a `Counter`'s size (its memory less its slots).
-    let n: f64 = cpus.parse().map_err(|_| format!("lazy: CPU count {cpus:?}"))?;
+    let n: f64 = cpus
+        .parse()
+        .map_err(|_| format!("lazy: CPU count {cpus:?}"))?;
     let target = 8.0 + (counter - 8.0 * n);
     writeln!(
         o,
@@ -90,7 +85,7 @@ pub fn section(o: &mut String, r: &Results) -> Result<(), String> {
     writeln!(
         o,
         "| memory per idle lazy counter | {target:.0} bytes (8 + the handle) | {idle:.0} bytes | {} |",
-        met(idle <= target)
+        verdict(idle <= target)
     )
     .unwrap();
     for (counters, before, after) in &ratios {
@@ -107,7 +102,7 @@ pub fn section(o: &mut String, r: &Results) -> Result<(), String> {
         writeln!(
             o,
             "| add after the move vs the plain add, {on} | <= {ADD_RATIO}x | {after:.2}x | {} |",
-            met(*after <= ADD_RATIO)
+            verdict(*after <= ADD_RATIO)
         )
         .unwrap();
     }

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::report::param_table;
+use super::report::{param_table, verdict};
 use super::results::Results;
 
 const RSEQ: &str = "pcpu-counter rseq";
@@ -45,7 +45,6 @@ pub fn section(o: &mut String, r: &Results, cores: usize) -> Result<(), String> 
 
     writeln!(o, "### Targets\n").unwrap();
     writeln!(o, "| Target | Goal | Measured | |\n|---|---|---|---|").unwrap();
-    let verdict = |met: bool| if met { "met" } else { "**missed**" };
     // Each target: what, goal, measured, met, and why it can be missed (printed only then).
     let rows = [
         (

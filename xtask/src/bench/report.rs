@@ -369,7 +369,7 @@ pub fn markdown(
     writeln!(o, "## Targets\n").unwrap();
     writeln!(o, "| Target | Goal | Measured | |\n|---|---|---|---|").unwrap();
     for t in &targets {
-        let verdict = if t.met { "met" } else { "**missed**" };
+        let verdict = verdict(t.met);
         writeln!(
             o,
             "| {} | {} | {} | {verdict} |",
@@ -862,4 +862,13 @@ fn alloc_target(r: &Results) -> Result<Option<Target>, String> {
                 .into(),
         ),
     }))
+}
+
+/// A target's verdict in the report's tables.
+pub fn verdict(met: bool) -> &'static str {
+    if met {
+        "met"
+    } else {
+        "**missed**"
+    }
 }

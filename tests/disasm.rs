@@ -298,3 +298,44 @@ fn the_static_checks_reject_other_forms() {
     let shared = s(&["add    QWORD PTR [rip+0x2a5f1],rdi", "ret"]);
     assert!(check_static_add_path(&shared, false).is_err());
 }
+
+/// The lazy counter's probe: `LazyCounter::add` alone, out of line.
+#[inline(never)]
+#[unsafe(no_mangle)]
+pub fn pcpu_probe_lazy_add(counter: &pcpu_counter::LazyCounter<'_>, v: i64) {
+    counter.add(v)
+}
+
+/// `LazyCounter::add` is the plain counter's add behind one test of the counter's state: its
+/// load, a `test` of the shared bit and a branch to the out-of-line shared path, then the one
+/// non-locked `add gs:[...]` through the state (the slot's offset once moved). That `test`
+/// and branch are all the add after the move costs over the plain add (the bench report's
+/// lazy counter section).
+#[test]
+fn lazy_add_is_the_plain_add_behind_one_state_test() {
+    let machine = pcpu_counter::sim::Machine::new(2);
+    let c = pcpu_counter::LazyCounter::new(machine.zone());
+    let probe =
+        std::hint::black_box(pcpu_probe_lazy_add as fn(&pcpu_counter::LazyCounter<'_>, i64));
+    machine.run_on(1, || probe(&c, 2));
+    c.try_move().unwrap();
+    machine.run_on(1, || probe(&c, 5));
+    assert_eq!((c.fetch(), c.is_per_cpu()), (7, true));
+    let insns = common::disassemble(&["objdump"], &["-M", "intel"], "pcpu_probe_lazy_add");
+    assert!(!insns.is_empty(), "probe not found in the binary");
+    check_add_path(&insns, cfg!(debug_assertions)).unwrap();
+    if cfg!(debug_assertions) {
+        return;
+    }
+    let end = insns.iter().position(|i| i.starts_with("ret")).unwrap();
+    let hot = &insns[..end];
+    let tests: Vec<usize> = (0..end).filter(|&k| hot[k].starts_with("test")).collect();
+    let add = hot
+        .iter()
+        .position(|i| i.starts_with("add    QWORD PTR gs:["))
+        .unwrap();
+    assert_eq!(tests.len(), 1, "one test of the state: {insns:#?}");
+    assert!(tests[0] < add, "the test before the add: {insns:#?}");
+    assert!(hot[tests[0] + 1].starts_with("jne"), "{insns:#?}");
+    println!("pcpu_probe_lazy_add:\n  {}", insns.join("\n  "));
+}

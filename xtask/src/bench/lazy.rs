@@ -56,7 +56,8 @@ pub fn section(o: &mut String, r: &Results) -> Result<(), String> {
          add's check. {many} counters in turn: every add loads its counter's handle, as an add \
          to another object's counter does. Before the move the add is a load and a \
          `lock cmpxchg` on the shared word (uncontended here); after it a load of the state, a \
-         test, and the same `add gs:[off]`.\n"
+         `test` and a branch, and the same `add gs:[off]` (`tests/disasm.rs` pins that \
+         shape): the ratio is what one more test and branch cost in a loop this tight.\n"
     )
     .unwrap();
     writeln!(

@@ -305,7 +305,8 @@ const BATCH_PIECES: usize = 16;
 fn part_of<'s>(stat: &'s dyn Statistic, first: usize, len: usize) -> Part<'s> {
     match stat.slots() {
         // SAFETY: `Slots` are made only from a live counter or array, borrowed as long as
-        // they are: `slots.off` is a live slot of `slots.zone`.
+        // they are, or (the C library's registry) from a handle its zone resolved, which the
+        // C caller keeps live while registered: `slots.off` is a live slot of `slots.zone`.
         Some(slots) => unsafe { Part::beside(slots.zone, slots.off, first, len) },
         None => Part::other(len),
     }

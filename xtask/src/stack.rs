@@ -224,36 +224,50 @@ fn analyse(disassembly: &str, relocations: &str, arch: Arch) -> Report {
         .collect();
     let data_refs: HashMap<_, _> = objdump::data_references(relocations).into_iter().collect();
     let mut graph = Graph::new(&functions, owns, &data_refs);
-    let mut exported: Vec<String> = graph
+    let functions = worst_cases(&mut graph, is_exported, with_frame);
+    let frames = (0..graph.names().len())
+        .filter_map(|i| Some((graph.names()[i].clone(), graph.frame(i)?)))
+        .collect();
+    Report { functions, frames }
+}
+
+/// The worst case of each function of `graph` that `wanted` names, once each, in name
+/// order, each step of its path named by `step` from the step and its own frame.
+fn worst_cases(
+    graph: &mut Graph,
+    wanted: fn(&str) -> bool,
+    step: impl Fn(&str, Option<u64>) -> String,
+) -> Vec<(String, Result<graph::Worst, String>)> {
+    let mut names: Vec<String> = graph
         .names()
         .iter()
-        .filter(|n| is_exported(n))
+        .filter(|n| wanted(n))
         .cloned()
         .collect();
-    exported.sort();
-    exported.dedup();
-    let functions = exported
+    names.sort();
+    names.dedup();
+    names
         .into_iter()
         .map(|name| {
             let f = graph.find(&name).expect("a name of the graph");
             let worst = graph.worst(f).map(|mut w| {
-                // Each step with its own frame: `group::fetch 96`.
-                for step in &mut w.path {
-                    let own = graph.find(step).and_then(|g| graph.frame(g));
-                    *step = match own {
-                        Some(bytes) => format!("{} {bytes}", short_name(step)),
-                        None => short_name(step),
-                    };
+                for s in &mut w.path {
+                    let own = graph.find(s).and_then(|g| graph.frame(g));
+                    *s = step(s, own);
                 }
                 w
             });
             (name, worst)
         })
-        .collect();
-    let frames = (0..graph.names().len())
-        .filter_map(|i| Some((graph.names()[i].clone(), graph.frame(i)?)))
-        .collect();
-    Report { functions, frames }
+        .collect()
+}
+
+/// A step of a path with its own frame: `group::fetch 96`.
+fn with_frame(step: &str, own: Option<u64>) -> String {
+    match own {
+        Some(bytes) => format!("{} {bytes}", short_name(step)),
+        None => short_name(step),
+    }
 }
 
 /// The Rust QEMU kernels `cargo xtask qemu` builds, one per arch: the Rust calls a kernel
@@ -304,34 +318,14 @@ fn analyse_kernel(disassembly: &str, got: &HashMap<u64, u64>, arch: Arch) -> Rep
         .collect();
     let mut graph =
         Graph::new(&functions, owns, &HashMap::new()).linked_kernel(|n| !is_library_code(n));
-    let mut checked: Vec<String> = graph
-        .names()
-        .iter()
-        .filter(|n| is_crate_function(n))
-        .cloned()
-        .collect();
-    checked.sort();
-    checked.dedup();
-    let functions = checked
-        .into_iter()
-        .map(|name| {
-            let f = graph.find(&name).expect("a name of the graph");
-            let worst = graph.worst(f).map(|mut w| {
-                for step in &mut w.path {
-                    let own = graph.find(step).and_then(|g| graph.frame(g));
-                    *step = match own {
-                        _ if !is_library_code(step) => {
-                            format!("{} (the kernel's)", short_name(step))
-                        }
-                        Some(bytes) => format!("{} {bytes}", short_name(step)),
-                        None => short_name(step),
-                    };
-                }
-                w
-            });
-            (name, worst)
-        })
-        .collect();
+    let functions = worst_cases(
+        &mut graph,
+        is_crate_function,
+        |step, own| match is_library_code(step) {
+            true => with_frame(step, own),
+            false => format!("{} (the kernel's)", short_name(step)),
+        },
+    );
     Report {
         functions,
         frames: Vec::new(),

@@ -3,13 +3,12 @@
 //! memory, all against the CPU count; and its add against the plain counter's add.
 
 use std::hint::black_box;
-use std::time::Instant;
 
 use pcpu_counter::ratecheck::{Clock, CounterRate};
 use pcpu_counter::sim::Machine;
 use pcpu_counter::{ApproxCounter, Counter};
 
-use crate::harness::{eight, median, ns_per_op, Sink};
+use crate::harness::{add_rounds, eight, medians_in_turn, ns_per_op, Sink};
 
 /// The CPU counts of the read rows (the same as the `fetch` rows').
 const CPUS: [usize; 9] = [1, 2, 4, 8, 16, 32, 64, 128, 256];
@@ -100,40 +99,22 @@ pub fn run(sink: &mut Sink, quick: bool) {
     // The adds: one thread on one CPU, the plain add and the approximate add (to its sixteens
     // once every 16 adds, to the shared word once every 64) in alternating rounds, median of
     // each.
-    let (rounds, n) = if quick {
-        (5, 1u64 << 12)
-    } else {
-        (101, 1 << 15)
-    };
+    let (rounds, n) = add_rounds(quick);
     let n = black_box(n);
     let machine = Machine::new(1);
     let _bound = machine.bind(0).expect("bind");
     let plain = machine.alloc().expect("alloc");
     let approx = ApproxCounter::new(machine.alloc().expect("alloc"), BATCH).expect("batch");
-    let (mut plain_ns, mut approx_ns) = (Vec::new(), Vec::new());
-    for _ in 0..rounds {
-        let t = Instant::now();
-        plain_one(&plain, n);
-        plain_ns.push(t.elapsed().as_nanos() as f64 / (8 * n) as f64);
-        let t = Instant::now();
-        approx_one(&approx, n);
-        approx_ns.push(t.elapsed().as_nanos() as f64 / (8 * n) as f64);
-    }
+    let medians = medians_in_turn(rounds, 2, |i| {
+        match i {
+            0 => plain_one(&plain, n),
+            _ => approx_one(&approx, n),
+        }
+        8 * n
+    });
     let adds = rounds as u64 * 8 * n;
     assert_eq!((plain.fetch(), approx.precise()), (adds, adds));
     assert_eq!(approx.approximate(), adds & !(BATCH - 1));
-    sink.record(
-        "approx-add",
-        "Counter::add",
-        1,
-        median(&mut plain_ns),
-        "ns/add",
-    );
-    sink.record(
-        "approx-add",
-        "ApproxCounter::add",
-        1,
-        median(&mut approx_ns),
-        "ns/add",
-    );
+    sink.record("approx-add", "Counter::add", 1, medians[0], "ns/add");
+    sink.record("approx-add", "ApproxCounter::add", 1, medians[1], "ns/add");
 }

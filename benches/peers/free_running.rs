@@ -15,13 +15,13 @@ use std::sync::atomic::{
     compiler_fence, AtomicU64,
     Ordering::{Relaxed, SeqCst},
 };
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
 use pcpu_counter::rseq;
 use thread_local::ThreadLocal;
 
-use crate::harness::{eight, median, ns_per_op, Sink};
+use crate::harness::{add_rounds, eight, median, medians_in_turn, ns_per_op, Sink};
 use crate::throughput::{timed, WRITERS};
 
 /// The section names in the results.
@@ -239,7 +239,7 @@ pub fn run(sink: &mut Sink, quick: bool) {
 }
 
 fn single(sink: &mut Sink, quick: bool, zone: &rseq::Zone) {
-    let (rounds, n) = if quick { (5, 1 << 12) } else { (101, 1 << 15) };
+    let (rounds, n) = add_rounds(quick);
     let n: u64 = black_box(n);
     let calls = rounds as u64 * 8 * n;
     let counter = zone.alloc().expect("alloc");
@@ -276,16 +276,12 @@ fn single(sink: &mut Sink, quick: bool, zone: &rseq::Zone) {
         (PEERS[4], 8, Box::new(|| thread_local_eight(&tls, n))),
         (PEERS[6], 8, Box::new(|| getcpu_eight(&slots8, n))),
     ];
-    let mut samples = vec![Vec::with_capacity(rounds); variants.len()];
-    for _ in 0..rounds {
-        for ((_, _, call), samples) in variants.iter_mut().zip(&mut samples) {
-            let start = Instant::now();
-            call();
-            samples.push(start.elapsed().as_nanos() as f64 / (8 * n) as f64);
-        }
-    }
-    for ((name, counters, _), samples) in variants.iter().zip(&mut samples) {
-        sink.record(SINGLE, name, counters, median(samples), "ns/add");
+    let medians = medians_in_turn(rounds, variants.len(), |i| {
+        (variants[i].2)();
+        8 * n
+    });
+    for ((name, counters, _), median) in variants.iter().zip(medians) {
+        sink.record(SINGLE, name, counters, median, "ns/add");
     }
     drop(variants);
     assert_eq!(counter.fetch(), calls, "rseq counter lost adds");

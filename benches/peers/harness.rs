@@ -80,3 +80,32 @@ pub fn ns_per_op(rounds: usize, ops: u64, mut f: impl FnMut()) -> f64 {
         .collect();
     median(&mut samples)
 }
+
+/// The add benches' rounds, and the `n` of their loops of `8n` adds: many short rounds, so
+/// that a preemption spoils one sample, which the median skips (`quick`: a smoke run).
+pub fn add_rounds(quick: bool) -> (usize, u64) {
+    if quick {
+        (5, 1 << 12)
+    } else {
+        (101, 1 << 15)
+    }
+}
+
+/// The median nanoseconds per operation of each of `calls` calls, made once per round in
+/// turn for `rounds` rounds, so that a slow drift (clock, other load) hits every call alike.
+/// `call(i)` makes call `i` and returns how many operations it did.
+pub fn medians_in_turn(
+    rounds: usize,
+    calls: usize,
+    mut call: impl FnMut(usize) -> u64,
+) -> Vec<f64> {
+    let mut samples = vec![Vec::with_capacity(rounds); calls];
+    for _ in 0..rounds {
+        for (i, samples) in samples.iter_mut().enumerate() {
+            let start = Instant::now();
+            let ops = call(i);
+            samples.push(start.elapsed().as_nanos() as f64 / ops as f64);
+        }
+    }
+    samples.iter_mut().map(|s| median(s)).collect()
+}

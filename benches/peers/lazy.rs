@@ -4,12 +4,11 @@
 
 use std::hint::black_box;
 use std::mem::size_of;
-use std::time::Instant;
 
 use pcpu_counter::sim::Machine;
 use pcpu_counter::{Counter, LazyCounter};
 
-use crate::harness::{eight, median, Sink};
+use crate::harness::{add_rounds, eight, medians_in_turn, Sink};
 use crate::reads::ALLOC_CPUS;
 
 /// The plain counter's add, 8n times (as `single::pcpu_one`, here for the same loop shape).
@@ -79,11 +78,7 @@ pub fn run(sink: &mut Sink, quick: bool) {
     // counter's offset and zone in registers, but reloads the lazy counter's state (an atomic,
     // which another CPU's move changes) and, under the simulation, its zone for the add's
     // check; on `MANY` counters in turn both load their handle for every add.
-    let (rounds, n) = if quick {
-        (5, 1u64 << 12)
-    } else {
-        (101, 1 << 15)
-    };
+    let (rounds, n) = add_rounds(quick);
     let n = black_box(n);
     let machine = Machine::new(1);
     let _bound = machine.bind(0).expect("bind");
@@ -110,14 +105,10 @@ pub fn run(sink: &mut Sink, quick: bool) {
         Box::new(|| lazy_many(&shareds, many_rounds)),
         Box::new(|| lazy_many(&moveds, many_rounds)),
     ];
-    let mut ns: [Vec<f64>; 6] = Default::default();
-    for _ in 0..rounds {
-        for (call, ns) in loops.iter_mut().zip(&mut ns) {
-            let t = Instant::now();
-            call();
-            ns.push(t.elapsed().as_nanos() as f64 / (8 * n) as f64);
-        }
-    }
+    let medians = medians_in_turn(rounds, loops.len(), |i| {
+        loops[i]();
+        8 * n
+    });
     drop(loops);
     let adds = rounds as u64 * 8 * n;
     assert_eq!(
@@ -128,8 +119,8 @@ pub fn run(sink: &mut Sink, quick: bool) {
     assert!(plains.iter().all(|c| c.fetch() == each));
     assert!(shareds.iter().chain(&moveds).all(|c| c.fetch() == each));
     assert!(!shared.is_per_cpu() && shareds.iter().all(|c| !c.is_per_cpu()));
-    for (i, ns) in ns.iter_mut().enumerate() {
+    for (i, median) in medians.into_iter().enumerate() {
         let counters = [1, MANY][i / 3];
-        sink.record("lazy-add", NAMES[i % 3], counters, median(ns), "ns/add");
+        sink.record("lazy-add", NAMES[i % 3], counters, median, "ns/add");
     }
 }

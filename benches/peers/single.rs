@@ -17,9 +17,7 @@ use pcpu_counter::{
     Counter,
 };
 
-use std::time::Instant;
-
-use crate::harness::{eight, median, Sink};
+use crate::harness::{add_rounds, eight, medians_in_turn, Sink};
 
 /// This crate's add on one counter, 8n times.
 #[inline(never)]
@@ -251,7 +249,7 @@ pub fn run(sink: &mut Sink, quick: bool) {
     // Many short rounds (262,144 adds each), every variant once per round in turn: a
     // preemption spoils one sample, which the median skips, and a slow drift (clock, other
     // load) hits every variant alike.
-    let (rounds, n) = if quick { (5, 1 << 12) } else { (101, 1 << 15) };
+    let (rounds, n) = add_rounds(quick);
     let n: u64 = black_box(n);
     let calls = rounds as u64 * n;
     // A machine whose CPU also holds the per-CPU statics (the same zone otherwise).
@@ -376,16 +374,12 @@ pub fn run(sink: &mut Sink, quick: bool) {
             Box::new(|| unsafe { gs_asm_eight(offs, n) }),
         ),
     ];
-    let mut samples = vec![Vec::with_capacity(rounds); variants.len()];
-    for _ in 0..rounds {
-        for (v, samples) in variants.iter_mut().zip(&mut samples) {
-            let start = Instant::now();
-            (v.call)();
-            samples.push(start.elapsed().as_nanos() as f64 / v.ops as f64);
-        }
-    }
-    for (v, samples) in variants.iter().zip(&mut samples) {
-        sink.record(v.section, v.name, v.counters, median(samples), v.unit);
+    let medians = medians_in_turn(rounds, variants.len(), |i| {
+        (variants[i].call)();
+        variants[i].ops
+    });
+    for (v, median) in variants.iter().zip(medians) {
+        sink.record(v.section, v.name, v.counters, median, v.unit);
     }
     drop(variants);
 

@@ -70,6 +70,15 @@ unsafe impl ChunkSource for Counting {
     }
 }
 
+/// Makes `zone` grow from the heap and fills its first blocks: the next counter is in a
+/// chunk. Returns the counters that fill them.
+fn grow_and_fill<'z>(zone: &'z pcpu_counter::Zone<'_>) -> Vec<pcpu_counter::Counter<'z>> {
+    zone.grow_from(&HeapChunks).unwrap();
+    (0..zone.layout().capacity())
+        .map(|_| zone.alloc().unwrap())
+        .collect()
+}
+
 /// A zone of 2 CPUs and 16 counters grows past its first blocks, counts exactly in the
 /// chunks, gives an emptied chunk back (keeping one spare), and every chunk on its drop.
 #[test]
@@ -136,10 +145,7 @@ fn a_zone_grows_counts_and_gives_chunks_back() {
 fn a_reused_chunk_slot_reads_zero() {
     let machine = Machine::with_capacity(3, 16).unwrap();
     let zone = machine.zone();
-    zone.grow_from(&HeapChunks).unwrap();
-    let fill: Vec<_> = (0..zone.capacity())
-        .map(|_| zone.alloc().unwrap())
-        .collect();
+    let fill = grow_and_fill(zone);
     let c = zone.alloc().unwrap();
     let off = c.offset();
     for cpu in 0..3 {
@@ -209,10 +215,7 @@ fn a_full_zone_says_why_and_waitok_does_not_spin() {
 fn arrays_stay_in_one_chunk() {
     let machine = Machine::with_capacity(2, 16).unwrap();
     let zone = machine.zone();
-    zone.grow_from(&HeapChunks).unwrap();
-    let fill: Vec<_> = (0..zone.capacity())
-        .map(|_| zone.alloc().unwrap())
-        .collect();
+    let fill = grow_and_fill(zone);
     let per_chunk = zone.max_run();
     let a = CounterArray::<'_, 5>::new(zone).unwrap();
     let b = CounterArray::<'_, 5>::new(zone).unwrap();
@@ -422,10 +425,7 @@ fn counters_in_chunks_serve_everything_built_on_them() {
     use pcpu_counter::{registry::Registry, ApproxCounter, LazyCounter};
     let machine = Machine::with_capacity(2, 16).unwrap();
     let zone = machine.zone();
-    zone.grow_from(&HeapChunks).unwrap();
-    let fill: Vec<_> = (0..zone.layout().capacity())
-        .map(|_| zone.alloc().unwrap())
-        .collect();
+    let fill = grow_and_fill(zone);
     let first_end = zone.layout().offset + zone.layout().len;
     let in_chunk = |off: usize| off >= first_end || off < zone.layout().offset;
 
@@ -487,10 +487,7 @@ fn a_statistic_naming_slots_past_its_chunk_panics() {
     }
     let machine = Machine::with_capacity(2, 16).unwrap();
     let zone = machine.zone();
-    zone.grow_from(&HeapChunks).unwrap();
-    let fill: Vec<_> = (0..zone.layout().capacity())
-        .map(|_| zone.alloc().unwrap())
-        .collect();
+    let fill = grow_and_fill(zone);
     // The first slot of a new chunk: the chunk's slots are the counter's and the next ones.
     let counter = zone.alloc().unwrap();
     machine.run_on(1, || counter.add(5));
@@ -520,10 +517,7 @@ fn an_early_counter_moves_into_a_chunk() {
     static EARLY: EarlyCounter = EarlyCounter::new();
     let machine: &'static Machine = Box::leak(Box::new(Machine::with_capacity(2, 16).unwrap()));
     let zone = machine.zone();
-    zone.grow_from(&HeapChunks).unwrap();
-    let _fill: Vec<_> = (0..zone.layout().capacity())
-        .map(|_| zone.alloc().unwrap())
-        .collect();
+    let _fill = grow_and_fill(zone);
     EARLY.add(5);
     machine.run_on(0, || EARLY.init(zone)).unwrap();
     machine.run_on(1, || EARLY.add(1));

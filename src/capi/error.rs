@@ -74,6 +74,8 @@ pub const PCPU_EREGOUTSIDE: c_int = -30;
 pub const PCPU_ENOMEM: c_int = -31;
 /// The zone already has chunk hooks (Rust: `Error::SourceAlreadySet`).
 pub const PCPU_ESOURCE: c_int = -32;
+// The lowest code: the checks of every code (`tests/capi.rs`, `tests/config_fuzz.rs`, the
+// `capi` fuzz target) run down to it. A new code goes below it, and they move with it.
 /// The bring-up check, i386: the `%fs` segment does not span 4 GiB, but the zone grows (Rust:
 /// `Error::SegmentTooShort`).
 pub const PCPU_ESEGLIMIT: c_int = -33;

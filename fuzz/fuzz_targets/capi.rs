@@ -256,7 +256,13 @@ fn names_clash(a: &[u8], b: &[u8]) -> bool {
     let metric = |n: &[u8]| -> String {
         let n = std::str::from_utf8(n).expect("registered names are UTF-8");
         n.chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
             .collect()
     };
     let (a, b) = (metric(a), metric(b));

@@ -17,8 +17,8 @@ use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use pcpu_counter::capi::*;
-use pcpu_counter::sim::capi::*;
 use pcpu_counter::ratecheck::{Clock, CounterRate};
+use pcpu_counter::sim::capi::*;
 use pcpu_counter::sim::Machine;
 
 const NCPUS: usize = 3;

@@ -14,7 +14,7 @@
 use std::hint::black_box;
 
 use pcpu_counter::sim::Machine;
-use pcpu_counter::HeapChunks;
+use pcpu_counter::{HeapChunks, Zone};
 
 use crate::harness::{ns_per_op, Sink};
 use crate::reads::ALLOC_CPUS;
@@ -29,29 +29,18 @@ pub fn run(sink: &mut Sink, quick: bool) {
     let (rounds, pairs) = if quick { (3, 2_000) } else { (9, 50_000) };
     for ncpus in [ALLOC_CPUS, 1] {
         let machine = Machine::with_capacity(ncpus, CAPACITY).expect("machine");
-        let mut live = Vec::with_capacity(CAPACITY);
-        for n in LIVE {
-            while live.len() < n {
-                live.push(machine.alloc().expect("alloc"));
-            }
-            let ns = ns_per_op(rounds, pairs, || {
-                for _ in 0..pairs {
-                    drop(black_box(machine.alloc().expect("alloc")));
-                }
-            });
-            assert_eq!(machine.zone().in_use(), n, "the pairs left a slot in use");
-            sink.record(
-                "alloc live",
-                &format!("pcpu-counter alloc + free, {ncpus} CPUs"),
-                n,
-                ns,
-                "ns",
-            );
-        }
+        let row = format!("pcpu-counter alloc + free, {ncpus} CPUs");
+        pairs_against_live(sink, &row, machine.zone(), rounds, pairs);
     }
     let machine = Machine::with_capacity(ALLOC_CPUS, 511).expect("machine");
-    let zone = machine.zone();
-    zone.grow_from(&HeapChunks).expect("a source");
+    machine.zone().grow_from(&HeapChunks).expect("a source");
+    let row = format!("pcpu-counter alloc + free, {ALLOC_CPUS} CPUs, grown by chunks");
+    pairs_against_live(sink, &row, machine.zone(), rounds, pairs);
+}
+
+/// Records `row`: the alloc + free pair on `zone` with each of [`LIVE`] counters held, the
+/// median of `rounds` rounds of `pairs` pairs.
+fn pairs_against_live(sink: &mut Sink, row: &str, zone: &Zone<'_>, rounds: usize, pairs: u64) {
     let mut live = Vec::with_capacity(CAPACITY);
     for n in LIVE {
         while live.len() < n {
@@ -63,12 +52,6 @@ pub fn run(sink: &mut Sink, quick: bool) {
             }
         });
         assert_eq!(zone.in_use(), n, "the pairs left a slot in use");
-        sink.record(
-            "alloc live",
-            &format!("pcpu-counter alloc + free, {ALLOC_CPUS} CPUs, grown by chunks"),
-            n,
-            ns,
-            "ns",
-        );
+        sink.record("alloc live", row, n, ns, "ns");
     }
 }

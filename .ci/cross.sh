@@ -2,7 +2,7 @@
 # CI part "cross": installs Debian's rustc/cargo with the library source (for -Zbuild-std),
 # qemu-user and the aarch64/i686/riscv64 cross toolchains, then runs `cargo xtask cross`: the
 # host suite on aarch64 (qemu-aarch64), riscv64 (qemu-riscv64) and i686 (natively and under
-# qemu-i386, CX8 and no-CX8 paths) and the no_std builds for the bare-metal targets
+# qemu-i386, CX8 and no-CX8 paths natively, CX8 under qemu) and the no_std builds for the bare-metal targets
 # (thumbv6m-none-eabi and thumbv7em-none-eabihf among them: libraries only, no linker
 # needed). Idempotent.
 set -euo pipefail

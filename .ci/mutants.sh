@@ -33,7 +33,8 @@ tests_for() {
         src/layout.rs) echo --lib --test zone --test area --test config_fuzz ;;
         src/bitmap.rs) echo --lib --test zone --test model --test slots ;;
         src/area.rs) echo --lib --test area --test zone --test config_fuzz ;;
-        src/zone.rs) echo --lib --test zone --test area --test counting --test zero --test config_fuzz --test model ;;
+        src/zone.rs) echo --lib --test zone --test area --test counting --test zero --test config_fuzz --test model --test grow ;;
+        src/chunk.rs | src/zone/*) echo --lib --test grow --test zone --test model ;;
         src/counter.rs) echo --lib --test counting --test zero --test zone ;;
         src/array.rs) echo --lib --test array --test model --test group ;;
         src/early.rs) echo --lib --test early ;;

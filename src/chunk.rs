@@ -142,7 +142,7 @@ pub(crate) struct ChunkShape {
     base: usize,
     /// `ncpus * stride`: where the header starts.
     header_at: usize,
-    /// Slots per chunk: `stride / 8`.
+    /// Slots per chunk: [`slots_for`](ChunkShape::slots_for).
     pub(crate) slots: usize,
     /// Size and alignment of a chunk.
     pub(crate) layout: Layout,
@@ -159,9 +159,15 @@ impl ChunkShape {
             zone_id,
             base: layout.base,
             header_at: layout.ncpus * layout.stride,
-            slots: layout.stride / 8,
+            slots: Self::slots_for(layout),
             layout: chunk,
         }
+    }
+
+    /// The slots of one chunk of a zone of `layout`: one per 8 bytes of a CPU's block, as in
+    /// the first blocks (a chunk holds every CPU's copy of each of its counters).
+    pub(crate) const fn slots_for(layout: &ZoneLayout) -> usize {
+        layout.stride / 8
     }
 
     /// The size and alignment of the chunks of a zone of `layout`: [`Error::AddressOverflow`]
@@ -176,7 +182,7 @@ impl ChunkShape {
             .checked_next_power_of_two()
             .ok_or(Error::AddressOverflow)?
             .max(64);
-        let meta = ZoneLayout::meta_words_for(layout.stride / 8) * 8 + size_of::<Chunk>();
+        let meta = ZoneLayout::meta_words_for(Self::slots_for(layout)) * 8 + size_of::<Chunk>();
         let size = header_at.checked_add(meta).ok_or(Error::AddressOverflow)?;
         Layout::from_size_align(size, align).map_err(|_| Error::AddressOverflow)
     }

@@ -295,7 +295,7 @@ impl<'m> Zone<'m> {
     /// grows, those of the chunks it has taken.
     pub fn capacity(&self) -> usize {
         let chunks = match self.growth.get() {
-            Some(_) => self.slots.lock().chunks.count() * (self.layout.stride / 8),
+            Some(_) => self.slots.lock().chunks.count() * ChunkShape::slots_for(&self.layout),
             None => 0,
         };
         self.layout.capacity() + chunks
@@ -305,7 +305,10 @@ impl<'m> Zone<'m> {
     /// ever hand out: its first blocks' slots, or a chunk's where that is more (a run never
     /// spans two chunks).
     pub fn max_run(&self) -> usize {
-        let per_chunk = self.growth.get().map_or(0, |_| self.layout.stride / 8);
+        let per_chunk = self
+            .growth
+            .get()
+            .map_or(0, |_| ChunkShape::slots_for(&self.layout));
         self.layout.capacity().max(per_chunk)
     }
 
@@ -437,7 +440,7 @@ impl<'m> Zone<'m> {
         };
         // The run's place in the chunk, counted from its slot 0 (wrapping: before it is far).
         let from = off.wrapping_sub(live.wrapping_sub(8 * index));
-        let per_chunk = self.layout.stride / 8;
+        let per_chunk = ChunkShape::slots_for(&self.layout);
         from.is_multiple_of(8) && len >= 1 && (from / 8).checked_add(len) <= Some(per_chunk)
     }
 

@@ -34,44 +34,106 @@ const MANUALS: [(&str, &str); 11] = [
 
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
+    println!("cargo::rerun-if-changed=Cargo.toml");
     manuals();
-    for name in [
-        "pcpu_no_cpu_register",
-        "pcpu_hosted_cpus",
-        "pcpu_base_from_platform",
-        "pcpu_unprotected_add",
-        "pcpu_c_abi",
-        "pcpu_rseq",
-    ] {
+    for name in CFGS {
         println!("cargo::rustc-check-cfg=cfg({name})");
     }
-    let feature = |f: &str| env::var_os(format!("CARGO_FEATURE_{}", f.to_uppercase())).is_some();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = fs::read_to_string(root.join("Cargo.toml")).expect("Cargo.toml");
+    let declared = declared_features(&manifest);
+    let set: Vec<String> = env::vars()
+        .map(|(var, _)| var)
+        .filter(|var| var.starts_with("CARGO_FEATURE_"))
+        .collect();
+    check_feature_vars(&declared, &set).unwrap_or_else(|e| panic!("build.rs: {e}"));
     let target = |key: &str| env::var(format!("CARGO_CFG_TARGET_{key}")).unwrap_or_default();
-    let (family, os, arch) = (target("FAMILY"), target("OS"), target("ARCH"));
-    let arch = arch.as_str();
+    let feature = |f: &str| {
+        assert!(
+            declared.iter().any(|d| d == f),
+            "build.rs asks for feature `{f}`, which Cargo.toml does not declare"
+        );
+        set.contains(&feature_var(f))
+    };
+    for name in cfgs(feature, &target("FAMILY"), &target("OS"), &target("ARCH")) {
+        println!("cargo::rustc-cfg={name}");
+    }
+}
 
+/// Every cfg this script may set (declared to rustc's `check-cfg`).
+pub(crate) const CFGS: [&str; 6] = [
+    "pcpu_no_cpu_register",
+    "pcpu_hosted_cpus",
+    "pcpu_base_from_platform",
+    "pcpu_unprotected_add",
+    "pcpu_c_abi",
+    "pcpu_rseq",
+];
+
+/// The cfgs of a build (the table above): `feature` says whether a feature of Cargo.toml is
+/// on; `family`, `os` and `arch` are the target's (`CARGO_CFG_TARGET_*`).
+pub(crate) fn cfgs(
+    feature: impl Fn(&str) -> bool,
+    family: &str,
+    os: &str,
+    arch: &str,
+) -> Vec<&'static str> {
     let sim = feature("sim");
     let hosted = family.split(',').any(|f| f == "unix" || f == "windows");
-    let emit = |name: &str, on: bool| {
-        if on {
-            println!("cargo::rustc-cfg={name}");
-        }
-    };
-    emit("pcpu_no_cpu_register", hosted && !sim);
-    emit("pcpu_hosted_cpus", sim);
-    emit(
-        "pcpu_base_from_platform",
-        (sim || feature("platform-base")) && matches!(arch, "aarch64" | "riscv64"),
-    );
-    emit(
-        "pcpu_unprotected_add",
-        matches!(arch, "x86_64" | "aarch64" | "riscv64"),
-    );
-    emit("pcpu_c_abi", feature("capi") && (sim || !hosted));
-    emit(
-        "pcpu_rseq",
-        feature("rseq") && os == "linux" && matches!(arch, "x86_64" | "aarch64"),
-    );
+    [
+        ("pcpu_no_cpu_register", hosted && !sim),
+        ("pcpu_hosted_cpus", sim),
+        (
+            "pcpu_base_from_platform",
+            (sim || feature("platform-base")) && matches!(arch, "aarch64" | "riscv64"),
+        ),
+        (
+            "pcpu_unprotected_add",
+            matches!(arch, "x86_64" | "aarch64" | "riscv64"),
+        ),
+        ("pcpu_c_abi", feature("capi") && (sim || !hosted)),
+        (
+            "pcpu_rseq",
+            feature("rseq") && os == "linux" && matches!(arch, "x86_64" | "aarch64"),
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(name, on)| on.then_some(name))
+    .collect()
+}
+
+/// The variable Cargo sets for an enabled feature: `CARGO_FEATURE_` and the name upper-cased,
+/// each `-` an `_` (`platform-base` is `CARGO_FEATURE_PLATFORM_BASE`).
+pub(crate) fn feature_var(feature: &str) -> String {
+    format!("CARGO_FEATURE_{}", feature.to_uppercase().replace('-', "_"))
+}
+
+/// The feature names of a manifest's `[features]` table (one `name = [...]` a line).
+pub(crate) fn declared_features(manifest: &str) -> Vec<String> {
+    manifest
+        .lines()
+        .skip_while(|line| line.trim() != "[features]")
+        .skip(1)
+        .take_while(|line| !line.trim_start().starts_with('['))
+        .filter_map(|line| line.split_once('=').map(|(name, _)| name.trim()))
+        .filter(|name| !name.is_empty() && !name.starts_with('#'))
+        .map(String::from)
+        .collect()
+}
+
+/// Checks [`feature_var`] against the variables Cargo set (`set`): each must be the variable of
+/// a feature the manifest declares (dependencies' implicit features included), so that a
+/// spelling this script gets wrong stops the build of every feature set that enables it.
+pub(crate) fn check_feature_vars(declared: &[String], set: &[String]) -> Result<(), String> {
+    match set
+        .iter()
+        .find(|var| !declared.iter().any(|f| feature_var(f) == **var))
+    {
+        Some(var) => Err(format!(
+            "Cargo set {var}, which no feature of Cargo.toml maps to through feature_var"
+        )),
+        None => Ok(()),
+    }
 }
 
 /// Writes each manual of `docs/` into `OUT_DIR/manual/`, for `src/manual.rs`, with its links

@@ -35,7 +35,8 @@ fn main() {
 
 /// Whether this build runs the growth check (`src/grow.rs`): x86_64 and riscv64, not with
 /// `percpu-crate` (those runs check percpu's areas) nor `riscv-gp` (the tp build's check on
-/// another register), nor in the builds broken for another check (it would only make those
+/// another register) nor `platform-base` (its own check), nor in the builds broken for another
+/// check (it would only make those
 /// boots longer).
 fn grows() -> bool {
     let var = |name: &str| std::env::var(name).unwrap_or_default();
@@ -44,6 +45,7 @@ fn grows() -> bool {
     matches!(arch.as_str(), "x86_64" | "riscv64")
         && std::env::var_os("CARGO_FEATURE_PERCPU_CRATE").is_none()
         && std::env::var_os("CARGO_FEATURE_RISCV_GP").is_none()
+        && std::env::var_os("CARGO_FEATURE_PLATFORM_BASE").is_none()
         && !broken
             .split(',')
             .any(|b| b == "static_shared_add" || b == "riscv_plain_add")

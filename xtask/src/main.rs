@@ -2,7 +2,7 @@
 //!
 //! - `cargo xtask cross [--only <step>]`: the host suite on aarch64, riscv64 and i686 (under
 //!   qemu-user), and no_std builds for the bare-metal targets.
-//! - `cargo xtask qemu [x86_64|aarch64|i386|riscv64|riscv64-broken|c-x86_64|c-aarch64|c|all]`:
+//! - `cargo xtask qemu [x86_64|aarch64|i386|riscv64|riscv64-broken|riscv64-platform-base|percpu|<arch>-percpu|c-x86_64|c-aarch64|c-i386|c-riscv64|c|all]`:
 //!   builds and boots the QEMU test kernels (Rust, and C-only with the C library).
 //! - `cargo xtask bench`: runs the benchmarks and writes docs/BENCHMARKS.md.
 //! - `cargo xtask stack [--markdown] [target ...]`: the worst-case stack of every function of
@@ -35,7 +35,7 @@ fn main() -> ExitCode {
         "stack" => stack::run(rest),
         _ => {
             eprintln!(
-                "usage: cargo xtask <cross [--only <step>] | qemu [x86_64|aarch64|i386|riscv64|riscv64-broken|c-x86_64|c-aarch64|c|all] | bench | verify [--only <step>] | stack [--markdown] [target ...]>"
+                "usage: cargo xtask <cross [--only <step>] | qemu [x86_64|aarch64|i386|riscv64|riscv64-broken|riscv64-platform-base|percpu|<arch>-percpu|c-x86_64|c-aarch64|c-i386|c-riscv64|c|all] | bench | verify [--only <step>] | stack [--markdown] [target ...]>"
             );
             return ExitCode::from(2);
         }

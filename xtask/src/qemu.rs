@@ -1,4 +1,4 @@
-//! `cargo xtask qemu [x86_64|aarch64|i386|riscv64|riscv64-broken|percpu|<arch>-percpu|c-x86_64|c-aarch64|c-i386|c-riscv64|c|all]`: builds the QEMU test
+//! `cargo xtask qemu [x86_64|aarch64|i386|riscv64|riscv64-broken|riscv64-platform-base|percpu|<arch>-percpu|c-x86_64|c-aarch64|c-i386|c-riscv64|c|all]`: builds the QEMU test
 //! kernels (`testbeds/kernel/` in Rust, boot code under its `boot/<arch>/`;
 //! `testbeds/ckernel/` in C only, its glue under its `boot/<arch>/`, booting through the Rust
 //! kernels' entry and linker script), boots each under `qemu-system-*`, prints its serial
@@ -20,6 +20,7 @@
 //! | `i386-486` | `qemu-system-i386 -cpu 486` (no CX8, no APIC: one CPU) | the same kernel: CX8 is detected at run time |
 //! | `riscv64` | `qemu-system-riscv64 -M virt -smp 4 -bios default` (OpenSBI, S-mode) | `riscv64imac-unknown-none-elf` (amoadd.d on tp), linked with `--no-relax` |
 //! | `riscv64-gp` | as `riscv64` | the same with feature `riscv-gp` (amoadd.d on gp) |
+//! | `riscv64-platform-base` | as `riscv64` | the same with feature `platform-base`: the add's base from the kernel's `Platform::cpu_base`, which counts its calls (`testbeds/kernel/src/platform_base.rs`: one per add, exactly), `tp` never written; its add must call the hook and read no register |
 //! | `riscv64-broken` | as `riscv64` | the same with `--cfg pcpu_counter_broken="riscv_plain_add"` in its rustflags (ld, add, sd): must print `FAIL timer` |
 //! | `x86_64-percpu` | as `x86_64` | the same with feature `percpu-crate`: the `percpu` crate (ArceOS) owns GS base, the zone lives in its areas (`testbeds/kernel/src/percpu_crate.rs`) |
 //! | `aarch64-percpu` | as `aarch64-llsc` | the same with `percpu-crate` (percpu owns `TPIDR_EL1`) |
@@ -254,6 +255,8 @@ enum Rv {
     Tp,
     Gp,
     Broken,
+    /// Feature `platform-base`: the base from `Platform::cpu_base`, `tp` never written.
+    PlatformBase,
 }
 
 fn riscv64_build(kind: Rv) -> Build {
@@ -262,6 +265,7 @@ fn riscv64_build(kind: Rv) -> Build {
             Rv::Tp => "riscv64",
             Rv::Gp => "riscv64-gp",
             Rv::Broken => "riscv64-broken",
+            Rv::PlatformBase => "riscv64-platform-base",
         },
         // No floating point, as in most kernels: the trap entry saves only integer registers.
         // The A extension has amoadd.d. `--no-relax` for every build (gp must stay the
@@ -269,7 +273,11 @@ fn riscv64_build(kind: Rv) -> Build {
         target: "riscv64imac-unknown-none-elf".into(),
         rustflags: "-C link-arg=--no-relax",
         linker: Some(("riscv64-linux-gnu-ld", "binutils-riscv64-linux-gnu")),
-        features: if kind == Rv::Gp { "riscv-gp" } else { "" },
+        features: match kind {
+            Rv::Gp => "riscv-gp",
+            Rv::PlatformBase => "platform-base",
+            Rv::Tp | Rv::Broken => "",
+        },
         broken: (kind == Rv::Broken).then_some("riscv_plain_add"),
         // Its own folder for the broken build: its rustflags differ, and they reach `core`.
         dir: if kind == Rv::Broken {
@@ -451,6 +459,7 @@ fn riscv64_boot(kind: Rv) -> Boot {
             Rv::Tp => "riscv64 (amoadd.d on tp + offset)",
             Rv::Gp => "riscv64 (amoadd.d on gp + offset)",
             Rv::Broken => "riscv64 (BROKEN plain ld/add/sd, test only)",
+            Rv::PlatformBase => "riscv64 (amoadd.d on the platform's per-CPU base)",
         },
         must_fail: (kind == Rv::Broken).then_some("FAIL timer"),
     }
@@ -612,12 +621,15 @@ pub fn run(args: &[String]) -> Result<(), String> {
             .into_iter()
             .flat_map(plan_for)
             .collect(),
-        one if KERNELS.contains(&one) || one == "riscv64-broken" || percpu_run(one).is_some() => {
+        one if KERNELS.contains(&one)
+            || matches!(one, "riscv64-broken" | "riscv64-platform-base")
+            || percpu_run(one).is_some() =>
+        {
             plan_for(one)
         }
         other => {
             return Err(format!(
-                "unknown kernel `{other}`: use {}, riscv64-broken, <arch>-percpu, c (every C kernel), {}, \
+                "unknown kernel `{other}`: use {}, riscv64-broken, riscv64-platform-base, <arch>-percpu, c (every C kernel), {}, \
                  cortex-m (the three firmware images) or all",
                 KERNELS.join(", "),
                 cortexm::KINDS.join(", ")
@@ -735,7 +747,7 @@ fn plan_for(kernel: &str) -> Vec<(Kernel, Vec<Boot>)> {
             (Rust(i386_build()), vec![i386_boot(true), i386_boot(false)]),
             bringup_run("i386-bringup-swap", i386_build(), i386_boot(true)),
         ],
-        "riscv64" => [Rv::Tp, Rv::Gp, Rv::Broken]
+        "riscv64" => [Rv::Tp, Rv::Gp, Rv::Broken, Rv::PlatformBase]
             .map(|kind| (Rust(riscv64_build(kind)), vec![riscv64_boot(kind)]))
             .into_iter()
             .chain([
@@ -766,6 +778,10 @@ fn plan_for(kernel: &str) -> Vec<(Kernel, Vec<Boot>)> {
         "riscv64-broken" => vec![(
             Rust(riscv64_build(Rv::Broken)),
             vec![riscv64_boot(Rv::Broken)],
+        )],
+        "riscv64-platform-base" => vec![(
+            Rust(riscv64_build(Rv::PlatformBase)),
+            vec![riscv64_boot(Rv::PlatformBase)],
         )],
         "c-x86_64" => [false, true]
             .map(|broken| (C(ckernel::x86_64(broken)), vec![c_x86_64_boot(broken)]))
@@ -887,7 +903,11 @@ fn check_riscv64_add(build: &Build, kernel: &Path) -> Result<(), String> {
     } else {
         "tp"
     };
-    let verdict = riscv64_add_shape(&insns, register);
+    let verdict = if build.features.contains("platform-base") {
+        riscv64_platform_add_shape(&insns)
+    } else {
+        riscv64_add_shape(&insns, register)
+    };
     let listing = insns.join("; ");
     if build.broken == Some("riscv_plain_add") {
         return match verdict {
@@ -910,6 +930,33 @@ fn check_riscv64_add(build: &Build, kernel: &Path) -> Result<(), String> {
         insns.len()
     );
     Ok(())
+}
+
+/// With `platform-base`: the kernel's `Platform::cpu_base` asked (called, or its body
+/// inlined, which the link-time optimised kernel does: its count of calls,
+/// `platform_base::CALLS`, is then in the listing), `v` (`a1`) added with one
+/// `amoadd.d zero, a1`, and no read of `tp` or `gp`.
+fn riscv64_platform_add_shape(insns: &[String]) -> Result<(), String> {
+    if let Some(read) = insns
+        .iter()
+        .find(|i| i.ends_with(",tp") || i.ends_with(",gp"))
+    {
+        return Err(format!("reads the register: {read}"));
+    }
+    let asks = |i: &&String| {
+        i.contains("<_pcpu_counter_0_1_cpu_base>") || i.contains("platform_base5CALLS")
+    };
+    if !insns.iter().any(|i| asks(&i)) {
+        return Err("Platform::cpu_base neither called nor inlined".into());
+    }
+    match insns
+        .iter()
+        .filter(|i| i.starts_with("amoadd.d zero,a1,"))
+        .count()
+    {
+        1 => Ok(()),
+        n => Err(format!("{n} amoadd.d zero,a1 (the add of v), not 1")),
+    }
 }
 
 /// `ld`, `mv <reg>, <register>`, `add` (in any order), `amoadd.d zero, ...`, `ret`.

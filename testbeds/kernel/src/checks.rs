@@ -58,6 +58,8 @@ fn run(cpu: usize) {
     crate::percpu_crate::check(cpu);
     #[cfg(all(target_arch = "x86_64", not(feature = "percpu-crate")))]
     crate::statics::run(cpu);
+    #[cfg(feature = "platform-base")]
+    crate::platform_base::run(cpu);
     #[cfg(pcpu_testbed_grow)]
     crate::grow::run(cpu);
 }

@@ -58,6 +58,11 @@ mod console;
 mod grow;
 #[cfg(feature = "percpu-crate")]
 mod percpu_crate;
+// The add's base from `Platform::cpu_base` (feature `platform-base`), its calls counted.
+#[cfg(feature = "platform-base")]
+mod platform_base;
+#[cfg(all(feature = "platform-base", feature = "percpu-crate"))]
+compile_error!("platform-base answers from the kernel's own blocks, not percpu's areas");
 
 // The per-CPU statics check (without `percpu-crate`, whose areas GS points at).
 #[cfg(all(target_arch = "x86_64", not(feature = "percpu-crate")))]
@@ -88,6 +93,10 @@ unsafe impl pcpu_counter::Platform for Kernel {
     unsafe fn unprotect(state: usize) {
         // SAFETY: the crate passes the state of the matching `protect`, in LIFO order.
         unsafe { boot::irq_restore(state) }
+    }
+    #[cfg(feature = "platform-base")]
+    fn cpu_base() -> usize {
+        platform_base::cpu_base(boot::cpu_id())
     }
 }
 
@@ -148,6 +157,12 @@ pub const BROKEN_BRINGUP: Option<&str> = option_env!("PCPU_TESTBED_BROKEN_BRINGU
 #[cfg(not(feature = "percpu-crate"))]
 static BLOCKS: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
 
+/// CPU `cpu`'s block, as the kernel knows it.
+#[cfg(not(feature = "percpu-crate"))]
+fn block_base(cpu: usize) -> usize {
+    BLOCKS[0].load(Ordering::Relaxed) + cpu * BLOCKS[1].load(Ordering::Relaxed)
+}
+
 /// The boot module's zone on the kernel's blocks (for the `ncpus` bring-up: the same blocks
 /// with a CPU count of 1).
 #[cfg(not(feature = "percpu-crate"))]
@@ -187,7 +202,7 @@ fn enter_cpu(cpu: usize, zone: &Zone<'_>) {
     if BROKEN_BRINGUP == Some("swap") && cpu < 2 {
         block_cpu = cpu ^ 1;
     }
-    let base = BLOCKS[0].load(Ordering::Relaxed) + block_cpu * BLOCKS[1].load(Ordering::Relaxed);
+    let base = block_base(block_cpu);
     // SAFETY: runs on `cpu` itself, at kernel privilege, before it adds to any counter.
     if let Err(e) = unsafe { boot::set_cpu_base(cpu, base) } {
         fail_setup("set_cpu_base", e)

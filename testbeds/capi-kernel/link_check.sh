@@ -70,7 +70,8 @@ for spec in "${targets[@]}"; do
         fi
         echo "ok   $lib: all $(ar t "$lib" | wc -l) members link into a C kernel (${cc[*]:1}), every section placed"
     else
-        echo "FAIL: $lib does not link whole into a C kernel of its ABI: $(grep -c . "$out/$t.log") linker errors, first ones:"
+        rc=$?
+        echo "FAIL: $lib does not link whole into a C kernel of its ABI (ld exit $rc): $(grep -c . "$out/$t.log") linker errors, first ones:"
         # One line per distinct complaint, the member's hash and path left out.
         sed 's/^[^ ]*ld: //' "$out/$t.log" | sed 's/([^)]*\.o)//; s/[^ ]*libpcpu_counter\.a//' | sort | uniq -c | sort -rn | head -8
         failed=1

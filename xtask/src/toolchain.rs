@@ -1,13 +1,27 @@
 //! Finding a toolchain that can build for a target, and the tools that link and run it.
 //!
-//! [`cargo_for`] looks, in this order, for
+//! [`cargo_for`] (and [`choose`], for builds that ask more) looks, in this order, for
 //! 1. a rustup toolchain with the target's standard library installed (`rustup target add`),
 //!    the default toolchain first;
 //! 2. a rustup toolchain with the library source (`rustup component add rust-src`), used with
 //!    `-Zbuild-std` and `RUSTC_BOOTSTRAP=1`;
 //! 3. Debian's `/usr/bin/cargo` and `/usr/bin/rustc` with the library source under
 //!    `/usr/lib/rustlib/src` (packages `cargo-web rustc-web rust-web-src`), used the same way
-//!    with `/usr/bin` first on `PATH` (rustup's proxies usually come first).
+//!    with `/usr/bin` first on `PATH` (rustup's proxies usually come first);
+//! 4. the default rustup toolchain after rustup adds the target or `rust-src`.
+//!
+//! Each is taken by what it can do, not by what it has: one whose `rustc` is older than the
+//! crate's `rust-version`, whose cargo lacks a `-Z` flag the build passes (an old nightly with
+//! `rust-src`, pinned by another project, knows no `-Zjson-target-spec`), or (for the C
+//! library) whose prebuilt `compiler_builtins` holds C objects, is skipped with one line on
+//! stderr that names it, what it lacks and the fix, and the next is tried:
+//!
+//! ```text
+//! toolchain skipped: rustup toolchain nightly-2025-05-20-x86_64-unknown-linux-gnu for i586-unknown-none (its library source): its cargo 1.89.0-nightly (47c911e9e 2025-05-14) lacks -Zjson-target-spec; fix: `rustup component add rust-src --toolchain stable-x86_64-unknown-linux-gnu`
+//! ```
+//!
+//! `testbeds/capi-kernel/build.sh` asks the same question through `cargo xtask toolchain`
+//! ([`run`]), so the README's C build and `cargo xtask` choose alike.
 //!
 //! When none fits it returns an error that names what is missing and the command that installs
 //! it. The returned [`Toolchain`] hands out a `cargo` [`Command`] with the environment set:

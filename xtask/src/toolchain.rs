@@ -812,8 +812,12 @@ fn unstable_flags(bin: &Path) -> Vec<String> {
     else {
         return Vec::new();
     };
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
+    flags_listed(&String::from_utf8_lossy(&output.stdout))
+}
+
+/// The flags in `cargo -Z help`'s list (`    -Z build-std   Enable Cargo to ...`).
+fn flags_listed(help: &str) -> Vec<String> {
+    help.lines()
         .filter_map(|l| l.trim_start().strip_prefix("-Z "))
         .filter_map(|l| l.split_whitespace().next())
         .map(str::to_string)
@@ -884,4 +888,33 @@ fn missing_toolchain(target: &str, candidates: &[Candidate], needs: &Needs) -> S
         },
         fixes.join("; or ")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_nightly_of_the_rust_version_is_older_than_it() {
+        let need = Version::parse("1.87").unwrap();
+        assert!(Version::parse("1.89.0-nightly").unwrap().at_least(&need));
+        assert!(Version::parse("1.87.0").unwrap().at_least(&need));
+        assert!(Version::parse("1.87.1").unwrap().at_least(&need));
+        assert!(!Version::parse("1.87.0-nightly").unwrap().at_least(&need));
+        assert!(!Version::parse("1.86.0").unwrap().at_least(&need));
+        assert!(Version::parse("x.y").is_none());
+    }
+
+    #[test]
+    fn the_flags_are_read_from_cargo_z_help() {
+        let help = "Available unstable (nightly-only) flags:\n\n    -Z build-std                   \
+                    Enable Cargo to compile the standard library\n    -Z json-target-spec            \
+                    Enable `.json` target spec files\n\nRun with `cargo -Z [FLAG] [COMMAND]`\n";
+        assert_eq!(flags_listed(help), ["build-std", "json-target-spec"]);
+    }
+
+    #[test]
+    fn the_crate_names_its_rust_version() {
+        assert!(crate_rust_version().is_some());
+    }
 }

@@ -44,6 +44,8 @@ echo "cargo xtask cross took $(( $(date +%s) - start )) s"
 # takes about 20 s (590 MB), removed again at the end; the builds are the ones above, cached.
 old_nightly=nightly-2025-05-20
 start=$(date +%s)
+# The rules' unit tests (versions against rust-version, `cargo -Z help`'s list).
+cargo test --quiet --manifest-path xtask/Cargo.toml toolchain::
 if ! command -v rustup >/dev/null; then
     echo "SKIPPED: the toolchain check needs rustup (to install $old_nightly)"
 else

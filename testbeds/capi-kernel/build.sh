@@ -4,7 +4,8 @@
 # riscv64gc-unknown-none-elf riscv64imac-unknown-none-elf), into
 # target/capi-lib/<target>/libpcpu_counter.a, and checks with nm that the library defines the
 # C ABI and needs nothing but the kernel's four pcpu_platform_* hooks (and the bounds of the
-# early-counter linker set, which the linker defines).
+# early-counter linker set, which the linker defines). The library has no .eh_frame.
+# testbeds/capi-kernel/link_check.sh then links every member into a C kernel of its ABI.
 #
 # i586-unknown-none is the JSON spec arch/i386/i586-unknown-none.json (a Pentium without
 # MMX/SSE, soft float; as the i386 QEMU kernel); a path to another *.json spec works too, and
@@ -111,7 +112,9 @@ for spec in "${targets[@]}"; do
     lib="$out_dir/libpcpu_counter.a"
     cp "target/capi-kernel/$t/release/libpcpu_counter_kernel.a" "$lib"
     # compiler_builtins' objects carry LLVM bitcode next to their code (the profile's LTO),
-    # which binutils' nm and ar cannot read: drop it, the code stays.
+    # which binutils' nm and ar cannot read: drop it, the code stays. Drop the unwind tables
+    # too (.eh_frame: 4,668 bytes in a riscv64 kernel with rustup's prebuilt core): nothing in
+    # a `panic = "abort"` kernel reads them (link_check.sh fails on any left).
     case "$t" in
         aarch64-*) objcopy_bin=aarch64-linux-gnu-objcopy ;;
         riscv64*) objcopy_bin=riscv64-linux-gnu-objcopy ;;

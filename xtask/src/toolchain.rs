@@ -867,7 +867,13 @@ fn missing_toolchain(target: &str, candidates: &[Candidate], needs: &Needs) -> S
             "`rustup target add {target}` (prebuilt standard library)"
         ));
     }
-    fixes.push("`rustup component add rust-src` (library source for -Zbuild-std)".to_string());
+    if needs.build_std == Some(false) {
+        fixes.push(
+            "core built from source instead (no --prebuilt; build.sh: no BUILD_STD=0)".to_string(),
+        );
+    } else {
+        fixes.push("`rustup component add rust-src` (library source for -Zbuild-std)".to_string());
+    }
     fixes.push(format!(
         "`{DEBIAN_FIX}` (Debian 12: rustc and cargo in /usr/bin with the library source)"
     ));

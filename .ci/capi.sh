@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The C ABI (issue 6): header in sync with the Rust signatures, the C test program on the
 # host simulation, and the freestanding kernel check compiling for a kernel; the no_std
-# library for C-only kernels per target (x86_64, aarch64, i586, riscv64gc, riscv64imac) and
+# library for C-only kernels per target (x86_64, aarch64, i586, riscv64gc, riscv64imac), every
+# member of it linked into a C kernel of its ABI (issue 36: testbeds/capi-kernel/link_check.sh),
 # its footprint in a minimal C kernel (issue 20: tests/c/footprint.sh), and every call's
 # worst-case stack in those libraries (issue 30: cargo xtask stack).
 # Idempotent; needs gcc, the cross gcc/binutils (installed if missing) and crates.io (for
@@ -86,8 +87,11 @@ if [ -x /usr/bin/cargo ] && [ -d "$(/usr/bin/rustc --print sysroot)/lib/rustlib/
     echo "== the no_std library for C-only kernels (artifacts: target/capi-lib/<target>/libpcpu_counter.a)"
     # Debian's cargo, core built from source (build.sh's size-optimised core, which the
     # footprint limits below are for; the libraries `cargo xtask qemu c` links, built once).
-    # The rustup path of build.sh, with the prebuilt core, is .ci/cquickstart.sh's.
+    # build.sh without CARGO, as the README runs it, is .ci/cquickstart.sh's.
     CARGO=/usr/bin/cargo bash testbeds/capi-kernel/build.sh x86_64-unknown-none aarch64-unknown-none-softfloat i586-unknown-none \
+        riscv64gc-unknown-none-elf riscv64imac-unknown-none-elf
+    echo "== every member of each library linked into a C kernel of its ABI, with docs/c.md's linker advice (link_check.sh)"
+    bash testbeds/capi-kernel/link_check.sh x86_64-unknown-none aarch64-unknown-none-softfloat i586-unknown-none \
         riscv64gc-unknown-none-elf riscv64imac-unknown-none-elf
     echo "== the library's footprint in a minimal C kernel, per target (tests/c/footprint.sh)"
     bash tests/c/footprint.sh x86_64-unknown-none aarch64-unknown-none-softfloat i586-unknown-none \

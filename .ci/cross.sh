@@ -35,3 +35,40 @@ rustup target add i686-unknown-linux-gnu riscv64gc-unknown-linux-gnu aarch64-unk
 start=$(date +%s)
 cargo xtask cross
 echo "cargo xtask cross took $(( $(date +%s) - start )) s"
+
+# ---- Toolchains chosen by what they can do (issue 36, part 3; xtask/src/toolchain.rs) ----
+# An old nightly with rust-src beside the default toolchain (a kernel project's pin, as
+# ArceOS's rust-toolchain.toml installs it; its cargo predates -Zjson-target-spec): the i586
+# build must skip it with one line and build with the next toolchain that can, and
+# build.sh's choice (`cargo xtask toolchain --c-library`) must say the same. The install
+# takes about 20 s (590 MB), removed again at the end; the builds are the ones above, cached.
+old_nightly=nightly-2025-05-20
+start=$(date +%s)
+# The rules' unit tests (versions against rust-version, `cargo -Z help`'s list).
+cargo test --quiet --manifest-path xtask/Cargo.toml toolchain::
+if ! command -v rustup >/dev/null; then
+    echo "SKIPPED: the toolchain check needs rustup (to install $old_nightly)"
+else
+    rustup toolchain install "$old_nightly" --profile minimal --component rust-src --no-self-update
+    default="$(rustup default | cut -d' ' -f1)"
+    restore=""
+    if rustup component list --installed --toolchain "$default" | grep -q '^rust-src'; then
+        # The default has rust-src and is taken before the old nightly: make the old nightly
+        # the default for this check (cargo runs the xtask with the usual one).
+        rustup default "$old_nightly"
+        restore="$default"
+    fi
+    log="$(mktemp)"
+    ok=1
+    cargo "+${restore:-$default}" xtask cross --only "i586-unknown-none (arch/i386 spec) no_std" 2>&1 | tee "$log" || ok=0
+    cargo "+${restore:-$default}" xtask toolchain --c-library arch/i386/i586-unknown-none.json 2>&1 | tee -a "$log" || ok=0
+    [ -z "$restore" ] || rustup default "$restore"
+    # Later parts find the toolchains they found before.
+    rustup toolchain uninstall "$old_nightly" >/dev/null
+    [ "$ok" = 1 ] || { echo "FAIL: with $old_nightly installed, the i586 build or build.sh's choice failed (above)"; exit 1; }
+    skip_line="toolchain skipped: rustup toolchain $old_nightly-"
+    [ "$(grep -cF "$skip_line" "$log")" = 2 ] && grep -F "$skip_line" "$log" | grep -q 'lacks -Zjson-target-spec; fix: `' \
+        || { echo "FAIL: no line saying $old_nightly was skipped for lacking -Zjson-target-spec (once per run)"; exit 1; }
+    rm -f "$log"
+    echo "toolchain check: $old_nightly skipped with one line, the i586 build succeeded ($(( $(date +%s) - start )) s)"
+fi

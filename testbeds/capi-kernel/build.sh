@@ -4,7 +4,8 @@
 # riscv64gc-unknown-none-elf riscv64imac-unknown-none-elf), into
 # target/capi-lib/<target>/libpcpu_counter.a, and checks with nm that the library defines the
 # C ABI and needs nothing but the kernel's four pcpu_platform_* hooks (and the bounds of the
-# early-counter linker set, which the linker defines).
+# early-counter linker set, which the linker defines). The library has no .eh_frame.
+# testbeds/capi-kernel/link_check.sh then links every member into a C kernel of its ABI.
 #
 # i586-unknown-none is the JSON spec arch/i386/i586-unknown-none.json (a Pentium without
 # MMX/SSE, soft float; as the i386 QEMU kernel); a path to another *.json spec works too, and
@@ -12,74 +13,51 @@
 # is the lp64d ABI (what riscv64-linux-gnu-gcc emits), riscv64imac-unknown-none-elf lp64
 # (soft float, -march=rv64imac -mabi=lp64): link the one whose ABI the kernel's objects have.
 #
-# Needs a Rust toolchain and binutils (objcopy, nm). It says which cargo it takes and how it
-# gets `core`, per target, on one line each:
-# - cargo: $CARGO if set; else rustup's (`rustup which cargo`); else Debian's /usr/bin/cargo.
-#   Without CARGO, a target that rustup's toolchain cannot build as installed and rustup does
-#   not ship (the JSON specs) goes to Debian's cargo when that has the library source.
-# - core: the toolchain's prebuilt one where it has the target (`rustup target add <target>`,
-#   which the script runs when rustup ships the target: all but the JSON specs); else built
-#   from the library source (-Zbuild-std, with RUSTC_BOOTSTRAP=1 on a stable toolchain;
-#   `rustup component add rust-src`, which the script runs for a rustup toolchain without it).
-#   BUILD_STD=1 always builds core from source, BUILD_STD=0 never.
-# A prebuilt core takes about 10 s per target; -Zbuild-std about a minute per target the
-# first time (core and compiler_builtins from source), then seconds.
+# Needs a Rust toolchain and binutils (objcopy, nm). The toolchain is chosen per target by
+# `cargo xtask toolchain --c-library <target>` (xtask/src/toolchain.rs, the choice every
+# `cargo xtask` build makes): the first that can do the job, $CARGO alone if set. A prebuilt
+# core is taken only where rustup's compiler_builtins holds nothing but what rustc compiled
+# (today's hold compiler-rt C objects built for another float ABI than the target's), so
+# core and compiler_builtins are built from the library source (-Zbuild-std, with
+# RUSTC_BOOTSTRAP=1 on a stable toolchain) by a toolchain that has it, is at least the
+# crate's rust-version and whose cargo knows the -Z flags the build passes; one that lacks
+# something is skipped with one line that says what and how to fix it. Where none fits,
+# rustup adds rust-src to the default toolchain. BUILD_STD=1 asks for core from source
+# (the default in effect), BUILD_STD=0 for a prebuilt one (refused where it would not link).
+# PCPU_XTASK: the xtask binary to ask (`cargo xtask qemu` passes its own); else `cargo run` builds
+# it (about 20 s once, into xtask/target). About a minute per target the first time (core
+# and compiler_builtins from source), then seconds.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(x86_64-unknown-none aarch64-unknown-none-softfloat i586-unknown-none
     riscv64gc-unknown-none-elf riscv64imac-unknown-none-elf)
 
-rustup_bin="$(command -v rustup || true)"
-[ -z "$rustup_bin" ] && [ -x "$HOME/.cargo/bin/rustup" ] && rustup_bin="$HOME/.cargo/bin/rustup"
-debian_cargo=/usr/bin/cargo
-
-# The sysroot of the rustc next to cargo $1.
-sysroot() { "$(dirname "$1")/rustc" --print sysroot 2>/dev/null; }
-# Whether cargo $1's toolchain has target $2's prebuilt standard library.
-has_prebuilt() { [[ "$2" != *.json ]] && [ -d "$(sysroot "$1")/lib/rustlib/$2/lib" ]; }
-# Whether cargo $1's toolchain has the library source for -Zbuild-std.
-has_source() { [ -f "$(sysroot "$1")/lib/rustlib/src/rust/library/core/src/lib.rs" ]; }
-# Whether a cargo at $1 can build target $2 without installing anything.
-can_build() {
-    [ -x "$1" ] || return 1
-    case "${BUILD_STD:-}" in
-        1) has_source "$1" ;;
-        0) has_prebuilt "$1" "$2" ;;
-        *) has_prebuilt "$1" "$2" || has_source "$1" ;;
-    esac
-}
-
-# Picks the cargo for target $1 into $cargo_bin and $cargo_from: $CARGO; else rustup's if it
-# can build the target as installed; else rustup's after `rustup target add` where rustup
-# ships the target; else Debian's with the library source; else rustup's after
-# `rustup component add rust-src`.
-pick_cargo() {
-    local rustup_cargo="" shipped=""
-    if [ -n "${CARGO:-}" ]; then
-        cargo_bin="$CARGO" cargo_from="CARGO"
-        return
-    fi
-    [ -n "$rustup_bin" ] && rustup_cargo="$("$rustup_bin" which cargo 2>/dev/null || true)"
-    cargo_bin="$rustup_cargo" cargo_from="rustup"
-    [ -n "$rustup_cargo" ] && can_build "$rustup_cargo" "$1" && return
-    if [ -n "$rustup_cargo" ] && [[ "$1" != *.json ]] && [ "${BUILD_STD:-}" != 1 ]; then
-        shipped="$("$rustup_bin" target list 2>/dev/null | cut -d' ' -f1)"
-        if grep -qx "$1" <<<"$shipped"; then
-            echo "   rustup target add $1 (for its prebuilt core)"
-            "$rustup_bin" target add "$1" && return
-        fi
-    fi
-    if can_build "$debian_cargo" "$1"; then
-        cargo_bin="$debian_cargo" cargo_from="Debian"
-    elif [ -n "$rustup_cargo" ]; then
-        echo "   rustup component add rust-src (to build core from source)"
-        "$rustup_bin" component add rust-src
-    else
+# The toolchain for target $1, chosen by xtask/src/toolchain.rs: into $cargo_bin, $build_std
+# and $cargo_from; its skip lines and rustup's output go to stderr.
+choose_args=(--c-library)
+[ -n "${CARGO:-}" ] && choose_args+=(--cargo "$CARGO")
+case "${BUILD_STD:-}" in 1) choose_args+=(--build-std) ;; 0) choose_args+=(--prebuilt) ;; esac
+if [ -n "${PCPU_XTASK:-}" ]; then
+    xtask=("$PCPU_XTASK")
+else
+    xtask_cargo="$(command -v cargo || true)"
+    [ -z "$xtask_cargo" ] && [ -x "$HOME/.cargo/bin/cargo" ] && xtask_cargo="$HOME/.cargo/bin/cargo"
+    [ -z "$xtask_cargo" ] && xtask_cargo="${CARGO:-}"
+    [ -n "$xtask_cargo" ] || {
         echo "FAIL: no Rust toolchain: install rustup (https://rustup.rs), or" \
             "apt-get install rustc-web cargo-web rust-web-src"
         exit 1
-    fi
+    }
+    xtask=(env -u CARGO_TARGET_DIR "$xtask_cargo" run --quiet --manifest-path xtask/Cargo.toml --)
+fi
+pick_cargo() {
+    local choice
+    choice="$("${xtask[@]}" toolchain "${choose_args[@]}" "$1")" || exit 1
+    cargo_bin="$(sed -n 's/^cargo=//p' <<<"$choice")"
+    build_std="$(sed -n 's/^build_std=//p' <<<"$choice")"
+    cargo_from="$(sed -n 's/^description=//p' <<<"$choice")"
+    cargo_from="${cargo_from% (*}"   # the toolchain, without how it gets core
 }
 
 for spec in "${targets[@]}"; do
@@ -99,16 +77,11 @@ for spec in "${targets[@]}"; do
     pick_cargo "$spec"
     echo "   cargo: $cargo_bin ($cargo_from; $("$cargo_bin" --version))"
     std_flags=()
-    if [ "${BUILD_STD:-}" = 1 ] || { [ "${BUILD_STD:-}" != 0 ] && ! has_prebuilt "$cargo_bin" "$spec"; }; then
-        has_source "$cargo_bin" || {
-            echo "FAIL: $cargo_bin has neither $t's prebuilt core nor the library source:" \
-                "rustup target add $t, or rustup component add rust-src"
-            exit 1
-        }
+    if [ "$build_std" = 1 ]; then
         std_flags=(-Zbuild-std=core,compiler_builtins -Zbuild-std-features=compiler-builtins-mem)
         echo "   core: built from source (-Zbuild-std; a minute the first time)"
     else
-        echo "   core: prebuilt ($(sysroot "$cargo_bin")/lib/rustlib/$t)"
+        echo "   core: prebuilt ($("$(dirname "$cargo_bin")/rustc" --print sysroot)/lib/rustlib/$t)"
     fi
     # RISCV_GP=1: riscv64 libraries that add through gp (feature riscv-gp), into
     # target/capi-lib/<target>-gp/; C for them is compiled with -DPCPU_COUNTER_RISCV_GP.
@@ -139,7 +112,9 @@ for spec in "${targets[@]}"; do
     lib="$out_dir/libpcpu_counter.a"
     cp "target/capi-kernel/$t/release/libpcpu_counter_kernel.a" "$lib"
     # compiler_builtins' objects carry LLVM bitcode next to their code (the profile's LTO),
-    # which binutils' nm and ar cannot read: drop it, the code stays.
+    # which binutils' nm and ar cannot read: drop it, the code stays. Drop the unwind tables
+    # too (.eh_frame: 4,668 bytes in a riscv64 kernel with rustup's prebuilt core): nothing in
+    # a `panic = "abort"` kernel reads them (link_check.sh fails on any left).
     case "$t" in
         aarch64-*) objcopy_bin=aarch64-linux-gnu-objcopy ;;
         riscv64*) objcopy_bin=riscv64-linux-gnu-objcopy ;;
@@ -148,9 +123,9 @@ for spec in "${targets[@]}"; do
     command -v "$objcopy_bin" >/dev/null || objcopy_bin=llvm-objcopy
     # (rustup's prebuilt compiler_builtins can hold relocations an older GNU objcopy does not
     # know: then llvm-objcopy.)
-    if ! "$objcopy_bin" -R .llvmbc -R .llvmcmd "$lib" 2>/dev/null; then
+    if ! "$objcopy_bin" -R .llvmbc -R .llvmcmd -R .eh_frame "$lib" 2>/dev/null; then
         cp "target/capi-kernel/$t/release/libpcpu_counter_kernel.a" "$lib"
-        llvm-objcopy -R .llvmbc -R .llvmcmd "$lib"
+        llvm-objcopy -R .llvmbc -R .llvmcmd -R .eh_frame "$lib"
     fi
     # Undefined in some member and defined in none (an archive's members refer to each other).
     defined="$(nm --defined-only "$lib" 2>/dev/null | awk 'NF == 3 {print $3}' | sort -u)"

@@ -191,29 +191,21 @@ impl CBuild {
             "[{}] building libpcpu_counter.a for {}",
             self.name, self.lib_target
         );
-        // build.sh always builds core from source (-Zbuild-std, with compiler-builtins' mem
-        // functions), so it needs a toolchain with the library source even where a prebuilt
-        // core for the target is installed.
-        // build.sh's own default (Debian's cargo) where it has the library source: the one
+        // build.sh chooses its toolchain as every xtask build does (`toolchain::choose`, asked
+        // through this binary): Debian's cargo where it has the library source, the one
         // .ci/capi.sh builds with, so that CI builds each library (and its core) once.
-        let cargo = if Path::new(DEBIAN_CARGO).is_file() && Path::new(DEBIAN_CORE_SOURCE).is_file()
-        {
-            PathBuf::from(DEBIAN_CARGO)
+        let mut build_sh = Command::new("bash");
+        if Path::new(DEBIAN_CARGO).is_file() && Path::new(DEBIAN_CORE_SOURCE).is_file() {
+            build_sh.env("CARGO", DEBIAN_CARGO);
         } else {
-            toolchain::source_built_for(self.lib_target)
-                .ok_or_else(|| {
-                    format!(
-                        "no toolchain has the library source to build core for {}: \
-                         apt-get install rustc-web cargo-web rust-web-src",
-                        self.lib_target
-                    )
-                })?
-                .cargo_program()
-        };
-        run(Command::new("bash")
+            build_sh.env_remove("CARGO");
+        }
+        if let Ok(xtask) = std::env::current_exe() {
+            build_sh.env("PCPU_XTASK", xtask);
+        }
+        run(build_sh
             .arg(root.join("testbeds/capi-kernel/build.sh"))
             .arg(self.lib_target)
-            .env("CARGO", cargo)
             .env_remove("RUSTUP_TOOLCHAIN")
             .env_remove("RUSTC")
             .env_remove("RUSTC_WRAPPER"))?;
@@ -267,7 +259,9 @@ impl CBuild {
                 let object = out.join(object_name(&source));
                 run(Command::new(self.cc.0)
                     .args(self.cflags)
-                    .arg(format!("-Wa,--defsym,PCPU_CPU_STACK_SHIFT={CPU_STACK_SHIFT}"))
+                    .arg(format!(
+                        "-Wa,--defsym,PCPU_CPU_STACK_SHIFT={CPU_STACK_SHIFT}"
+                    ))
                     .arg("-c")
                     .arg(&source)
                     .arg("-o")

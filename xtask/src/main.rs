@@ -33,9 +33,10 @@ fn main() -> ExitCode {
         "bench" => bench::run(rest),
         "verify" => verify::run(rest),
         "stack" => stack::run(rest),
+        "toolchain" => toolchain::run(rest),
         _ => {
             eprintln!(
-                "usage: cargo xtask <cross [--only <step>] | qemu [x86_64|aarch64|i386|riscv64|riscv64-broken|riscv64-platform-base|percpu|<arch>-percpu|c-x86_64|c-aarch64|c-i386|c-riscv64|c|all] | bench | verify [--only <step>] | stack [--markdown] [target ...]>"
+                "usage: cargo xtask <cross [--only <step>] | qemu [x86_64|aarch64|i386|riscv64|riscv64-broken|riscv64-platform-base|percpu|<arch>-percpu|c-x86_64|c-aarch64|c-i386|c-riscv64|c|all] | bench | verify [--only <step>] | stack [--markdown] [target ...] | toolchain [--c-library] [--build-std|--prebuilt] [--cargo <path>] <target>>"
             );
             return ExitCode::from(2);
         }

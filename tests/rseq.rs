@@ -257,13 +257,28 @@ fn run(t: &Target, s: Storm) -> (u64, u64) {
     (expected, zeroed.into_inner() + t.counter.fetch())
 }
 
+/// glibc's `__rseq_size` (what glibc says it registered; 0 with its registration off), or
+/// `None` without the symbol.
+fn glibc_rseq_size() -> Option<u32> {
+    // SAFETY: dlsym on a NUL-terminated name; the symbol is glibc's constant `unsigned int`.
+    unsafe {
+        let size = libc::dlsym(libc::RTLD_DEFAULT, c"__rseq_size".as_ptr());
+        (!size.is_null()).then(|| *(size as *const u32))
+    }
+}
+
+/// The path, and why: on a kernel known to lose rseq adds (`rseq::known_broken_kernel`),
+/// the fallback naming the kernel, unless forced.
 #[test]
 fn reports_the_path() {
     let p = rseq::path();
+    let gate = rseq::known_broken_kernel();
     eprintln!(
-        "path: {p}; AT_RSEQ_FEATURE_SIZE {}; nslots {}",
+        "path: {p}; AT_RSEQ_FEATURE_SIZE {}; nslots {}; glibc __rseq_size {:?}; known broken: {}",
         rseq::kernel_feature_size(),
-        zone().nslots()
+        zone().nslots(),
+        glibc_rseq_size(),
+        gate.unwrap_or("no")
     );
     match std::env::var("PCPU_COUNTER_RSEQ").as_deref() {
         Ok("off") => assert!(matches!(p, Path::Fallback { .. })),
@@ -274,7 +289,17 @@ fn reports_the_path() {
                 ..
             } | Path::Fallback { .. }
         )),
+        // Forced: rseq wherever the kernel has it, known broken or not.
+        Ok("force") => assert!(
+            gate.is_none() || matches!(p, Path::Rseq { .. }),
+            "forced, yet {p}"
+        ),
         _ => {}
+    }
+    if let (Some(why), Ok("" | "auto" | "cpu" | "cid") | Err(_)) =
+        (gate, std::env::var("PCPU_COUNTER_RSEQ").as_deref())
+    {
+        assert_eq!(p, Path::Fallback { reason: why });
     }
     if std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.contains("glibc.pthread.rseq=0")) {
         assert!(!matches!(
@@ -586,11 +611,12 @@ fn refused_memory_child() {
 #[test]
 fn unknown_env_value_is_an_error() {
     use std::os::unix::ffi::OsStrExt;
-    let bad: [&[u8]; 7] = [
+    let bad: [&[u8]; 8] = [
         b"CPU",
         b"Off",
         b"AUTO",
         b"fallback",
+        b"FORCE",
         b" cpu",
         b"cpu\n",
         b"cp\xffu",
@@ -604,7 +630,7 @@ fn unknown_env_value_is_an_error() {
             return;
         }
     }
-    for v in ["cpu", "cid", "off", "auto", ""] {
+    for v in ["cpu", "cid", "off", "auto", "", "force"] {
         run_child(
             "env_value_child",
             &[
@@ -635,11 +661,11 @@ fn env_value_child() {
         };
         assert_eq!(
             (var, v, accepted),
-            ("PCPU_COUNTER_RSEQ", &*value, "auto, cpu, cid, off")
+            ("PCPU_COUNTER_RSEQ", &*value, "auto, cpu, cid, off, force")
         );
         let text = format!(
             "environment variable PCPU_COUNTER_RSEQ={value:?} is not one of the accepted \
-             values: auto, cpu, cid, off"
+             values: auto, cpu, cid, off, force"
         );
         assert_eq!(err.to_string(), text);
         assert_eq!(rseq::Zone::with_slots(1, 1).unwrap_err(), err);
@@ -665,6 +691,15 @@ fn env_value_child() {
             // rseq, or the fallback where the kernel or libc has none.
             assert_ne!(p, off);
             assert!(!matches!(p, Path::Unusable { .. }), "{p}");
+        }
+        // On a kernel known to lose rseq adds, every value but `force` (and `off`) falls
+        // back, naming the kernel; `force` takes rseq.
+        if let Some(why) = rseq::known_broken_kernel() {
+            if value == "force" {
+                assert!(matches!(p, Path::Rseq { .. }), "{p}");
+            } else if value != "off" {
+                assert_eq!(p, Path::Fallback { reason: why });
+            }
         }
         if value == "cpu" {
             assert!(
@@ -835,7 +870,13 @@ fn profiles_in_child_processes() {
         ("PCPU_COUNTER_RSEQ", "off", "fallback"),
         ("GLIBC_TUNABLES", "glibc.pthread.rseq=0", "own registration"),
     ];
+    // On a kernel known to lose rseq adds each rseq profile takes the fallback, naming it.
+    let gate = rseq::known_broken_kernel();
     for (var, value, expect) in profiles {
+        let expect = match gate {
+            Some(why) if value != "off" => why,
+            _ => expect,
+        };
         let out = std::process::Command::new(&exe)
             .args([
                 "--test-threads=1",
@@ -1671,6 +1712,9 @@ fn path_chosen_in_code() {
         ("own", Some(("GLIBC_TUNABLES", "glibc.pthread.rseq=0"))),
         ("too-late", None),
         ("bad-env", Some(("PCPU_COUNTER_RSEQ", "CPU"))),
+        ("force", None),
+        ("force-over-env", Some(("PCPU_COUNTER_RSEQ", "off"))),
+        ("force-late", None),
     ] {
         let mut vars: Vec<(&str, &std::ffi::OsStr)> = vec![("CASE", case.as_ref())];
         if let Some((k, v)) = env {
@@ -1693,111 +1737,29 @@ fn set_path_child() {
         std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.contains("glibc.pthread.rseq=0"));
     let cid_offered = rseq::kernel_feature_size() >= 28;
     let too_late = |asked| Error::RseqPathTooLate { asked };
-    let chosen = match case.as_str() {
-        "fallback" | "fallback-over-env" => {
-            let p = rseq::set_path(rseq::Choice::Fallback).unwrap();
-            let code = Path::Fallback {
-                reason: "chosen in code (rseq::set_path)",
-            };
-            assert_eq!(p, code);
-            assert_eq!(
-                rseq::set_path(rseq::Choice::CpuId),
-                Err(too_late("rseq with cpu_id"))
-            );
-            code
-        }
-        "cpu" => {
-            let p = rseq::set_path(rseq::Choice::CpuId).unwrap();
-            assert!(
-                matches!(
-                    p,
-                    Path::Rseq {
-                        index: Index::Cpu,
-                        glibc_registered
-                    } if glibc_registered != glibc_off
-                ),
-                "{p}"
-            );
-            let e = rseq::set_path(rseq::Choice::Fallback).unwrap_err();
-            assert_eq!(e, too_late("fallback"));
-            assert_eq!(
-                e.to_string(),
-                "the rseq add path fallback was asked for after the process chose another \
-                 (at its first zone or rseq::path call); call rseq::set_path before both"
-            );
-            if cid_offered {
+    let gate = rseq::known_broken_kernel();
+    let chosen = match (case.as_str(), gate) {
+        // A kernel known to lose rseq adds: every rseq choice but the forced one is refused
+        // with the kernel's reason, leaving the path unchosen; the process falls back.
+        ("cpu" | "cid" | "own" | "too-late", Some(why)) => {
+            for (choice, asked) in [
+                (rseq::Choice::CpuId, "rseq with cpu_id"),
+                (rseq::Choice::ConcurrencyId, "rseq with mm_cid"),
+                (rseq::Choice::OwnRegistration, "rseq with own registration"),
+            ] {
+                let e = rseq::set_path(choice).unwrap_err();
+                assert_eq!(e, Error::RseqPathUnavailable { asked, reason: why });
                 assert_eq!(
-                    rseq::set_path(rseq::Choice::ConcurrencyId),
-                    Err(too_late("rseq with mm_cid"))
+                    e.to_string(),
+                    format!("the rseq add path {asked} is not available here: {why}")
                 );
             }
-            p
-        }
-        "cid" => {
-            let r = rseq::set_path(rseq::Choice::ConcurrencyId);
-            if cid_offered {
-                let p = r.unwrap();
-                assert_eq!(
-                    p,
-                    Path::Rseq {
-                        index: Index::ConcurrencyId,
-                        glibc_registered: !glibc_off
-                    }
-                );
-                assert_eq!(
-                    rseq::set_path(rseq::Choice::CpuId),
-                    Err(too_late("rseq with cpu_id"))
-                );
-                p
-            } else {
-                let e = r.unwrap_err();
-                assert_eq!(
-                    e,
-                    Error::RseqPathUnavailable {
-                        asked: "rseq with mm_cid",
-                        reason: "the kernel does not offer mm_cid (AT_RSEQ_FEATURE_SIZE below 28)"
-                    }
-                );
-                // Unchosen still: another choice is free.
-                rseq::set_path(rseq::Choice::CpuId).unwrap()
-            }
-        }
-        "own" if glibc_off => {
-            let p = rseq::set_path(rseq::Choice::OwnRegistration).unwrap();
-            assert!(
-                matches!(
-                    p,
-                    Path::Rseq {
-                        glibc_registered: false,
-                        ..
-                    }
-                ),
-                "{p}"
-            );
-            p
-        }
-        "own" => {
-            let e = rseq::set_path(rseq::Choice::OwnRegistration).unwrap_err();
-            assert_eq!(
-                e.to_string(),
-                "the rseq add path rseq with own registration is not available here: glibc \
-                 registers every thread's area (start the process with \
-                 GLIBC_TUNABLES=glibc.pthread.rseq=0)"
-            );
-            // The failed call chose nothing.
-            let p = rseq::set_path(rseq::Choice::CpuId).unwrap();
-            assert_eq!(
-                rseq::set_path(rseq::Choice::OwnRegistration),
-                Err(too_late("rseq with own registration"))
-            );
-            p
-        }
-        "too-late" => {
             let p = rseq::path();
-            assert_eq!(
-                rseq::set_path(rseq::Choice::Fallback),
-                Err(too_late("fallback"))
-            );
+            assert_eq!(p, Path::Fallback { reason: why });
+            p
+        }
+        ("force" | "force-over-env", _) => {
+            let p = rseq::set_path(rseq::Choice::ForceRseq).unwrap();
             let want = if cid_offered {
                 Index::ConcurrencyId
             } else {
@@ -1810,23 +1772,176 @@ fn set_path_child() {
                     glibc_registered: !glibc_off
                 }
             );
-            // A choice the path satisfies succeeds, late or not.
-            let same = if cid_offered {
-                rseq::Choice::ConcurrencyId
-            } else {
-                rseq::Choice::CpuId
-            };
-            assert_eq!(rseq::set_path(same), Ok(p));
+            assert_eq!(
+                rseq::set_path(rseq::Choice::Fallback),
+                Err(too_late("fallback"))
+            );
+            assert_eq!(rseq::set_path(rseq::Choice::ForceRseq), Ok(p));
+            if gate.is_some() {
+                // Forced on a kernel that loses adds of threads racing on a block: one
+                // thread's adds only (nothing races them), then no storm.
+                let c = rseq::Counter::new().unwrap();
+                (0..1000).for_each(|_| c.inc());
+                assert_eq!(c.fetch(), 1000);
+                eprintln!("{case}: {p} (known broken: {gate:?})");
+                return;
+            }
             p
         }
-        "bad-env" => {
-            let e = rseq::Zone::new(1).unwrap_err();
-            assert!(matches!(e, Error::BadEnvVar { .. }), "{e:?}");
-            assert_eq!(rseq::set_path(rseq::Choice::Fallback), Err(e));
-            assert_eq!(rseq::set_path(rseq::Choice::Auto), Err(e));
-            return;
+        ("force-late", _) => {
+            let p = rseq::path();
+            match gate {
+                Some(why) => {
+                    assert_eq!(p, Path::Fallback { reason: why });
+                    let e = rseq::set_path(rseq::Choice::ForceRseq).unwrap_err();
+                    assert_eq!(e, too_late("rseq forced"));
+                    assert_eq!(
+                        e.to_string(),
+                        "the rseq add path rseq forced was asked for after the process chose \
+                         another (at its first zone or rseq::path call); call rseq::set_path \
+                         before both"
+                    );
+                }
+                None => assert_eq!(rseq::set_path(rseq::Choice::ForceRseq), Ok(p)),
+            }
+            p
         }
-        other => panic!("unknown case {other}"),
+        (case, _) => match case {
+            "fallback" | "fallback-over-env" => {
+                let p = rseq::set_path(rseq::Choice::Fallback).unwrap();
+                let code = Path::Fallback {
+                    reason: "chosen in code (rseq::set_path)",
+                };
+                assert_eq!(p, code);
+                assert_eq!(
+                    rseq::set_path(rseq::Choice::CpuId),
+                    Err(too_late("rseq with cpu_id"))
+                );
+                code
+            }
+            "cpu" => {
+                let p = rseq::set_path(rseq::Choice::CpuId).unwrap();
+                assert!(
+                    matches!(
+                        p,
+                        Path::Rseq {
+                            index: Index::Cpu,
+                            glibc_registered
+                        } if glibc_registered != glibc_off
+                    ),
+                    "{p}"
+                );
+                let e = rseq::set_path(rseq::Choice::Fallback).unwrap_err();
+                assert_eq!(e, too_late("fallback"));
+                assert_eq!(
+                    e.to_string(),
+                    "the rseq add path fallback was asked for after the process chose another \
+                 (at its first zone or rseq::path call); call rseq::set_path before both"
+                );
+                if cid_offered {
+                    assert_eq!(
+                        rseq::set_path(rseq::Choice::ConcurrencyId),
+                        Err(too_late("rseq with mm_cid"))
+                    );
+                }
+                p
+            }
+            "cid" => {
+                let r = rseq::set_path(rseq::Choice::ConcurrencyId);
+                if cid_offered {
+                    let p = r.unwrap();
+                    assert_eq!(
+                        p,
+                        Path::Rseq {
+                            index: Index::ConcurrencyId,
+                            glibc_registered: !glibc_off
+                        }
+                    );
+                    assert_eq!(
+                        rseq::set_path(rseq::Choice::CpuId),
+                        Err(too_late("rseq with cpu_id"))
+                    );
+                    p
+                } else {
+                    let e = r.unwrap_err();
+                    assert_eq!(
+                        e,
+                        Error::RseqPathUnavailable {
+                            asked: "rseq with mm_cid",
+                            reason:
+                                "the kernel does not offer mm_cid (AT_RSEQ_FEATURE_SIZE below 28)"
+                        }
+                    );
+                    // Unchosen still: another choice is free.
+                    rseq::set_path(rseq::Choice::CpuId).unwrap()
+                }
+            }
+            "own" if glibc_off => {
+                let p = rseq::set_path(rseq::Choice::OwnRegistration).unwrap();
+                assert!(
+                    matches!(
+                        p,
+                        Path::Rseq {
+                            glibc_registered: false,
+                            ..
+                        }
+                    ),
+                    "{p}"
+                );
+                p
+            }
+            "own" => {
+                let e = rseq::set_path(rseq::Choice::OwnRegistration).unwrap_err();
+                assert_eq!(
+                    e.to_string(),
+                    "the rseq add path rseq with own registration is not available here: glibc \
+                 registers every thread's area (start the process with \
+                 GLIBC_TUNABLES=glibc.pthread.rseq=0)"
+                );
+                // The failed call chose nothing.
+                let p = rseq::set_path(rseq::Choice::CpuId).unwrap();
+                assert_eq!(
+                    rseq::set_path(rseq::Choice::OwnRegistration),
+                    Err(too_late("rseq with own registration"))
+                );
+                p
+            }
+            "too-late" => {
+                let p = rseq::path();
+                assert_eq!(
+                    rseq::set_path(rseq::Choice::Fallback),
+                    Err(too_late("fallback"))
+                );
+                let want = if cid_offered {
+                    Index::ConcurrencyId
+                } else {
+                    Index::Cpu
+                };
+                assert_eq!(
+                    p,
+                    Path::Rseq {
+                        index: want,
+                        glibc_registered: !glibc_off
+                    }
+                );
+                // A choice the path satisfies succeeds, late or not.
+                let same = if cid_offered {
+                    rseq::Choice::ConcurrencyId
+                } else {
+                    rseq::Choice::CpuId
+                };
+                assert_eq!(rseq::set_path(same), Ok(p));
+                p
+            }
+            "bad-env" => {
+                let e = rseq::Zone::new(1).unwrap_err();
+                assert!(matches!(e, Error::BadEnvVar { .. }), "{e:?}");
+                assert_eq!(rseq::set_path(rseq::Choice::Fallback), Err(e));
+                assert_eq!(rseq::set_path(rseq::Choice::Auto), Err(e));
+                return;
+            }
+            other => panic!("unknown case {other}"),
+        },
     };
     assert_eq!(rseq::set_path(rseq::Choice::Auto), Ok(chosen));
     assert_eq!(rseq::path(), chosen);

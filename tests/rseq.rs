@@ -1754,8 +1754,13 @@ fn set_path_child() {
                     format!("the rseq add path {asked} is not available here: {why}")
                 );
             }
+            // Then the variable chooses (`off` names itself), or the gate.
             let p = rseq::path();
-            assert_eq!(p, Path::Fallback { reason: why });
+            let reason = match std::env::var("PCPU_COUNTER_RSEQ").as_deref() {
+                Ok("off") => "PCPU_COUNTER_RSEQ=off",
+                _ => why,
+            };
+            assert_eq!(p, Path::Fallback { reason });
             p
         }
         ("force" | "force-over-env", _) => {
@@ -1959,6 +1964,115 @@ fn set_path_child() {
     );
     eprintln!("{case}: {chosen}: expected {expected} counted {got}");
     assert_eq!(got, expected);
+}
+
+/// The length the crate registers a thread's area with (glibc's registration off): what the
+/// kernel asks for, `AT_RSEQ_FEATURE_SIZE` rounded up to `AT_RSEQ_ALIGN`, at least 32; 32 (in
+/// glibc's reserved area) where that is over the crate's 128-byte area.
+fn own_len_expected() -> usize {
+    // SAFETY: getauxval has no preconditions.
+    let (feature, align) = unsafe { (libc::getauxval(27), libc::getauxval(28)) };
+    let asked = (feature as usize)
+        .next_multiple_of((align as usize).max(1))
+        .max(32);
+    if asked <= 128 {
+        asked
+    } else {
+        32
+    }
+}
+
+/// The length the calling thread's rseq area is registered with (0: none), as the kernel
+/// reports it (`PTRACE_GET_RSEQ_CONFIGURATION`, Linux 5.13+) for a forked child, which
+/// inherits the registration of the thread that forked it.
+fn registered_len() -> u32 {
+    #[repr(C)]
+    #[derive(Default)]
+    struct Config {
+        area: u64,
+        len: u32,
+        sig: u32,
+        flags: u32,
+        pad: u32,
+    }
+    // SAFETY: the child calls only async-signal-safe functions, then exits.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: as above.
+        unsafe {
+            libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0);
+            libc::raise(libc::SIGSTOP);
+            libc::_exit(0);
+        }
+    }
+    assert!(pid > 0, "fork: {}", std::io::Error::last_os_error());
+    let mut status = 0;
+    // SAFETY: waiting for our child, stopped by its SIGSTOP.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    let mut cfg = Config::default();
+    // SAFETY: PTRACE_GET_RSEQ_CONFIGURATION (0x420f) writes at most `size_of::<Config>()`
+    // bytes into `cfg` for our stopped tracee.
+    let r = unsafe {
+        libc::ptrace(
+            0x420f,
+            pid,
+            core::mem::size_of::<Config>(),
+            &mut cfg as *mut Config,
+        )
+    };
+    let err = std::io::Error::last_os_error();
+    // SAFETY: killing and reaping our child.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+        libc::waitpid(pid, &mut status, 0);
+    }
+    assert!(r > 0, "PTRACE_GET_RSEQ_CONFIGURATION: {err}");
+    cfg.len
+}
+
+/// A thread registered by the crate (glibc's registration off) is registered with the length
+/// the kernel asks for, so that a kernel with the 6.19 rework applies its optimized mode; a
+/// thread glibc registered has glibc's length (glibc 2.36: 32 bytes, `__rseq_size` 20).
+#[test]
+fn registers_the_length_the_kernel_asks_for() {
+    let p = rseq::path();
+    if let Path::Fallback { reason } = p {
+        if reason.contains("ENOSYS") {
+            eprintln!("no rseq here ({reason}): skipped");
+            return;
+        }
+    }
+    let glibc_size = glibc_rseq_size().unwrap_or(0);
+    let c = rseq::Counter::new().unwrap();
+    // A new thread, registered by glibc at its start or by the crate at its first add.
+    let len = std::thread::spawn(move || {
+        c.inc();
+        registered_len()
+    })
+    .join()
+    .unwrap();
+    // SAFETY: getauxval has no preconditions.
+    let (feature, align) = unsafe { (libc::getauxval(27), libc::getauxval(28)) };
+    eprintln!(
+        "registration: {len} bytes; glibc __rseq_size {glibc_size}; AT_RSEQ_FEATURE_SIZE \
+         {feature}, AT_RSEQ_ALIGN {align}; path: {p}"
+    );
+    match p {
+        Path::Rseq {
+            glibc_registered: false,
+            ..
+        } => {
+            assert_eq!(len as usize, own_len_expected(), "{p}");
+            assert!(p
+                .to_string()
+                .ends_with(&format!("own registration of {len} bytes)")));
+        }
+        // glibc's: at least the original 32 bytes, and what it says it uses.
+        _ if glibc_size != 0 => assert!(len >= 32 && len >= glibc_size, "{len}"),
+        // Glibc's registration off and the fallback taken: the crate registered no thread
+        // but the first.
+        _ => {}
+    }
 }
 
 /// `kernel_feature_size` is the kernel's `AT_RSEQ_FEATURE_SIZE`, 20 where the kernel does
@@ -2315,6 +2429,20 @@ fn unregistered_thread_registers_on_its_first_add() {
     let cpu_id = || unsafe { (glibc_area().wrapping_add(4) as *const i32).read_volatile() };
     let _g = serial();
     let c = zone().alloc().unwrap();
+    if own_len_expected() != 32 {
+        // The crate registers an area of its own (the kernel asks for more than glibc's 32
+        // bytes): glibc's stays unregistered, and the new thread registers on its first add.
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                assert_eq!(registered_len(), 0, "a new thread starts unregistered");
+                (0..1000).for_each(|_| c.add(3));
+                assert_eq!(registered_len() as usize, own_len_expected());
+            });
+        });
+        assert_eq!(c.fetch(), 3000);
+        assert_eq!(c.block_slot(zone().nslots()), Ok(0));
+        return;
+    }
     std::thread::scope(|s| {
         s.spawn(|| {
             // glibc registers threads made by a registered thread (it copies the creator's

@@ -58,26 +58,53 @@ bin=$(CARGO_TARGET_DIR=$vm/build cargo test --release --no-run --target "$target
 mkdir -p "$vm"
 aarch64-linux-gnu-gcc -O2 -Wall -Werror -pthread testbeds/linux-vm/rseq_add.c -o "$vm/rseq_add"
 
-# Debian's arm64 packages, downloaded with the machine's apt sources and package lists of its
-# own (the system's apt state is not touched).
-if ! ls "$cache"/root/boot/vmlinuz-* >/dev/null 2>&1 || [ ! -x "$cache/root/bin/busybox" ]; then
-    echo "== linux-vm: fetching Debian's arm64 kernel and busybox-static"
+# Debian's arm64 packages, downloaded with the machine's apt sources (or, with LINUX_VM_DIST,
+# deb.debian.org's `$LINUX_VM_DIST` and its base suite) and package lists of its own (the
+# system's apt state is not touched). A kernel named by LINUX_VM_KERNEL has a cache of its own.
+# Any failure here (package lists, a package not found, a download) fails the run, naming it.
+[ -z "${LINUX_VM_KERNEL:-}" ] || cache=$vm/cache-$LINUX_VM_KERNEL
+kernel_image() {
+    ls "$cache"/root/boot/vmlinuz-* "$cache"/root/usr/lib/modules/*/vmlinuz 2>/dev/null \
+        | head -1 || true
+}
+busybox() { ls "$cache"/root/bin/busybox "$cache"/root/usr/bin/busybox 2>/dev/null | head -1 || true; }
+if [ -z "$(kernel_image)" ] || [ -z "$(busybox)" ]; then
+    echo "== linux-vm: fetching Debian's arm64 kernel and busybox-static" \
+        "${LINUX_VM_KERNEL:+($LINUX_VM_KERNEL${LINUX_VM_DIST:+ from $LINUX_VM_DIST})}"
     rm -rf "$cache"
     mkdir -p "$cache/lists/partial" "$cache/apt" "$cache/debs" "$cache/root"
     apt_opts=(-q -oAPT::Architecture=arm64 -oAPT::Architectures=arm64
         "-oDir::State::Lists=$cache/lists" "-oDir::Cache=$cache/apt"
         -oAPT::Sandbox::User=root -oAcquire::IndexTargets::deb::DEP-11::DefaultEnabled=false)
-    apt-get "${apt_opts[@]}" update
+    if [ -n "${LINUX_VM_DIST:-}" ]; then
+        # e.g. trixie-backports: the suite itself and its base (trixie) for busybox-static.
+        base=${LINUX_VM_DIST%%-*}
+        printf 'deb http://deb.debian.org/debian %s main\n' "$base" "$LINUX_VM_DIST" \
+            | sort -u >"$cache/sources.list"
+        apt_opts+=("-oDir::Etc::SourceList=$cache/sources.list"
+            -oDir::Etc::SourceParts=/nonexistent)
+    fi
+    # (apt-get update warns but succeeds when an index fails to download: the package lookups
+    # below are what fail then.)
+    apt-get "${apt_opts[@]}" update \
+        || { echo "FAIL: apt-get update of the arm64 package lists failed"; exit 1; }
     kernel=${LINUX_VM_KERNEL:-$(apt-cache "${apt_opts[@]}" depends linux-image-6.12-cloud-arm64 \
         | sed -n 's/^ *Depends: \(linux-image-[^ ]*\)$/\1/p' | head -1)}
     [ -n "$kernel" ] || { echo "FAIL: no arm64 kernel package found"; exit 1; }
-    (cd "$cache/debs" && apt-get "${apt_opts[@]}" download "$kernel" busybox-static)
+    for pkg in "$kernel" busybox-static; do
+        apt-cache "${apt_opts[@]}" show "$pkg" >/dev/null 2>&1 \
+            || { echo "FAIL: no package $pkg in the arm64 package lists"; exit 1; }
+    done
+    (cd "$cache/debs" && apt-get "${apt_opts[@]}" download "$kernel" busybox-static) \
+        || { echo "FAIL: downloading $kernel and busybox-static failed"; exit 1; }
     for deb in "$cache"/debs/*.deb; do dpkg -x "$deb" "$cache/root"; done
+    [ -n "$(kernel_image)" ] || { echo "FAIL: no vmlinuz in $kernel"; exit 1; }
+    [ -n "$(busybox)" ] || { echo "FAIL: no busybox in busybox-static"; exit 1; }
 fi
-vmlinuz=$(ls "$cache"/root/boot/vmlinuz-* | head -1)
-config=$(ls "$cache"/root/boot/config-* | head -1)
-echo "== linux-vm: kernel $(basename "$vmlinuz"):" \
-    "$(grep -E '^CONFIG_(RSEQ|SCHED_MM_CID)=' "$config" | tr '\n' ' ')"
+vmlinuz=$(kernel_image)
+config=$(ls "$cache"/root/boot/config-* 2>/dev/null | head -1 || true)
+echo "== linux-vm: kernel $vmlinuz:" \
+    "$( [ -z "$config" ] || grep -E '^CONFIG_(RSEQ|SCHED_MM_CID)=' "$config" | tr '\n' ' ')"
 if [ -n "${LINUX_VM_VMLINUZ:-}" ]; then
     vmlinuz=$LINUX_VM_VMLINUZ
     echo "== linux-vm: booting $vmlinuz instead (LINUX_VM_VMLINUZ)"
@@ -88,7 +115,7 @@ fi
 echo "== linux-vm: initramfs"
 initrd=$vm/initramfs
 rm -rf "$initrd" && mkdir -p "$initrd/bin" "$initrd/lib"
-cp "$cache/root/bin/busybox" "$initrd/bin/busybox"
+cp "$(busybox)" "$initrd/bin/busybox"
 cp testbeds/linux-vm/init "$initrd/init"
 cp "$bin" "$initrd/rseq"
 cp "$vm/rseq_add" "$initrd/rseq_add"
@@ -121,23 +148,40 @@ timeout --foreground -k 10 "$timeout_s" qemu-system-aarch64 -M virt -cpu max,pau
 
 result=$(sed -n 's/^linux-vm: result \([0-9]*\)$/\1/p' "$log" | tail -1)
 path=$(grep -m1 '^path: ' "$log" || true)
+release=$(sed -n 's/^linux-vm: kernel \([^ ]*\).*/\1/p' "$log")
+broken=$(sed -n 's/^linux-vm: known broken: \(yes\|no\).*/\1/p' "$log")
 [ -n "$result" ] || { echo "FAIL: no result line from the VM"; exit 1; }
-kernel_lost=0
-if [ "$(grep -c '^rseq_add: .* lost 0$' "$log")" != 2 ]; then
-    echo "NOTE: the kernel itself loses adds of a plain C rseq section (rseq_add above, or it" \
-        "did not run): a failure of tests/rseq.rs here is the kernel's, not the crate's"
-    kernel_lost=1
+[ -n "$broken" ] || { echo "FAIL: no 'known broken' line from the VM"; exit 1; }
+# The control tests the kernel's rseq, not the crate's choice: sound kernels lose nothing; a
+# kernel of the crate's table (aarch64 6.19 up to 7.0.14) must be shown losing adds.
+if [ "$broken" = no ] && [ "$(grep -c '^rseq_add: .* lost 0$' "$log")" != 2 ]; then
+    echo "FAIL: the kernel's rseq lost adds of the C control (rseq_add above, or it did not" \
+        "run), on a kernel the crate does not know to be broken"
+    exit 1
+fi
+if [ "$broken" = yes ]; then
+    lost=$(grep -m1 '^rseq_add: .* lost [1-9]' "$log") \
+        || { echo "FAIL: the C control lost no add on $release, which the table says loses them"; exit 1; }
+    echo "linux-vm: the C control shows $release unsound: ${lost#rseq_add: }"
 fi
 [ "$result" = 0 ] || { echo "FAIL: tests/rseq.rs failed in the VM (status $result)"; exit 1; }
-[ "$kernel_lost" = 0 ] || { echo "FAIL: the kernel's rseq lost adds of the C control"; exit 1; }
-case $path in
-    "path: rseq (index mm_cid, glibc's registration);"*) ;;
-    "path: rseq (index cpu_id, glibc's registration);"*)
-        # cpu_id is right only where the kernel does not offer mm_cid (feature size < 28).
-        size=$(sed -n 's/.*AT_RSEQ_FEATURE_SIZE \([0-9]*\);.*/\1/p' <<<"$path")
-        [ "${size:-0}" -lt 28 ] || { echo "FAIL: cpu_id index where the kernel offers mm_cid"; exit 1; }
-        ;;
-    *) echo "FAIL: the crate did not take the rseq path in the VM: '${path:-no path line}'"; exit 1 ;;
-esac
-echo "linux-vm: tests/rseq.rs passed on $(sed -n 's/^linux-vm: kernel \([^ ]*\).*/\1/p' "$log")" \
-    "with 4 vCPUs; ${path#path: }"
+# The path the crate must have taken on this kernel (with no PCPU_COUNTER_RSEQ, or `force`).
+if [ "$broken" = yes ] && [[ " ${LINUX_VM_ARGS:-} " != *" PCPU_COUNTER_RSEQ=force "* ]]; then
+    patch=$(sed -n 's/^[0-9]*\.[0-9]*\.\([0-9][0-9]*\).*/\1/p' <<<"$release")
+    v=$(sed -n 's/^\([0-9]*\.[0-9]*\).*/\1/p' <<<"$release").${patch:-0}
+    want="path: fallback: sched_getcpu + locked add (Linux $v"
+    want+=" aborts no rseq section on arm64 (fixed in 7.0.14; PCPU_COUNTER_RSEQ=force overrides));"
+    [[ $path == "$want"* ]] || { echo "FAIL: on $release the crate must fall back:" \
+        "'${path:-no path line}', expected '$want ...'"; exit 1; }
+else
+    case $path in
+        "path: rseq (index mm_cid, glibc's registration);"*) ;;
+        "path: rseq (index cpu_id, glibc's registration);"*)
+            # cpu_id is right only where the kernel does not offer mm_cid (feature size < 28).
+            size=$(sed -n 's/.*AT_RSEQ_FEATURE_SIZE \([0-9]*\);.*/\1/p' <<<"$path")
+            [ "${size:-0}" -lt 28 ] || { echo "FAIL: cpu_id index where the kernel offers mm_cid"; exit 1; }
+            ;;
+        *) echo "FAIL: the crate did not take the rseq path on $release: '${path:-no path line}'"; exit 1 ;;
+    esac
+fi
+echo "linux-vm: tests/rseq.rs passed on $release with 4 vCPUs; ${path#path: }"

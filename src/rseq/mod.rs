@@ -202,7 +202,7 @@ pub fn set_path(choice: Choice) -> Result<Path, Error> {
 /// fallback names when the crate leaves rseq for that reason, e.g. `Linux 6.19.11 aborts no
 /// rseq section on arm64 (fixed in 7.0.14; PCPU_COUNTER_RSEQ=force overrides)`.
 ///
-/// The crate's table of such kernels (see [Kernels known to lose adds](#kernels-known-to-lose-adds))
+/// The crate's table of such kernels (see [Kernels known to lose adds](crate::rseq#kernels-known-to-lose-adds))
 /// is matched against `uname`'s release and the process's arch: aarch64 Linux from 6.19 up
 /// to (not including) 7.0.14. A release it cannot read is not known broken.
 pub fn known_broken_kernel() -> Option<&'static str> {

@@ -7,21 +7,29 @@
 # target/linux-vm/cache (reused when present), packs an initramfs (busybox, ./init, the test
 # binary and the aarch64 libraries it needs) and boots it under
 # `qemu-system-aarch64 -M virt -cpu max,pauth-impdef=on -smp 4`. The initramfs prints the
-# kernel, the path the crate chose and AT_RSEQ_FEATURE_SIZE, runs a control
-# (testbeds/linux-vm/rseq_add.c: the same critical section in plain C, whose result tells a
-# kernel that loses adds by itself from a crate bug), runs every test of tests/rseq.rs with 4
-# test threads, and powers off. Fails when the tests fail, when the crate did not take the
-# rseq path (or took cpu_id where the kernel offers mm_cid), when the C control lost adds (the
-# kernel is then unsound: Debian's 6.19.11), when the marker line is missing, or after
-# LINUX_VM_TIMEOUT seconds (default 600).
+# kernel, the path the crate chose, AT_RSEQ_FEATURE_SIZE and the registered length, whether
+# the kernel is one the crate knows to lose rseq adds (aarch64 6.19.0 to 7.0.13, the rule of
+# src/rseq/kernels.rs written again in ./init), runs a control (testbeds/linux-vm/rseq_add.c:
+# the kernel's rseq section in plain C, whatever the crate chose; on a known-broken kernel
+# until it loses an add), runs every test of tests/rseq.rs with 4 test threads, and powers
+# off. Fails when the tests fail; when the path is not the kernel's: on a known-broken kernel
+# the fallback naming it (`fallback: sched_getcpu + locked add (Linux 6.19.11 aborts no rseq
+# section on arm64 (fixed in 7.0.14; PCPU_COUNTER_RSEQ=force overrides))`) unless
+# LINUX_VM_ARGS has PCPU_COUNTER_RSEQ=force, else rseq (not cpu_id where the kernel offers
+# mm_cid); when the C control lost adds on a kernel not known broken, or none on a known-broken
+# one; when the marker line is missing; or after LINUX_VM_TIMEOUT seconds (default 600).
 #
-# LINUX_VM_VMLINUZ boots another arm64 kernel image instead (docs/linux.md: 6.19 and 7.3 from
-# trixie-backports); LINUX_VM_ARGS is appended to the kernel command line: `NAME=value` words
-# become /init's environment, the words after `--` the test binary's arguments (default
-# `--test-threads=4`), e.g. LINUX_VM_ARGS="PCPU_COUNTER_RSEQ=cpu -- --exact storm_profile".
 # LINUX_VM_KERNEL names the kernel package (default: what Debian's `linux-image-6.12-cloud-arm64`
 # depends on; the cloud flavour is a third the size and has virt's PL011, virtio and
-# CONFIG_RSEQ, CONFIG_SCHED_MM_CID). Installs its tools with apt-get when missing.
+# CONFIG_RSEQ, CONFIG_SCHED_MM_CID), cached apart per package; LINUX_VM_DIST the Debian suite it
+# comes from, instead of this machine's apt sources, e.g.
+#   LINUX_VM_KERNEL=linux-binary-6.19.11+deb13-cloud-arm64 LINUX_VM_DIST=trixie-backports
+# (any failure to list or fetch the packages fails the run with a line naming it).
+# LINUX_VM_VMLINUZ boots another arm64 kernel image file instead; LINUX_VM_ARGS is appended to
+# the kernel command line: `NAME=value` words become /init's environment, the words after `--`
+# the test binary's arguments (default `--test-threads=4`), e.g.
+# LINUX_VM_ARGS="PCPU_COUNTER_RSEQ=cpu -- --exact storm_profile". Installs its tools with
+# apt-get when missing.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD

@@ -188,7 +188,9 @@ pub fn path() -> Path {
 ///
 /// Returns the path now in use. Fails, leaving the path unchosen, with
 /// [`Error::RseqPathUnavailable`] when the process cannot run `choice` (no rseq in the
-/// kernel or libc, no `mm_cid`, glibc's registration on for [`Choice::OwnRegistration`]),
+/// kernel or libc, no `mm_cid`, glibc's registration on for [`Choice::OwnRegistration`], a
+/// kernel known to lose rseq adds for every rseq choice but [`Choice::ForceRseq`], the
+/// reason then naming the kernel),
 /// and, with the path unchanged, with [`Error::RseqPathTooLate`] when the path was already
 /// chosen otherwise. A call whose choice the chosen path already satisfies succeeds (two
 /// libraries asking for the same path), as does [`Choice::Auto`] at any time.

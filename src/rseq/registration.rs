@@ -153,15 +153,17 @@ pub enum Choice {
     /// `mm_cid` where offered, else `cpu_id`, else the fallback. Always available.
     Auto,
     /// rseq indexed by `cpu_id` ([`Index::Cpu`]), with glibc's registration or the crate's
-    /// own. Unavailable without rseq.
+    /// own. Unavailable without rseq, and on a kernel known to lose rseq adds
+    /// ([`known_broken_kernel`](super::known_broken_kernel); see [`Choice::ForceRseq`]).
     CpuId,
     /// rseq indexed by `mm_cid` ([`Index::ConcurrencyId`]). Unavailable without rseq or on a
-    /// kernel that does not offer `mm_cid` (before Linux 6.3).
+    /// kernel that does not offer `mm_cid` (before Linux 6.3), and on a kernel known to lose
+    /// rseq adds.
     ConcurrencyId,
     /// rseq with the crate registering each thread's area itself (index as [`Choice::Auto`]
     /// picks it). Available only where glibc's own registration is off
     /// (`GLIBC_TUNABLES=glibc.pthread.rseq=0`): glibc's registered area cannot be
-    /// registered twice.
+    /// registered twice. Unavailable on a kernel known to lose rseq adds.
     OwnRegistration,
     /// No rseq: `sched_getcpu()` and a locked add. Always available.
     Fallback,

@@ -36,15 +36,31 @@ root=$PWD
 vm=$root/target/linux-vm
 cache=$vm/cache
 timeout_s=${LINUX_VM_TIMEOUT:-600}
-target=aarch64-unknown-linux-gnu
-sysroot=/usr/aarch64-linux-gnu
-
+# LINUX_VM_ARCH=x86_64 boots Debian's amd64 kernels under qemu-system-x86_64 instead, with the
+# native test binary and the x86_64 form of the C control.
+arch=${LINUX_VM_ARCH:-aarch64}
 need=()
-command -v qemu-system-aarch64 >/dev/null || need+=(qemu-system-arm)
+case $arch in
+    aarch64)
+        target=aarch64-unknown-linux-gnu debarch=arm64 libdir=/usr/aarch64-linux-gnu/lib
+        cc=aarch64-linux-gnu-gcc readelf=aarch64-linux-gnu-readelf console=ttyAMA0
+        interp_want=/lib/ld-linux-aarch64.so.1
+        qemu=(qemu-system-aarch64 -M virt -cpu max,pauth-impdef=on -smp 4 -m 4G)
+        command -v qemu-system-aarch64 >/dev/null || need+=(qemu-system-arm)
+        command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu)
+        command -v aarch64-linux-gnu-readelf >/dev/null || need+=(binutils-aarch64-linux-gnu)
+        [ -f "$libdir/libc.so.6" ] || need+=(libc6-dev-arm64-cross)
+        ;;
+    x86_64)
+        target=x86_64-unknown-linux-gnu debarch=amd64 libdir=/lib/x86_64-linux-gnu
+        cc=gcc readelf=readelf console=ttyS0 interp_want=/lib64/ld-linux-x86-64.so.2
+        qemu=(qemu-system-x86_64 -M q35 -cpu max -smp 4 -m 4096)
+        # TCG (`-accel kvm` with `-cpu max` failed here: KVM refused an MSR, nested).
+        command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
+        ;;
+    *) echo "FAIL: LINUX_VM_ARCH=$arch: aarch64 or x86_64"; exit 1 ;;
+esac
 command -v cpio >/dev/null || need+=(cpio)
-command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu)
-command -v aarch64-linux-gnu-readelf >/dev/null || need+=(binutils-aarch64-linux-gnu)
-[ -f "$sysroot/lib/libc.so.6" ] || need+=(libc6-dev-arm64-cross)
 if [ ${#need[@]} -gt 0 ]; then
     apt-get update -q
     # `qemu-utils-` removes a newer qemu-utils that conflicts with Debian 12's qemu-system.
@@ -53,7 +69,7 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 rustup target list --installed 2>/dev/null | grep -qx "$target" || rustup target add "$target"
 
-echo "== linux-vm: cross-building tests/rseq.rs for $target (release)"
+echo "== linux-vm: building tests/rseq.rs for $target (release)"
 # Fixed here, so that the build in target/linux-vm/build is reused whatever the caller's
 # environment: no debug info (not read), no incremental cache.
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
@@ -64,12 +80,13 @@ bin=$(CARGO_TARGET_DIR=$vm/build cargo test --release --no-run --target "$target
 [ -x "$bin" ] || { echo "FAIL: no test binary built"; exit 1; }
 # The control: the same critical section in plain C (testbeds/linux-vm/rseq_add.c).
 mkdir -p "$vm"
-aarch64-linux-gnu-gcc -O2 -Wall -Werror -pthread testbeds/linux-vm/rseq_add.c -o "$vm/rseq_add"
+"$cc" -O2 -Wall -Werror -pthread testbeds/linux-vm/rseq_add.c -o "$vm/rseq_add-$arch"
 
 # Debian's arm64 packages, downloaded with the machine's apt sources (or, with LINUX_VM_DIST,
 # deb.debian.org's `$LINUX_VM_DIST` and its base suite) and package lists of its own (the
 # system's apt state is not touched). A kernel named by LINUX_VM_KERNEL has a cache of its own.
 # Any failure here (package lists, a package not found, a download) fails the run, naming it.
+[ "$arch" = aarch64 ] || cache=$vm/cache-$debarch
 [ -z "${LINUX_VM_KERNEL:-}" ] || cache=$vm/cache-$LINUX_VM_KERNEL
 kernel_image() {
     ls "$cache"/root/boot/vmlinuz-* "$cache"/root/usr/lib/modules/*/vmlinuz 2>/dev/null \
@@ -77,11 +94,11 @@ kernel_image() {
 }
 busybox() { ls "$cache"/root/bin/busybox "$cache"/root/usr/bin/busybox 2>/dev/null | head -1 || true; }
 if [ -z "$(kernel_image)" ] || [ -z "$(busybox)" ]; then
-    echo "== linux-vm: fetching Debian's arm64 kernel and busybox-static" \
+    echo "== linux-vm: fetching Debian's $debarch kernel and busybox-static" \
         "${LINUX_VM_KERNEL:+($LINUX_VM_KERNEL${LINUX_VM_DIST:+ from $LINUX_VM_DIST})}"
     rm -rf "$cache"
     mkdir -p "$cache/lists/partial" "$cache/apt" "$cache/debs" "$cache/root"
-    apt_opts=(-q -oAPT::Architecture=arm64 -oAPT::Architectures=arm64
+    apt_opts=(-q "-oAPT::Architecture=$debarch" "-oAPT::Architectures=$debarch"
         "-oDir::State::Lists=$cache/lists" "-oDir::Cache=$cache/apt"
         -oAPT::Sandbox::User=root -oAcquire::IndexTargets::deb::DEP-11::DefaultEnabled=false)
     if [ -n "${LINUX_VM_DIST:-}" ]; then
@@ -95,13 +112,13 @@ if [ -z "$(kernel_image)" ] || [ -z "$(busybox)" ]; then
     # (apt-get update warns but succeeds when an index fails to download: the package lookups
     # below are what fail then.)
     apt-get "${apt_opts[@]}" update \
-        || { echo "FAIL: apt-get update of the arm64 package lists failed"; exit 1; }
-    kernel=${LINUX_VM_KERNEL:-$(apt-cache "${apt_opts[@]}" depends linux-image-6.12-cloud-arm64 \
+        || { echo "FAIL: apt-get update of the $debarch package lists failed"; exit 1; }
+    kernel=${LINUX_VM_KERNEL:-$(apt-cache "${apt_opts[@]}" depends "linux-image-6.12-cloud-$debarch" \
         | sed -n 's/^ *Depends: \(linux-image-[^ ]*\)$/\1/p' | head -1)}
-    [ -n "$kernel" ] || { echo "FAIL: no arm64 kernel package found"; exit 1; }
+    [ -n "$kernel" ] || { echo "FAIL: no $debarch kernel package found"; exit 1; }
     for pkg in "$kernel" busybox-static; do
         apt-cache "${apt_opts[@]}" show "$pkg" >/dev/null 2>&1 \
-            || { echo "FAIL: no package $pkg in the arm64 package lists"; exit 1; }
+            || { echo "FAIL: no package $pkg in the $debarch package lists"; exit 1; }
     done
     (cd "$cache/debs" && apt-get "${apt_opts[@]}" download "$kernel" busybox-static) \
         || { echo "FAIL: downloading $kernel and busybox-static failed"; exit 1; }
@@ -126,40 +143,43 @@ rm -rf "$initrd" && mkdir -p "$initrd/bin" "$initrd/lib"
 cp "$(busybox)" "$initrd/bin/busybox"
 cp testbeds/linux-vm/init "$initrd/init"
 cp "$bin" "$initrd/rseq"
-cp "$vm/rseq_add" "$initrd/rseq_add"
-interp=$(aarch64-linux-gnu-readelf -l "$bin" | sed -n 's/.*interpreter: \(.*\)\]/\1/p')
-[ "$interp" = /lib/ld-linux-aarch64.so.1 ] || { echo "FAIL: unexpected interpreter '$interp'"; exit 1; }
+cp "$vm/rseq_add-$arch" "$initrd/rseq_add"
+interp=$("$readelf" -l "$bin" | sed -n 's/.*interpreter: \(.*\)\]/\1/p')
+[ "$interp" = "$interp_want" ] || { echo "FAIL: unexpected interpreter '$interp'"; exit 1; }
 todo=("$bin")
 while [ ${#todo[@]} -gt 0 ]; do
     elf=${todo[0]}
     todo=("${todo[@]:1}")
-    for lib in $(aarch64-linux-gnu-readelf -d "$elf" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p') \
+    for lib in $("$readelf" -d "$elf" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p') \
         "$(basename "$interp")"; do
         [ -e "$initrd/lib/$lib" ] && continue
-        [ -f "$sysroot/lib/$lib" ] || { echo "FAIL: $lib not in $sysroot/lib"; exit 1; }
-        cp -L "$sysroot/lib/$lib" "$initrd/lib/$lib"
+        [ -f "$libdir/$lib" ] || { echo "FAIL: $lib not in $libdir"; exit 1; }
+        cp -L "$libdir/$lib" "$initrd/lib/$lib"
         todo+=("$initrd/lib/$lib")
     done
 done
+# The program interpreter where the binary names it (x86_64: /lib64).
+[ -e "$initrd$interp" ] || { mkdir -p "$initrd$(dirname "$interp")" \
+    && cp -L "$libdir/$(basename "$interp")" "$initrd$interp"; }
 echo "libraries: $(cd "$initrd/lib" && echo *)"
 (cd "$initrd" && find . | cpio -o -H newc -R 0:0 --quiet) >"$vm/initramfs.cpio"
 
-echo "== linux-vm: booting qemu-system-aarch64 -M virt -cpu max,pauth-impdef=on -smp 4" \
-    "(timeout ${timeout_s}s)"
+echo "== linux-vm: booting ${qemu[*]} (timeout ${timeout_s}s)"
 log=$vm/console.log
 qemu_status=0
-timeout --foreground -k 10 "$timeout_s" qemu-system-aarch64 -M virt -cpu max,pauth-impdef=on -smp 4 -m 4G \
+timeout --foreground -k 10 "$timeout_s" "${qemu[@]}" \
     -nographic -no-reboot -kernel "$vmlinuz" -initrd "$vm/initramfs.cpio" \
-    -append "console=ttyAMA0 panic=-1 quiet ${LINUX_VM_ARGS:-}" </dev/null 2>&1 | tr -d '\r' | tee "$log" \
+    -append "console=$console panic=-1 quiet ${LINUX_VM_ARGS:-}" </dev/null 2>&1 | tr -d '\r' | tee "$log" \
     || qemu_status=$?
 [ "$qemu_status" = 0 ] || echo "qemu exited with $qemu_status (124: timed out)"
 
 result=$(sed -n 's/^linux-vm: result \([0-9]*\)$/\1/p' "$log" | tail -1)
 path=$(grep -m1 '^path: ' "$log" || true)
-release=$(sed -n 's/^linux-vm: kernel \([^ ]*\).*/\1/p' "$log")
+release=$(sed -n 's/.*linux-vm: kernel \([^ ]*\) (.*/\1/p' "$log" | head -1)
 broken=$(sed -n 's/^linux-vm: known broken: \(yes\|no\).*/\1/p' "$log")
 [ -n "$result" ] || { echo "FAIL: no result line from the VM"; exit 1; }
 [ -n "$broken" ] || { echo "FAIL: no 'known broken' line from the VM"; exit 1; }
+[ -n "$release" ] || { echo "FAIL: no kernel line from the VM"; exit 1; }
 # The control tests the kernel's rseq, not the crate's choice: sound kernels lose nothing; a
 # kernel of the crate's table (aarch64 6.19 up to 7.0.14) must be shown losing adds.
 if [ "$broken" = no ] && [ "$(grep -c '^rseq_add: .* lost 0$' "$log")" != 2 ]; then

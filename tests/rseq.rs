@@ -257,13 +257,28 @@ fn run(t: &Target, s: Storm) -> (u64, u64) {
     (expected, zeroed.into_inner() + t.counter.fetch())
 }
 
+/// glibc's `__rseq_size` (what glibc says it registered; 0 with its registration off), or
+/// `None` without the symbol.
+fn glibc_rseq_size() -> Option<u32> {
+    // SAFETY: dlsym on a NUL-terminated name; the symbol is glibc's constant `unsigned int`.
+    unsafe {
+        let size = libc::dlsym(libc::RTLD_DEFAULT, c"__rseq_size".as_ptr());
+        (!size.is_null()).then(|| *(size as *const u32))
+    }
+}
+
+/// The path, and why: on a kernel known to lose rseq adds (`rseq::known_broken_kernel`),
+/// the fallback naming the kernel, unless forced.
 #[test]
 fn reports_the_path() {
     let p = rseq::path();
+    let gate = rseq::known_broken_kernel();
     eprintln!(
-        "path: {p}; AT_RSEQ_FEATURE_SIZE {}; nslots {}",
+        "path: {p}; AT_RSEQ_FEATURE_SIZE {}; nslots {}; glibc __rseq_size {:?}; known broken: {}",
         rseq::kernel_feature_size(),
-        zone().nslots()
+        zone().nslots(),
+        glibc_rseq_size(),
+        gate.unwrap_or("no")
     );
     match std::env::var("PCPU_COUNTER_RSEQ").as_deref() {
         Ok("off") => assert!(matches!(p, Path::Fallback { .. })),
@@ -274,7 +289,17 @@ fn reports_the_path() {
                 ..
             } | Path::Fallback { .. }
         )),
+        // Forced: rseq wherever the kernel has it, known broken or not.
+        Ok("force") => assert!(
+            gate.is_none() || matches!(p, Path::Rseq { .. }),
+            "forced, yet {p}"
+        ),
         _ => {}
+    }
+    if let (Some(why), Ok("" | "auto" | "cpu" | "cid") | Err(_)) =
+        (gate, std::env::var("PCPU_COUNTER_RSEQ").as_deref())
+    {
+        assert_eq!(p, Path::Fallback { reason: why });
     }
     if std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.contains("glibc.pthread.rseq=0")) {
         assert!(!matches!(
@@ -586,11 +611,12 @@ fn refused_memory_child() {
 #[test]
 fn unknown_env_value_is_an_error() {
     use std::os::unix::ffi::OsStrExt;
-    let bad: [&[u8]; 7] = [
+    let bad: [&[u8]; 8] = [
         b"CPU",
         b"Off",
         b"AUTO",
         b"fallback",
+        b"FORCE",
         b" cpu",
         b"cpu\n",
         b"cp\xffu",
@@ -604,7 +630,7 @@ fn unknown_env_value_is_an_error() {
             return;
         }
     }
-    for v in ["cpu", "cid", "off", "auto", ""] {
+    for v in ["cpu", "cid", "off", "auto", "", "force"] {
         run_child(
             "env_value_child",
             &[
@@ -635,11 +661,11 @@ fn env_value_child() {
         };
         assert_eq!(
             (var, v, accepted),
-            ("PCPU_COUNTER_RSEQ", &*value, "auto, cpu, cid, off")
+            ("PCPU_COUNTER_RSEQ", &*value, "auto, cpu, cid, off, force")
         );
         let text = format!(
             "environment variable PCPU_COUNTER_RSEQ={value:?} is not one of the accepted \
-             values: auto, cpu, cid, off"
+             values: auto, cpu, cid, off, force"
         );
         assert_eq!(err.to_string(), text);
         assert_eq!(rseq::Zone::with_slots(1, 1).unwrap_err(), err);
@@ -665,6 +691,15 @@ fn env_value_child() {
             // rseq, or the fallback where the kernel or libc has none.
             assert_ne!(p, off);
             assert!(!matches!(p, Path::Unusable { .. }), "{p}");
+        }
+        // On a kernel known to lose rseq adds, every value but `force` (and `off`) falls
+        // back, naming the kernel; `force` takes rseq.
+        if let Some(why) = rseq::known_broken_kernel() {
+            if value == "force" {
+                assert!(matches!(p, Path::Rseq { .. }), "{p}");
+            } else if value != "off" {
+                assert_eq!(p, Path::Fallback { reason: why });
+            }
         }
         if value == "cpu" {
             assert!(
@@ -835,7 +870,13 @@ fn profiles_in_child_processes() {
         ("PCPU_COUNTER_RSEQ", "off", "fallback"),
         ("GLIBC_TUNABLES", "glibc.pthread.rseq=0", "own registration"),
     ];
+    // On a kernel known to lose rseq adds each rseq profile takes the fallback, naming it.
+    let gate = rseq::known_broken_kernel();
     for (var, value, expect) in profiles {
+        let expect = match gate {
+            Some(why) if value != "off" => why,
+            _ => expect,
+        };
         let out = std::process::Command::new(&exe)
             .args([
                 "--test-threads=1",
@@ -1671,6 +1712,9 @@ fn path_chosen_in_code() {
         ("own", Some(("GLIBC_TUNABLES", "glibc.pthread.rseq=0"))),
         ("too-late", None),
         ("bad-env", Some(("PCPU_COUNTER_RSEQ", "CPU"))),
+        ("force", None),
+        ("force-over-env", Some(("PCPU_COUNTER_RSEQ", "off"))),
+        ("force-late", None),
     ] {
         let mut vars: Vec<(&str, &std::ffi::OsStr)> = vec![("CASE", case.as_ref())];
         if let Some((k, v)) = env {
@@ -1693,111 +1737,34 @@ fn set_path_child() {
         std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.contains("glibc.pthread.rseq=0"));
     let cid_offered = rseq::kernel_feature_size() >= 28;
     let too_late = |asked| Error::RseqPathTooLate { asked };
-    let chosen = match case.as_str() {
-        "fallback" | "fallback-over-env" => {
-            let p = rseq::set_path(rseq::Choice::Fallback).unwrap();
-            let code = Path::Fallback {
-                reason: "chosen in code (rseq::set_path)",
-            };
-            assert_eq!(p, code);
-            assert_eq!(
-                rseq::set_path(rseq::Choice::CpuId),
-                Err(too_late("rseq with cpu_id"))
-            );
-            code
-        }
-        "cpu" => {
-            let p = rseq::set_path(rseq::Choice::CpuId).unwrap();
-            assert!(
-                matches!(
-                    p,
-                    Path::Rseq {
-                        index: Index::Cpu,
-                        glibc_registered
-                    } if glibc_registered != glibc_off
-                ),
-                "{p}"
-            );
-            let e = rseq::set_path(rseq::Choice::Fallback).unwrap_err();
-            assert_eq!(e, too_late("fallback"));
-            assert_eq!(
-                e.to_string(),
-                "the rseq add path fallback was asked for after the process chose another \
-                 (at its first zone or rseq::path call); call rseq::set_path before both"
-            );
-            if cid_offered {
+    let gate = rseq::known_broken_kernel();
+    let chosen = match (case.as_str(), gate) {
+        // A kernel known to lose rseq adds: every rseq choice but the forced one is refused
+        // with the kernel's reason, leaving the path unchosen; the process falls back.
+        ("cpu" | "cid" | "own" | "too-late", Some(why)) => {
+            for (choice, asked) in [
+                (rseq::Choice::CpuId, "rseq with cpu_id"),
+                (rseq::Choice::ConcurrencyId, "rseq with mm_cid"),
+                (rseq::Choice::OwnRegistration, "rseq with own registration"),
+            ] {
+                let e = rseq::set_path(choice).unwrap_err();
+                assert_eq!(e, Error::RseqPathUnavailable { asked, reason: why });
                 assert_eq!(
-                    rseq::set_path(rseq::Choice::ConcurrencyId),
-                    Err(too_late("rseq with mm_cid"))
+                    e.to_string(),
+                    format!("the rseq add path {asked} is not available here: {why}")
                 );
             }
-            p
-        }
-        "cid" => {
-            let r = rseq::set_path(rseq::Choice::ConcurrencyId);
-            if cid_offered {
-                let p = r.unwrap();
-                assert_eq!(
-                    p,
-                    Path::Rseq {
-                        index: Index::ConcurrencyId,
-                        glibc_registered: !glibc_off
-                    }
-                );
-                assert_eq!(
-                    rseq::set_path(rseq::Choice::CpuId),
-                    Err(too_late("rseq with cpu_id"))
-                );
-                p
-            } else {
-                let e = r.unwrap_err();
-                assert_eq!(
-                    e,
-                    Error::RseqPathUnavailable {
-                        asked: "rseq with mm_cid",
-                        reason: "the kernel does not offer mm_cid (AT_RSEQ_FEATURE_SIZE below 28)"
-                    }
-                );
-                // Unchosen still: another choice is free.
-                rseq::set_path(rseq::Choice::CpuId).unwrap()
-            }
-        }
-        "own" if glibc_off => {
-            let p = rseq::set_path(rseq::Choice::OwnRegistration).unwrap();
-            assert!(
-                matches!(
-                    p,
-                    Path::Rseq {
-                        glibc_registered: false,
-                        ..
-                    }
-                ),
-                "{p}"
-            );
-            p
-        }
-        "own" => {
-            let e = rseq::set_path(rseq::Choice::OwnRegistration).unwrap_err();
-            assert_eq!(
-                e.to_string(),
-                "the rseq add path rseq with own registration is not available here: glibc \
-                 registers every thread's area (start the process with \
-                 GLIBC_TUNABLES=glibc.pthread.rseq=0)"
-            );
-            // The failed call chose nothing.
-            let p = rseq::set_path(rseq::Choice::CpuId).unwrap();
-            assert_eq!(
-                rseq::set_path(rseq::Choice::OwnRegistration),
-                Err(too_late("rseq with own registration"))
-            );
-            p
-        }
-        "too-late" => {
+            // Then the variable chooses (`off` names itself), or the gate.
             let p = rseq::path();
-            assert_eq!(
-                rseq::set_path(rseq::Choice::Fallback),
-                Err(too_late("fallback"))
-            );
+            let reason = match std::env::var("PCPU_COUNTER_RSEQ").as_deref() {
+                Ok("off") => "PCPU_COUNTER_RSEQ=off",
+                _ => why,
+            };
+            assert_eq!(p, Path::Fallback { reason });
+            p
+        }
+        ("force" | "force-over-env", _) => {
+            let p = rseq::set_path(rseq::Choice::ForceRseq).unwrap();
             let want = if cid_offered {
                 Index::ConcurrencyId
             } else {
@@ -1810,23 +1777,176 @@ fn set_path_child() {
                     glibc_registered: !glibc_off
                 }
             );
-            // A choice the path satisfies succeeds, late or not.
-            let same = if cid_offered {
-                rseq::Choice::ConcurrencyId
-            } else {
-                rseq::Choice::CpuId
-            };
-            assert_eq!(rseq::set_path(same), Ok(p));
+            assert_eq!(
+                rseq::set_path(rseq::Choice::Fallback),
+                Err(too_late("fallback"))
+            );
+            assert_eq!(rseq::set_path(rseq::Choice::ForceRseq), Ok(p));
+            if gate.is_some() {
+                // Forced on a kernel that loses adds of threads racing on a block: one
+                // thread's adds only (nothing races them), then no storm.
+                let c = rseq::Counter::new().unwrap();
+                (0..1000).for_each(|_| c.inc());
+                assert_eq!(c.fetch(), 1000);
+                eprintln!("{case}: {p} (known broken: {gate:?})");
+                return;
+            }
             p
         }
-        "bad-env" => {
-            let e = rseq::Zone::new(1).unwrap_err();
-            assert!(matches!(e, Error::BadEnvVar { .. }), "{e:?}");
-            assert_eq!(rseq::set_path(rseq::Choice::Fallback), Err(e));
-            assert_eq!(rseq::set_path(rseq::Choice::Auto), Err(e));
-            return;
+        ("force-late", _) => {
+            let p = rseq::path();
+            match gate {
+                Some(why) => {
+                    assert_eq!(p, Path::Fallback { reason: why });
+                    let e = rseq::set_path(rseq::Choice::ForceRseq).unwrap_err();
+                    assert_eq!(e, too_late("rseq forced"));
+                    assert_eq!(
+                        e.to_string(),
+                        "the rseq add path rseq forced was asked for after the process chose \
+                         another (at its first zone or rseq::path call); call rseq::set_path \
+                         before both"
+                    );
+                }
+                None => assert_eq!(rseq::set_path(rseq::Choice::ForceRseq), Ok(p)),
+            }
+            p
         }
-        other => panic!("unknown case {other}"),
+        (case, _) => match case {
+            "fallback" | "fallback-over-env" => {
+                let p = rseq::set_path(rseq::Choice::Fallback).unwrap();
+                let code = Path::Fallback {
+                    reason: "chosen in code (rseq::set_path)",
+                };
+                assert_eq!(p, code);
+                assert_eq!(
+                    rseq::set_path(rseq::Choice::CpuId),
+                    Err(too_late("rseq with cpu_id"))
+                );
+                code
+            }
+            "cpu" => {
+                let p = rseq::set_path(rseq::Choice::CpuId).unwrap();
+                assert!(
+                    matches!(
+                        p,
+                        Path::Rseq {
+                            index: Index::Cpu,
+                            glibc_registered
+                        } if glibc_registered != glibc_off
+                    ),
+                    "{p}"
+                );
+                let e = rseq::set_path(rseq::Choice::Fallback).unwrap_err();
+                assert_eq!(e, too_late("fallback"));
+                assert_eq!(
+                    e.to_string(),
+                    "the rseq add path fallback was asked for after the process chose another \
+                 (at its first zone or rseq::path call); call rseq::set_path before both"
+                );
+                if cid_offered {
+                    assert_eq!(
+                        rseq::set_path(rseq::Choice::ConcurrencyId),
+                        Err(too_late("rseq with mm_cid"))
+                    );
+                }
+                p
+            }
+            "cid" => {
+                let r = rseq::set_path(rseq::Choice::ConcurrencyId);
+                if cid_offered {
+                    let p = r.unwrap();
+                    assert_eq!(
+                        p,
+                        Path::Rseq {
+                            index: Index::ConcurrencyId,
+                            glibc_registered: !glibc_off
+                        }
+                    );
+                    assert_eq!(
+                        rseq::set_path(rseq::Choice::CpuId),
+                        Err(too_late("rseq with cpu_id"))
+                    );
+                    p
+                } else {
+                    let e = r.unwrap_err();
+                    assert_eq!(
+                        e,
+                        Error::RseqPathUnavailable {
+                            asked: "rseq with mm_cid",
+                            reason:
+                                "the kernel does not offer mm_cid (AT_RSEQ_FEATURE_SIZE below 28)"
+                        }
+                    );
+                    // Unchosen still: another choice is free.
+                    rseq::set_path(rseq::Choice::CpuId).unwrap()
+                }
+            }
+            "own" if glibc_off => {
+                let p = rseq::set_path(rseq::Choice::OwnRegistration).unwrap();
+                assert!(
+                    matches!(
+                        p,
+                        Path::Rseq {
+                            glibc_registered: false,
+                            ..
+                        }
+                    ),
+                    "{p}"
+                );
+                p
+            }
+            "own" => {
+                let e = rseq::set_path(rseq::Choice::OwnRegistration).unwrap_err();
+                assert_eq!(
+                    e.to_string(),
+                    "the rseq add path rseq with own registration is not available here: glibc \
+                 registers every thread's area (start the process with \
+                 GLIBC_TUNABLES=glibc.pthread.rseq=0)"
+                );
+                // The failed call chose nothing.
+                let p = rseq::set_path(rseq::Choice::CpuId).unwrap();
+                assert_eq!(
+                    rseq::set_path(rseq::Choice::OwnRegistration),
+                    Err(too_late("rseq with own registration"))
+                );
+                p
+            }
+            "too-late" => {
+                let p = rseq::path();
+                assert_eq!(
+                    rseq::set_path(rseq::Choice::Fallback),
+                    Err(too_late("fallback"))
+                );
+                let want = if cid_offered {
+                    Index::ConcurrencyId
+                } else {
+                    Index::Cpu
+                };
+                assert_eq!(
+                    p,
+                    Path::Rseq {
+                        index: want,
+                        glibc_registered: !glibc_off
+                    }
+                );
+                // A choice the path satisfies succeeds, late or not.
+                let same = if cid_offered {
+                    rseq::Choice::ConcurrencyId
+                } else {
+                    rseq::Choice::CpuId
+                };
+                assert_eq!(rseq::set_path(same), Ok(p));
+                p
+            }
+            "bad-env" => {
+                let e = rseq::Zone::new(1).unwrap_err();
+                assert!(matches!(e, Error::BadEnvVar { .. }), "{e:?}");
+                assert_eq!(rseq::set_path(rseq::Choice::Fallback), Err(e));
+                assert_eq!(rseq::set_path(rseq::Choice::Auto), Err(e));
+                return;
+            }
+            other => panic!("unknown case {other}"),
+        },
     };
     assert_eq!(rseq::set_path(rseq::Choice::Auto), Ok(chosen));
     assert_eq!(rseq::path(), chosen);
@@ -1844,6 +1964,115 @@ fn set_path_child() {
     );
     eprintln!("{case}: {chosen}: expected {expected} counted {got}");
     assert_eq!(got, expected);
+}
+
+/// The length the crate registers a thread's area with (glibc's registration off): what the
+/// kernel asks for, `AT_RSEQ_FEATURE_SIZE` rounded up to `AT_RSEQ_ALIGN`, at least 32; 32 (in
+/// glibc's reserved area) where that is over the crate's 128-byte area.
+fn own_len_expected() -> usize {
+    // SAFETY: getauxval has no preconditions.
+    let (feature, align) = unsafe { (libc::getauxval(27), libc::getauxval(28)) };
+    let asked = (feature as usize)
+        .next_multiple_of((align as usize).max(1))
+        .max(32);
+    if asked <= 128 {
+        asked
+    } else {
+        32
+    }
+}
+
+/// The length the calling thread's rseq area is registered with (0: none), as the kernel
+/// reports it (`PTRACE_GET_RSEQ_CONFIGURATION`, Linux 5.13+) for a forked child, which
+/// inherits the registration of the thread that forked it.
+fn registered_len() -> u32 {
+    #[repr(C)]
+    #[derive(Default)]
+    struct Config {
+        area: u64,
+        len: u32,
+        sig: u32,
+        flags: u32,
+        pad: u32,
+    }
+    // SAFETY: the child calls only async-signal-safe functions, then exits.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: as above.
+        unsafe {
+            libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0);
+            libc::raise(libc::SIGSTOP);
+            libc::_exit(0);
+        }
+    }
+    assert!(pid > 0, "fork: {}", std::io::Error::last_os_error());
+    let mut status = 0;
+    // SAFETY: waiting for our child, stopped by its SIGSTOP.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    let mut cfg = Config::default();
+    // SAFETY: PTRACE_GET_RSEQ_CONFIGURATION (0x420f) writes at most `size_of::<Config>()`
+    // bytes into `cfg` for our stopped tracee.
+    let r = unsafe {
+        libc::ptrace(
+            0x420f,
+            pid,
+            core::mem::size_of::<Config>(),
+            &mut cfg as *mut Config,
+        )
+    };
+    let err = std::io::Error::last_os_error();
+    // SAFETY: killing and reaping our child.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+        libc::waitpid(pid, &mut status, 0);
+    }
+    assert!(r > 0, "PTRACE_GET_RSEQ_CONFIGURATION: {err}");
+    cfg.len
+}
+
+/// A thread registered by the crate (glibc's registration off) is registered with the length
+/// the kernel asks for, so that a kernel with the 6.19 rework applies its optimized mode; a
+/// thread glibc registered has glibc's length (glibc 2.36: 32 bytes, `__rseq_size` 20).
+#[test]
+fn registers_the_length_the_kernel_asks_for() {
+    let p = rseq::path();
+    if let Path::Fallback { reason } = p {
+        if reason.contains("ENOSYS") {
+            eprintln!("no rseq here ({reason}): skipped");
+            return;
+        }
+    }
+    let glibc_size = glibc_rseq_size().unwrap_or(0);
+    let c = rseq::Counter::new().unwrap();
+    // A new thread, registered by glibc at its start or by the crate at its first add.
+    let len = std::thread::spawn(move || {
+        c.inc();
+        registered_len()
+    })
+    .join()
+    .unwrap();
+    // SAFETY: getauxval has no preconditions.
+    let (feature, align) = unsafe { (libc::getauxval(27), libc::getauxval(28)) };
+    eprintln!(
+        "registration: {len} bytes; glibc __rseq_size {glibc_size}; AT_RSEQ_FEATURE_SIZE \
+         {feature}, AT_RSEQ_ALIGN {align}; path: {p}"
+    );
+    match p {
+        Path::Rseq {
+            glibc_registered: false,
+            ..
+        } => {
+            assert_eq!(len as usize, own_len_expected(), "{p}");
+            assert!(p
+                .to_string()
+                .ends_with(&format!("own registration of {len} bytes)")));
+        }
+        // glibc's: at least the original 32 bytes, and what it says it uses.
+        _ if glibc_size != 0 => assert!(len >= 32 && len >= glibc_size, "{len}"),
+        // Glibc's registration off and the fallback taken: the crate registered no thread
+        // but the first.
+        _ => {}
+    }
 }
 
 /// `kernel_feature_size` is the kernel's `AT_RSEQ_FEATURE_SIZE`, 20 where the kernel does
@@ -2200,6 +2429,20 @@ fn unregistered_thread_registers_on_its_first_add() {
     let cpu_id = || unsafe { (glibc_area().wrapping_add(4) as *const i32).read_volatile() };
     let _g = serial();
     let c = zone().alloc().unwrap();
+    if own_len_expected() != 32 {
+        // The crate registers an area of its own (the kernel asks for more than glibc's 32
+        // bytes): glibc's stays unregistered, and the new thread registers on its first add.
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                assert_eq!(registered_len(), 0, "a new thread starts unregistered");
+                (0..1000).for_each(|_| c.add(3));
+                assert_eq!(registered_len() as usize, own_len_expected());
+            });
+        });
+        assert_eq!(c.fetch(), 3000);
+        assert_eq!(c.block_slot(zone().nslots()), Ok(0));
+        return;
+    }
     std::thread::scope(|s| {
         s.spawn(|| {
             // glibc registers threads made by a registered thread (it copies the creator's

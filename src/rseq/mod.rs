@@ -43,16 +43,33 @@
 //!   that trust for the `mm_cid` index: run such a process with `PCPU_COUNTER_RSEQ=cpu`,
 //!   whose index read out of range sends an unregistered thread to the shared block.
 //! - With `GLIBC_TUNABLES=glibc.pthread.rseq=0` (`__rseq_size` is 0), each thread registers
-//!   glibc's reserved area itself, on its first add (one system call, async-signal-safe).
+//!   an area itself, on its first add (one system call, async-signal-safe), as long as the
+//!   kernel asks (`getauxval(AT_RSEQ_FEATURE_SIZE)` rounded up to `AT_RSEQ_ALIGN`, at least
+//!   32 bytes): glibc's reserved 32-byte area, or an area of the crate's own where the
+//!   kernel asks for more (Linux 7.3: 64 bytes).
 //! - A thread whose registration fails (another library registered another area) adds with a
 //!   locked add to the shared block: exact, slower, and never mixed with the non-locked adds.
 //! - [`Path::Fallback`] when the kernel has no rseq (`ENOSYS`, as under qemu-user) or libc
-//!   lacks `__rseq_offset`: `sched_getcpu()` and a locked add on that CPU's block, every add
-//!   of the process locked, so still exact.
+//!   lacks `__rseq_offset`, or the kernel is known to lose rseq adds
+//!   ([`known_broken_kernel`]): `sched_getcpu()` and a locked add on that CPU's block, every
+//!   add of the process locked, so still exact.
 //!
 //! The environment variable `PCPU_COUNTER_RSEQ`, read once (at the first zone or [`path`]),
 //! overrides the choice: `auto` (the default, as when unset or empty), `cpu` (rseq with
-//! `cpu_id`), `cid` (rseq with `mm_cid` where offered, else `cpu_id`), `off` (the fallback).
+//! `cpu_id`), `cid` (rseq with `mm_cid` where offered, else `cpu_id`), `off` (the fallback),
+//! `force` (rseq as `auto` picks it, even on a kernel known to lose adds: for one with the
+//! fix backported). `cpu` and `cid` choose the index, not whether rseq is safe: on a known
+//! broken kernel they take the fallback too.
+//!
+//! # Kernels known to lose adds
+//! The 6.19 rseq rework broke rseq on arm64: a critical section preempted and resumed on the
+//! same CPU is not aborted ("\[REGRESSION\] rseq: refactoring in v6.19 broke everyone on
+//! arm64 and tcmalloc everywhere", lkml, 2026-04-22), fixed in 7.0.14 (aarch64; "rseq: Revert
+//! to historical performance killing behaviour", "arm64/entry: Fix arm64-specific rseq
+//! brokenness"). An aarch64 process on Linux 6.19 up to 7.0.14 therefore takes the fallback
+//! unless forced ([`Choice::ForceRseq`], `PCPU_COUNTER_RSEQ=force`). x86-64 6.19 is not
+//! gated: its regression (`cpu_id_start` no longer rewritten) touches no field this crate
+//! reads, and its sections are still aborted.
 //! It is meant for tests and CI, so it is matched exactly: any other value (`CPU`, a typo)
 //! makes every zone of the process fail with [`Error::BadEnvVar`], naming the variable and
 //! the accepted values, and [`path`] report [`Path::Unusable`], rather than run a path
@@ -110,6 +127,7 @@
 mod counter;
 mod fast;
 mod handles;
+mod kernels;
 mod registration;
 mod zone;
 
@@ -170,7 +188,9 @@ pub fn path() -> Path {
 ///
 /// Returns the path now in use. Fails, leaving the path unchosen, with
 /// [`Error::RseqPathUnavailable`] when the process cannot run `choice` (no rseq in the
-/// kernel or libc, no `mm_cid`, glibc's registration on for [`Choice::OwnRegistration`]),
+/// kernel or libc, no `mm_cid`, glibc's registration on for [`Choice::OwnRegistration`], a
+/// kernel known to lose rseq adds for every rseq choice but [`Choice::ForceRseq`], the
+/// reason then naming the kernel),
 /// and, with the path unchanged, with [`Error::RseqPathTooLate`] when the path was already
 /// chosen otherwise. A call whose choice the chosen path already satisfies succeeds (two
 /// libraries asking for the same path), as does [`Choice::Auto`] at any time.
@@ -178,6 +198,17 @@ pub fn path() -> Path {
 /// The path is per process, not per zone: the add carries no per-counter mode check.
 pub fn set_path(choice: Choice) -> Result<Path, Error> {
     registration::set_path(choice)
+}
+
+/// Why this process's kernel is known to lose rseq adds, or `None`: the reason the
+/// fallback names when the crate leaves rseq for that reason, e.g. `Linux 6.19.11 aborts no
+/// rseq section on arm64 (fixed in 7.0.14; PCPU_COUNTER_RSEQ=force overrides)`.
+///
+/// The crate's table of such kernels (see [Kernels known to lose adds](crate::rseq#kernels-known-to-lose-adds))
+/// is matched against `uname`'s release and the process's arch: aarch64 Linux from 6.19 up
+/// to (not including) 7.0.14. A release it cannot read is not known broken.
+pub fn known_broken_kernel() -> Option<&'static str> {
+    registration::known_broken_kernel()
 }
 
 /// The kernel's rseq feature size (`getauxval(AT_RSEQ_FEATURE_SIZE)`, 20 when not given):

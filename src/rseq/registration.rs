@@ -19,6 +19,7 @@ use core::fmt;
 use std::boxed::Box;
 use std::sync::OnceLock;
 
+use super::kernels;
 use crate::Error;
 
 /// The rseq signature glibc registers, and that the abort handlers carry before them.
@@ -32,10 +33,14 @@ pub(crate) const RSEQ_SIG: u32 = 0xd428_bc00;
 pub(crate) const CPU_ID_OFFSET: usize = 4;
 /// Offset of `mm_cid` in `struct rseq` (Linux 6.3 and later).
 pub(crate) const MM_CID_OFFSET: usize = 24;
-/// The length this crate registers an area with: the original `struct rseq` allocation.
-const RSEQ_LEN: u32 = 32;
+/// The original `struct rseq` allocation: the length glibc 2.35-2.40 registers, and the
+/// shortest registration the kernel accepts.
+const ORIG_RSEQ_LEN: usize = 32;
 /// `getauxval` key of the kernel's supported rseq feature size.
 const AT_RSEQ_FEATURE_SIZE: libc::c_ulong = 27;
+/// `getauxval` key of the alignment the kernel requires of a registration longer than 32
+/// bytes (the feature size rounded up to a power of two).
+const AT_RSEQ_ALIGN: libc::c_ulong = 28;
 
 /// Which per-thread number picks the block an rseq add writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,12 +91,12 @@ impl fmt::Display for Path {
                     Index::Cpu => "cpu_id",
                     Index::ConcurrencyId => "mm_cid",
                 };
-                let by = if *glibc_registered {
-                    "glibc's registration"
+                if *glibc_registered {
+                    write!(f, "rseq (index {index}, glibc's registration)")
                 } else {
-                    "own registration"
-                };
-                write!(f, "rseq (index {index}, {by})")
+                    let len = own_len();
+                    write!(f, "rseq (index {index}, own registration of {len} bytes)")
+                }
             }
             Path::Fallback { reason } => {
                 write!(f, "fallback: sched_getcpu + locked add ({reason})")
@@ -105,7 +110,8 @@ impl fmt::Display for Path {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Config {
     pub(crate) path: Path,
-    /// `__rseq_offset`: the area's offset from the thread pointer.
+    /// The area's offset from the thread pointer: glibc's `__rseq_offset`, or, for an own
+    /// registration longer than glibc's area, the offset of this crate's [`OwnArea`].
     pub(crate) rseq_offset: isize,
     /// Offset of the index field in the area (`cpu_id` or `mm_cid`).
     pub(crate) index_offset: usize,
@@ -127,15 +133,17 @@ pub(crate) fn config() -> Result<&'static Config, Error> {
 /// The environment variable that overrides the path.
 const VAR: &str = "PCPU_COUNTER_RSEQ";
 /// The values [`VAR`] accepts (unset or empty means `auto`).
-const ACCEPTED: &str = "auto, cpu, cid, off";
+const ACCEPTED: &str = "auto, cpu, cid, off, force";
 
 /// What `PCPU_COUNTER_RSEQ` asks for.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Request {
     Auto,
     Cpu,
     Cid,
     Off,
+    /// rseq (index as `Auto`) even on a kernel of [`kernels::KNOWN_BROKEN`].
+    Force,
 }
 
 /// The add path a program asks for in code, with [`set_path`](super::set_path).
@@ -145,18 +153,25 @@ pub enum Choice {
     /// `mm_cid` where offered, else `cpu_id`, else the fallback. Always available.
     Auto,
     /// rseq indexed by `cpu_id` ([`Index::Cpu`]), with glibc's registration or the crate's
-    /// own. Unavailable without rseq.
+    /// own. Unavailable without rseq, and on a kernel known to lose rseq adds
+    /// ([`known_broken_kernel`](super::known_broken_kernel); see [`Choice::ForceRseq`]).
     CpuId,
     /// rseq indexed by `mm_cid` ([`Index::ConcurrencyId`]). Unavailable without rseq or on a
-    /// kernel that does not offer `mm_cid` (before Linux 6.3).
+    /// kernel that does not offer `mm_cid` (before Linux 6.3), and on a kernel known to lose
+    /// rseq adds.
     ConcurrencyId,
     /// rseq with the crate registering each thread's area itself (index as [`Choice::Auto`]
     /// picks it). Available only where glibc's own registration is off
     /// (`GLIBC_TUNABLES=glibc.pthread.rseq=0`): glibc's registered area cannot be
-    /// registered twice.
+    /// registered twice. Unavailable on a kernel known to lose rseq adds.
     OwnRegistration,
     /// No rseq: `sched_getcpu()` and a locked add. Always available.
     Fallback,
+    /// rseq (index as [`Choice::Auto`] picks it) even on a kernel this crate knows to lose
+    /// rseq adds ([`known_broken_kernel`](super::known_broken_kernel)), as
+    /// `PCPU_COUNTER_RSEQ=force`: for such a kernel with the fix backported. Unavailable
+    /// without rseq.
+    ForceRseq,
 }
 
 impl Choice {
@@ -167,6 +182,7 @@ impl Choice {
             Choice::ConcurrencyId => "rseq with mm_cid",
             Choice::OwnRegistration => "rseq with own registration",
             Choice::Fallback => "fallback",
+            Choice::ForceRseq => "rseq forced",
         }
     }
 
@@ -184,6 +200,7 @@ impl Choice {
                 },
             ) => !glibc_registered,
             (Choice::Fallback, Path::Fallback { .. }) => true,
+            (Choice::ForceRseq, Path::Rseq { .. }) => true,
             _ => false,
         }
     }
@@ -201,7 +218,8 @@ pub(crate) fn set_path(choice: Choice) -> Result<Path, Error> {
     let cfg = match choice {
         Choice::Fallback => fallback("chosen in code (rseq::set_path)"),
         Choice::CpuId => choose(Request::Cpu),
-        _ => choose(Request::Auto),
+        Choice::ForceRseq => choose(Request::Force),
+        Choice::Auto | Choice::ConcurrencyId | Choice::OwnRegistration => choose(Request::Auto),
     };
     if !choice.satisfied_by(cfg.path) {
         let reason = match (choice, cfg.path) {
@@ -255,6 +273,7 @@ fn request() -> Result<Request, Error> {
         Some("cpu") => Ok(Request::Cpu),
         Some("cid") => Ok(Request::Cid),
         Some("off") => Ok(Request::Off),
+        Some("force") => Ok(Request::Force),
         _ => Err(Error::BadEnvVar {
             var: VAR,
             // Leaked once: the configuration, error included, is made once per process.
@@ -290,30 +309,44 @@ fn choose(req: Request) -> Config {
     }
     // SAFETY: glibc defines `__rseq_offset` as a `ptrdiff_t` and `__rseq_size` as an
     // `unsigned int`, both constant after startup.
-    let (rseq_offset, glibc_size) = unsafe {
+    let (glibc_offset, glibc_size) = unsafe {
         (
             off_sym.cast::<isize>().read(),
             size_sym.cast::<libc::c_uint>().read(),
         )
     };
     let glibc_registered = glibc_size != 0;
+    // The area the sections read: glibc's, or, when this crate registers threads itself and
+    // the kernel asks for more than glibc's 32 bytes, this crate's own.
+    let rseq_offset = if glibc_registered || own_len() == ORIG_RSEQ_LEN {
+        glibc_offset
+    } else {
+        own_area().addr().wrapping_sub(thread_pointer().addr()) as isize
+    };
     if !glibc_registered {
         // Register the calling thread now: ENOSYS means no rseq on this kernel (or under
         // qemu-user), and the whole process takes the fallback.
-        // SAFETY: glibc reserved a 32-byte aligned area at the thread pointer plus
-        // `__rseq_offset` for every thread, unused while its own registration is off.
         // Another error (EPERM, EINVAL: some other library registered another area) leaves
         // this thread on the shared block, and the other threads try for themselves.
+        // SAFETY: the calling thread's area at `rseq_offset` is the one the process
+        // registers (glibc's reserved 32 bytes, unused while its own registration is off, or
+        // this crate's `OwnArea`).
         if let Err(libc::ENOSYS) = unsafe { register_at(rseq_offset) } {
             return fallback("the kernel has no rseq (ENOSYS)");
         }
     }
+    // After the ENOSYS check, so that qemu-user (whose `uname` is the host's release with
+    // the guest's arch) reports no rseq rather than a kernel it does not run on.
+    if let Some(reason) = gate(req, known_broken_kernel()) {
+        return fallback(reason);
+    }
     // The registered size that counts, librseq's rule: glibc reports 20 (2.35-2.39, while
     // allocating 32) or 32 (early versions) without asking the kernel, so for those two the
     // usable size is min(32, AT_RSEQ_FEATURE_SIZE); otherwise it is `__rseq_size`. Our own
-    // registration is 32 bytes, the same case.
+    // registration covers the kernel's feature size when longer than 32 bytes.
     let size = match glibc_size {
-        0 | 20 | 32 => kernel_feature_size().min(RSEQ_LEN as usize),
+        0 if own_len() > ORIG_RSEQ_LEN => kernel_feature_size(),
+        0 | 20 | 32 => kernel_feature_size().min(ORIG_RSEQ_LEN),
         n => n as usize,
     };
     let cid_available = size >= MM_CID_OFFSET + 4;
@@ -334,6 +367,41 @@ fn choose(req: Request) -> Config {
         },
         nslots: possible_cpus(),
     }
+}
+
+/// The fallback's reason when `req` may not take rseq on a kernel whose `known_broken`
+/// verdict is given ([`known_broken_kernel`]): every request but `off` (which falls back
+/// anyway) and `force`.
+fn gate(req: Request, known_broken: Option<&'static str>) -> Option<&'static str> {
+    match req {
+        Request::Force => None,
+        Request::Auto | Request::Cpu | Request::Cid | Request::Off => known_broken,
+    }
+}
+
+/// Why this process's kernel is known to lose rseq adds ([`kernels::KNOWN_BROKEN`], matched
+/// against `uname`'s release and the process's arch), or `None`. Computed once.
+pub(crate) fn known_broken_kernel() -> Option<&'static str> {
+    static VERDICT: OnceLock<Option<&'static str>> = OnceLock::new();
+    *VERDICT.get_or_init(|| {
+        let release = uname_release()?;
+        let (r, b) = kernels::verdict(std::env::consts::ARCH, &release)?;
+        // Leaked once per process, as the configuration that carries it.
+        Some(Box::leak(kernels::reason(r, b).into_boxed_str()))
+    })
+}
+
+/// `uname`'s release (`6.19.11+deb13-cloud-arm64`).
+fn uname_release() -> Option<std::string::String> {
+    // SAFETY: `utsname` is plain bytes; all zeroes is a valid value.
+    let mut u: libc::utsname = unsafe { core::mem::zeroed() };
+    // SAFETY: `u` is a writable `utsname`.
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return None;
+    }
+    // SAFETY: the kernel NUL-terminates the field; zeroed before, it ends in a NUL anyway.
+    let release = unsafe { CStr::from_ptr(u.release.as_ptr()) };
+    Some(release.to_string_lossy().into_owned())
 }
 
 /// The process's path, or [`Path::Unusable`] with the error every zone gets.
@@ -379,19 +447,84 @@ fn thread_pointer() -> *mut u8 {
     tp
 }
 
-/// Registers the calling thread's glibc area with the kernel.
+/// The length this crate registers each thread's area with, where glibc's registration is
+/// off: what the kernel asks for, `getauxval(AT_RSEQ_FEATURE_SIZE)` rounded up to
+/// `getauxval(AT_RSEQ_ALIGN)`, at least 32 (the original `struct rseq`); a registration that
+/// covers the kernel's feature size is what a kernel with the 6.19 rework needs to apply its
+/// optimized mode to the thread. 32 (glibc's reserved area, the legacy mode) where that
+/// would exceed [`OwnArea`].
+pub(crate) fn own_len() -> usize {
+    // SAFETY: getauxval has no preconditions.
+    let (feature, align) = unsafe {
+        (
+            libc::getauxval(AT_RSEQ_FEATURE_SIZE),
+            libc::getauxval(AT_RSEQ_ALIGN),
+        )
+    };
+    match registration_len(feature as usize, align as usize) {
+        len if len <= core::mem::size_of::<OwnArea>() => len,
+        _ => ORIG_RSEQ_LEN,
+    }
+}
+
+/// `feature` rounded up to `align` (0: none given), at least [`ORIG_RSEQ_LEN`].
+fn registration_len(feature: usize, align: usize) -> usize {
+    feature
+        .checked_next_multiple_of(align.max(1))
+        .unwrap_or(usize::MAX)
+        .max(ORIG_RSEQ_LEN)
+}
+
+/// The area this crate registers for a thread when the kernel asks for more than the 32
+/// bytes glibc reserves (glibc 2.35-2.40; `__rseq_size` 0, glibc's registration off): 128
+/// bytes aligned to 128, which covers kernels whose feature size is up to 128 bytes.
+/// `cpu_id` starts at -1 (`RSEQ_CPU_ID_UNINITIALIZED`), so the sections that check the
+/// registration refuse a thread that has not registered it yet. Only the kernel writes it,
+/// through raw pointers.
+#[repr(C, align(128))]
+pub(crate) struct OwnArea(core::cell::UnsafeCell<[u32; 32]>);
+
+const fn own_area_init() -> [u32; 32] {
+    let mut words = [0; 32];
+    words[CPU_ID_OFFSET / 4] = u32::MAX;
+    words
+}
+
+std::thread_local! {
+    // Const-initialised and without a destructor: plain TLS at a fixed offset from the thread
+    // pointer in every thread (static TLS: the executable and the libraries loaded with it;
+    // `register_at` checks the offset).
+    static OWN_AREA: OwnArea = const { OwnArea(core::cell::UnsafeCell::new(own_area_init())) };
+}
+
+/// The calling thread's [`OwnArea`].
+fn own_area() -> *mut u8 {
+    OWN_AREA.with(|a| a.0.get().cast())
+}
+
+/// Registers the calling thread's area at `rseq_offset` with the kernel, [`own_len`] bytes
+/// long: glibc's reserved area when that is 32, else the thread's [`OwnArea`], refused
+/// (`EINVAL`, unregistered) when it does not lie at `rseq_offset` from the thread pointer
+/// (a library loaded with `dlopen`, whose TLS is not at one offset in every thread).
 ///
 /// `EBUSY` (this very area is already registered, with this signature) counts as success.
 /// Async-signal-safe: one system call, no allocation.
 ///
 /// # Safety
-/// The area at the thread pointer plus `rseq_offset` is glibc's reserved, 32-byte aligned,
-/// 32-byte rseq area for this thread.
+/// glibc's registration is off, and `rseq_offset` is `__rseq_offset` when [`own_len`] is 32
+/// (the area there is then glibc's reserved, 32-byte aligned, 32-byte rseq area for this
+/// thread).
 pub(crate) unsafe fn register_at(rseq_offset: isize) -> Result<(), i32> {
     let area = area(rseq_offset);
-    // SAFETY: per the caller, `area` is this thread's 32-byte rseq area, alive as long as
-    // the thread (the kernel unregisters it at thread exit).
-    let r = unsafe { libc::syscall(libc::SYS_rseq, area, RSEQ_LEN, 0, RSEQ_SIG) };
+    let len = own_len();
+    if len != ORIG_RSEQ_LEN && area != own_area() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: per the caller (32 bytes) or as checked (the thread's `OwnArea`, aligned to
+    // 128, which `len` does not exceed and whose alignment `len`'s is at most), `area` is
+    // this thread's rseq area, alive as long as the thread (the kernel unregisters it at
+    // thread exit).
+    let r = unsafe { libc::syscall(libc::SYS_rseq, area, len as u32, 0, RSEQ_SIG) };
     if r == 0 {
         return Ok(());
     }
@@ -426,8 +559,8 @@ pub(crate) fn register_current_thread(rseq_offset: isize) -> bool {
         // CPUs), and the caller takes the shared block.
         return false;
     }
-    // SAFETY: called only when glibc's registration is off, so the area at the thread
-    // pointer plus `__rseq_offset` is glibc's reserved, unregistered area for this thread.
+    // SAFETY: called only when glibc's registration is off, with the process's area offset
+    // (`__rseq_offset` when `own_len` is 32).
     match unsafe { register_at(rseq_offset) } {
         Ok(()) => {
             OWN.with(|s| s.set(Own::Registered));
@@ -464,6 +597,50 @@ pub(crate) fn parse_cpu_list(s: &str) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
+    /// The length of the crate's own registration: the kernel's feature size rounded up to
+    /// its alignment, never below 32.
+    #[test]
+    fn registration_lengths() {
+        for (feature, align, len) in [
+            (0, 0, 32),
+            (20, 0, 32),
+            (28, 32, 32),
+            (32, 32, 32),
+            (33, 64, 64),
+            (65, 128, 128),
+            (129, 256, 256),
+            (usize::MAX, 64, usize::MAX),
+        ] {
+            assert_eq!(
+                super::registration_len(feature, align),
+                len,
+                "{feature} {align}"
+            );
+        }
+    }
+
+    /// The gate: every request but `force` falls back on a known-broken kernel; none does
+    /// elsewhere.
+    #[test]
+    fn the_gate_applies_unless_forced() {
+        use super::Request::*;
+        let why = Some("Linux 6.19.11 aborts no rseq section on arm64");
+        for (req, gated) in [
+            (Auto, true),
+            (Cpu, true),
+            (Cid, true),
+            (Off, true),
+            (Force, false),
+        ] {
+            assert_eq!(
+                super::gate(req, why),
+                if gated { why } else { None },
+                "{req:?}"
+            );
+            assert_eq!(super::gate(req, None), None, "{req:?}");
+        }
+    }
+
     /// `/sys/devices/system/cpu/possible`'s format: ranges and single CPUs, the count is the
     /// highest CPU plus one.
     #[test]

@@ -1,6 +1,7 @@
 /* A per-CPU counter in plain C with glibc's rseq registration, independent of pcpu-counter:
  * the same aarch64 critical section as arch/aarch64/rseq.rs (arm rseq_cs; load the index;
- * ldr/add/str commit; abort handler behind brk #0x45e0 that retries), on blocks of a page each
+ * ldr/add/str commit; abort handler behind brk #0x45e0 that retries), or on x86_64 the one of
+ * arch/x86_64/rseq.rs (one non-locked add commits; ud1 + 0x53053053), on blocks of a page each
  * in a fresh lazily backed mapping, so that a block's first add faults inside the section.
  * Threads re-pin themselves to the next CPU every `every` adds.
  *
@@ -30,6 +31,7 @@ static void pin(long cpu) {
     sched_setaffinity(0, sizeof set, &set);
 }
 
+#if defined(__aarch64__)
 static void add(long v) {
     char *area = (char *)__builtin_thread_pointer() + __rseq_offset;
     uint64_t d, t;
@@ -60,6 +62,42 @@ static void add(long v) {
           [n] "r"((uint64_t)BLOCKS)
         : "memory", "cc");
 }
+#elif defined(__x86_64__)
+/* The crate's x86_64 section (arch/x86_64/rseq.rs): the commit is one non-locked add to
+ * memory; the abort handler sits behind ud1 + the signature 0x53053053. */
+static void add(long v) {
+    char *area;
+    __asm__("mov %%fs:0, %0" : "=r"(area));
+    area += __rseq_offset;
+    uint64_t d;
+    __asm__ volatile(
+        "6: leaq 3f(%%rip), %[d]\n"
+        "   movq %[d], 8(%[a])\n"
+        "2: movl (%[a],%[ioff]), %k[d]\n"
+        "   cmpq %[n], %[d]\n"
+        "   jae 6b\n" /* an unregistered area: never here (glibc registered it) */
+        "   shlq $12, %[d]\n"
+        "   addq %[base], %[d]\n"
+        "   addq %[v], (%[d])\n"
+        "4:\n"
+        "   .pushsection __rseq_cs, \"aw\"\n"
+        "   .balign 32\n"
+        "3: .long 0, 0\n"
+        "   .quad 2b, 4b - 2b, 5f\n"
+        "   .popsection\n"
+        "   .pushsection __rseq_failure, \"ax\"\n"
+        "   .byte 0x0f, 0xb9, 0x3d\n"
+        "   .long 0x53053053\n"
+        "5: jmp 6b\n"
+        "   .popsection\n"
+        : [d] "=&r"(d)
+        : [a] "r"(area), [base] "r"(blocks), [v] "r"(v), [ioff] "r"(index_offset),
+          [n] "r"((uint64_t)BLOCKS)
+        : "memory", "cc");
+}
+#else
+#error "rseq_add: aarch64 or x86_64"
+#endif
 
 static void *run(void *arg) {
     long i = (long)arg;

@@ -50,7 +50,11 @@ impl ZoneLayout {
         }
     }
 
-    /// Checks every rule a zone relies on; the error names the first one broken.
+    /// Checks every rule a zone relies on; the error names the first one broken. The last
+    /// rule is that the CPU can write every CPU's counter area: none wraps around the end of
+    /// the address space ([`Error::WrapsAround`]) or has a byte the target cannot address
+    /// ([`Error::Unaddressable`], [`AddressSpace::TARGET`]); both name the first such CPU and
+    /// its address.
     pub fn validate(&self) -> Result<(), Error> {
         if self.ncpus == 0 {
             return Err(Error::NoCpus);
@@ -78,12 +82,14 @@ impl ZoneLayout {
                 needed,
             });
         }
-        (self.ncpus - 1)
-            .checked_mul(self.stride)
-            .and_then(|last| last.checked_add(needed))
-            .and_then(|span| self.base.checked_add(span))
-            .ok_or(Error::AddressOverflow)?;
-        Ok(())
+        AddressSpace::TARGET.check_copies(
+            "zone",
+            self.base,
+            self.offset,
+            self.stride,
+            self.len,
+            self.ncpus,
+        )
     }
 
     /// How many counters the zone holds: one 8-byte slot each.
@@ -123,6 +129,164 @@ impl ZoneLayout {
             });
         }
         Ok(self.base + cpu * self.stride)
+    }
+}
+
+/// Which addresses a CPU can reach: the rule that set-up checks ([`ZoneLayout::validate`],
+/// `statics::install`) apply to every CPU's counter area or copy before anything is written,
+/// so that an address the CPU cannot write is an error at set-up, never a fault (a `#GP`, a
+/// store page fault) in the middle of it. Pure address arithmetic: every rule is usable, and
+/// testable, on any host.
+///
+/// Only what no configuration of the arch can address is refused: a kernel's own mapping may
+/// still leave an address unmapped, which no arithmetic can know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AddressSpace {
+    /// Every address (i386, aarch64 and the portable archs): only a range that wraps around
+    /// the end of the address space is refused. (aarch64's top-byte-ignore and 52-bit
+    /// address configurations leave almost every 64-bit address reachable in some kernel.)
+    Flat,
+    /// x86_64 with 4-level paging: canonical addresses, bits 63..47 all equal (below
+    /// `0x0000_8000_0000_0000` or from `0xffff_8000_0000_0000`). 4-level paging, not 5-level
+    /// (LA57, bits 63..56 equal), because the 48-bit rule is the one every x86_64 CPU
+    /// enforces by default, the one the `x86_64` crate's `VirtAddr` (hence
+    /// `arch::set_cpu_base`) applies, and the one that catches the mistake it exists for: a
+    /// CPU's copy computed as two kernel addresses added (`0xffff_0000_0045_9c68`) is
+    /// canonical under LA57. A kernel with 5-level paging whose per-CPU memory lies outside
+    /// the 48-bit range is refused.
+    X86_64,
+    /// riscv64: what its widest mode, Sv57, can address (bits 63..56 all equal; Bare mode's
+    /// physical addresses lie below 2^56). Sv39 (sign-extended from bit 38) and Sv48 (from
+    /// bit 47) kernels reach less, but the crate cannot know the kernel's mode, so an
+    /// address only Sv48 or Sv57 can reach passes: there the bring-up check or the kernel's
+    /// page fault is the guard.
+    Riscv64,
+}
+
+impl AddressSpace {
+    /// The rule of the target the crate is built for.
+    pub const TARGET: AddressSpace = if cfg!(target_arch = "x86_64") {
+        AddressSpace::X86_64
+    } else if cfg!(target_arch = "riscv64") {
+        AddressSpace::Riscv64
+    } else {
+        AddressSpace::Flat
+    };
+
+    /// Where the hole of unaddressable addresses starts and ends: `[low, high)`, empty for
+    /// [`Flat`](AddressSpace::Flat).
+    const fn hole(self) -> (usize, usize) {
+        let bits = match self {
+            AddressSpace::Flat => return (0, 0),
+            AddressSpace::X86_64 => 47,
+            AddressSpace::Riscv64 => 56,
+        };
+        // usize is 64 bits on both arches; on a 32-bit host the rule cannot apply.
+        if usize::BITS < 64 {
+            return (0, 0);
+        }
+        let low = 1usize << bits;
+        (low, low.wrapping_neg())
+    }
+
+    /// Whether the CPU can address `addr`.
+    pub const fn reaches(self, addr: usize) -> bool {
+        let (low, high) = self.hole();
+        addr < low || addr >= high
+    }
+
+    /// Checks that the CPU can write every CPU's range: CPU `i`'s bytes are `origin + offset
+    /// + i * stride` to `+ len`, for `i` below `ncpus` (a zone's counter areas: `origin` its
+    /// `base`; the per-CPU statics' copies: `origin` CPU 0's copy, `offset` 0). The error
+    /// names the first CPU whose range is not writable, and where, for `what` is set up
+    /// (`"zone"`, `"statics"`): [`Error::Unaddressable`] (the range's first byte this space
+    /// cannot address) or [`Error::WrapsAround`] (the range runs past the end of the address
+    /// space). Setup only: two divisions, no loop over the CPUs.
+    ///
+    /// ```
+    /// use pcpu_counter::{AddressSpace, Error};
+    /// // The percpu-crate kernel's mistake: CPU 0's copy at two kernel addresses added.
+    /// let copy0 = 0xffff_0000_0045_9c68;
+    /// assert_eq!(
+    ///     AddressSpace::X86_64.check_copies("statics", copy0, 0, 0x1000, 16, 4),
+    ///     Err(Error::Unaddressable { what: "statics", cpu: 0, addr: copy0, space: AddressSpace::X86_64 }),
+    /// );
+    /// assert_eq!(AddressSpace::Riscv64.check_copies("statics", copy0, 0, 0x1000, 16, 4), Ok(()));
+    /// ```
+    pub fn check_copies(
+        self,
+        what: &'static str,
+        origin: usize,
+        offset: usize,
+        stride: usize,
+        len: usize,
+        ncpus: usize,
+    ) -> Result<(), Error> {
+        if ncpus == 0 || len == 0 {
+            return Ok(());
+        }
+        let first = origin.checked_add(offset);
+        // CPU `cpu`'s first byte, where it does not wrap.
+        let start = |cpu: usize| first?.checked_add(cpu.checked_mul(stride)?);
+        // How many CPUs' ranges have their last byte at or below `top`: the ranges rise by
+        // `stride` from CPU 0's.
+        let up_to = |top: usize| -> usize {
+            match first.and_then(|a| a.checked_add(len - 1)) {
+                Some(last) if last <= top => match (top - last).checked_div(stride) {
+                    Some(k) => k.saturating_add(1).min(ncpus),
+                    None => ncpus,
+                },
+                _ => 0,
+            }
+        };
+        let wraps = |cpu: usize| Error::WrapsAround {
+            what,
+            cpu,
+            addr: origin
+                .wrapping_add(offset)
+                .wrapping_add(cpu.wrapping_mul(stride)),
+            len,
+        };
+        let (low, high) = self.hole();
+        if low != 0 {
+            // The first CPU whose range is not wholly below the hole is wholly above it, or
+            // has an address in it.
+            let cpu = up_to(low - 1);
+            if cpu < ncpus {
+                match start(cpu) {
+                    None => return Err(wraps(cpu)),
+                    Some(s) if s < high => {
+                        return Err(Error::Unaddressable {
+                            what,
+                            cpu,
+                            addr: s.max(low),
+                            space: self,
+                        })
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        let cpu = up_to(usize::MAX);
+        if cpu < ncpus {
+            return Err(wraps(cpu));
+        }
+        Ok(())
+    }
+}
+
+impl core::fmt::Display for AddressSpace {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            AddressSpace::Flat => "an address",
+            AddressSpace::X86_64 => {
+                "a canonical x86_64 address (4-level paging: bits 63..47 all equal)"
+            }
+            AddressSpace::Riscv64 => {
+                "an address any riscv64 mode can reach (Sv57: bits 63..56 all equal)"
+            }
+        })
     }
 }
 

@@ -25,6 +25,7 @@ mod layout;
 mod shape;
 pub use error::Error;
 pub use layout::ZoneLayout;
+pub use layout::AddressSpace;
 pub use shape::AreaShape;
 
 // The core, from the bottom up: the arch primitives (the top-level `arch/` folder, one

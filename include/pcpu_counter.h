@@ -384,6 +384,9 @@ int pcpu_set_cpu_base(size_t cpu);
 // The bring-up check ([`Zone::check_cpu`]): run once on CPU `cpu`, after its per-CPU
 int pcpu_cpu_check(size_t cpu);
 
+// The first bring-up check that failed ([`Zone::first_failed_check`]): its code (0 when
+int pcpu_cpu_check_first_failure(size_t *cpu);
+
 // Counters the installed zone holds at once (0 when none is installed).
 size_t pcpu_zone_capacity(void);
 

@@ -451,3 +451,33 @@ mod unwritable {
         assert_eq!(top.validate(), Ok(()));
     }
 }
+
+/// The first failed bring-up check is kept for a kernel that checks before its console
+/// exists: the CPU and the error, not replaced by later failures (from 4 CPUs at once), and
+/// nothing while every check passes. (The only test of this binary whose checks fail.)
+#[test]
+fn the_first_failed_bring_up_check_is_kept() {
+    let machine = Machine::new(4);
+    let zone = machine.zone();
+    for cpu in 0..4 {
+        assert_eq!(machine.run_on(cpu, || zone.check_cpu(cpu)), Ok(()));
+    }
+    assert_eq!(Zone::first_failed_check(), None);
+    // CPU 2's check run on CPU 3: before any console, the kernel cannot print it.
+    let first = Error::CpuRegisterForeign {
+        cpu: 2,
+        other: 3,
+        register: pcpu_counter::arch::REGISTER,
+    };
+    assert_eq!(machine.run_on(3, || zone.check_cpu(2)), Err(first));
+    std::thread::scope(|s| {
+        for cpu in 0..4 {
+            let machine = &machine;
+            s.spawn(move || {
+                let later = machine.run_on(cpu, || zone.check_cpu(4 + cpu));
+                assert_eq!(later, Err(Error::CpuNotInZone { cpu: 4 + cpu, ncpus: 4 }));
+            });
+        }
+    });
+    assert_eq!(Zone::first_failed_check(), Some((2, first)));
+}

@@ -147,7 +147,9 @@ pub unsafe extern "C" fn pcpu_set_cpu_base(cpu: usize) -> c_int {
 /// | `PCPU_EREGOUTSIDE` | it holds no CPU's block: the zone's base or stride is not the kernel's |
 /// | `PCPU_ESEGLIMIT` | i386, a zone with chunk hooks (`pcpu_zone_grow`): the `%fs` segment does not span 4 GiB |
 ///
-/// and `PCPU_ENOTINSTALLED` before `pcpu_zone_init`. It reads registers and writes nothing.
+/// and `PCPU_ENOTINSTALLED` before `pcpu_zone_init`. It reads registers and writes nothing
+/// but the first failure, which `pcpu_cpu_check_first_failure` returns later (for a kernel
+/// that checks before its console exists).
 ///
 /// # Safety
 /// Kernel only: runs on CPU `cpu`, at the privilege the add runs at (CPL 0 / EL1 / S-mode).
@@ -168,6 +170,41 @@ pub unsafe extern "C" fn pcpu_cpu_check(cpu: usize) -> c_int {
     match zone.check_cpu(cpu) {
         Ok(()) => PCPU_OK,
         Err(e) => code(e),
+    }
+}
+
+/// The first bring-up check that failed ([`Zone::first_failed_check`]): its code (0 when
+/// none failed), with the CPU it ran for stored in `*cpu` (left alone when none failed).
+///
+/// For a kernel that runs `pcpu_cpu_check` before its console exists: once it can print, it
+/// calls this, and reports and stops on a nonzero code (`pcpu_strerror` names it). The first
+/// failure is kept once, lock-free; a later one never replaces it.
+///
+/// # Safety
+/// `cpu` is NULL (the CPU is not wanted) or valid for a write.
+///
+/// ```
+/// use pcpu_counter::{capi::*, sim::capi::*};
+/// assert_eq!(pcpu_sim_machine_new(2, 64), 0);
+/// let mut cpu = usize::MAX;
+/// assert_eq!(unsafe { pcpu_cpu_check_first_failure(&mut cpu) }, 0);
+/// assert_eq!(pcpu_sim_bind(1), 0);
+/// assert_eq!(unsafe { pcpu_cpu_check(0) }, PCPU_EREGFOREIGN); // early: no console yet
+/// assert_eq!(unsafe { pcpu_cpu_check(2) }, PCPU_ENOTINZONE);  // a later failure
+/// assert_eq!(unsafe { pcpu_cpu_check_first_failure(&mut cpu) }, PCPU_EREGFOREIGN);
+/// assert_eq!(cpu, 0);
+/// ```
+#[no_mangle]
+pub unsafe extern "C" fn pcpu_cpu_check_first_failure(cpu: *mut usize) -> c_int {
+    match Zone::first_failed_check() {
+        None => PCPU_OK,
+        Some((failed, e)) => {
+            if !cpu.is_null() {
+                // SAFETY: non-null and writable per the contract.
+                unsafe { *cpu = failed };
+            }
+            code(e)
+        }
     }
 }
 

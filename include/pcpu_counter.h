@@ -138,14 +138,8 @@
 // The bring-up check, i386: the `%fs` segment does not span 4 GiB, but the zone grows (Rust:
 #define PCPU_ESEGLIMIT -33
 
-// A CPU's counter area or statics copy has an address the CPU cannot have (Rust:
+// A CPU's counter area or statics copy has an address the arch cannot have (Rust:
 #define PCPU_EUNADDR -34
-
-// A CPU's counter area or statics copy wraps around the end of the address space (Rust:
-#define PCPU_EWRAPS -35
-
-// A CPU's statics copy overlaps the per-CPU section itself (Rust:
-#define PCPU_ETEMPLATE -36
 
 // The most CPUs the nullary `counter_enter()` keeps nesting depths for.
 #define PCPU_NEST_CPUS 256

@@ -52,7 +52,9 @@ impl Zone<'_> {
         checked
     }
 
-    fn check_cpu_unkept(&self, cpu: usize) -> Result<(), Error> {
+    /// [`check_cpu`](Zone::check_cpu) without keeping a failure: the C ABI keeps its own, as
+    /// a code (`pcpu_cpu_check_first_failure`), in one word.
+    pub(crate) fn check_cpu_unkept(&self, cpu: usize) -> Result<(), Error> {
         check(self.layout(), cpu)?;
         // A zone that grows: its chunks' offsets reach the whole address space.
         if self.grows() && platform::simulated_register().is_none() {

@@ -182,12 +182,11 @@ impl AddressSpace {
             AddressSpace::X86_64 => 47,
             AddressSpace::Riscv64 => 56,
         };
-        // usize is 64 bits on both arches; on a 32-bit host the rule cannot apply.
-        if usize::BITS < 64 {
-            return (0, 0);
+        // usize is 64 bits on both arches; on a 32-bit host the rule has no hole.
+        match 1usize.checked_shl(bits) {
+            Some(low) if bits < usize::BITS - 1 => (low, low.wrapping_neg()),
+            _ => (0, 0),
         }
-        let low = 1usize << bits;
-        (low, low.wrapping_neg())
     }
 
     /// Whether the CPU can address `addr`.
@@ -268,7 +267,8 @@ impl AddressSpace {
                 }
             }
         }
-        let cpu = up_to(usize::MAX);
+        // One past each range's last byte must be an address too (the end a walk stops at).
+        let cpu = up_to(usize::MAX - 1);
         if cpu < ncpus {
             return Err(wraps(cpu));
         }
@@ -343,7 +343,7 @@ mod tests {
 
     /// The span check counts `ncpus - 1` whole strides before the last block: a zone whose
     /// last block ends 8 bytes below the top of the address space is valid, and one 8 bytes
-    /// higher (ending at 2^64) overflows.
+    /// higher (ending at 2^64, an end that is no address) wraps, naming that block.
     #[test]
     fn the_last_block_may_end_at_the_top_of_the_address_space() {
         let top = ZoneLayout::dense(usize::MAX - 7 - 4 * 256, 256, 4);
@@ -353,6 +353,14 @@ mod tests {
             base: top.base + 8,
             ..top
         };
-        assert_eq!(past.validate(), Err(Error::AddressOverflow));
+        assert_eq!(
+            past.validate(),
+            Err(Error::WrapsAround {
+                what: "zone",
+                cpu: 3,
+                addr: usize::MAX - 255,
+                len: 256
+            })
+        );
     }
 }

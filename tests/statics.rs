@@ -12,7 +12,7 @@ mod common;
 use common::Workload;
 use pcpu_counter::sim::Machine;
 use pcpu_counter::statics::{self, StaticCounter, StaticSlot};
-use pcpu_counter::{AddressSpace, Area, AreaShape, Error, ZoneLayout};
+use pcpu_counter::{Area, AreaShape, Error, ZoneLayout};
 use std::sync::Mutex;
 
 static ONE_MACHINE: Mutex<()> = Mutex::new(());
@@ -379,16 +379,14 @@ fn the_c_abi_adds_fetches_and_zeroes() {
         // CPU 0's block would start 8 bytes below the top of the address space.
         let (start, _) = statics::template();
         let top = (usize::MAX - 7).wrapping_sub(start);
-        assert_eq!(pcpu_statics_install(top, 1 << 20, 2), PCPU_EWRAPS);
+        assert_eq!(pcpu_statics_install(top, 1 << 20, 2), PCPU_EOVERFLOW);
         // CPU 0's copy 8 bytes into the template.
-        assert_eq!(pcpu_statics_install(8, 1 << 20, 2), PCPU_ETEMPLATE);
-        if AddressSpace::TARGET == AddressSpace::X86_64 {
-            let copy0: usize = 0xffff_0000_0045_9c68;
-            assert_eq!(
-                pcpu_statics_install(copy0.wrapping_sub(start), 1 << 20, 2),
-                PCPU_EUNADDR
-            );
-        }
+        assert_eq!(pcpu_statics_install(8, 1 << 20, 2), PCPU_EOVERLAP);
+        #[cfg(target_arch = "x86_64")]
+        assert_eq!(
+            pcpu_statics_install(0xffff_0000_0045_9c68usize.wrapping_sub(start), 1 << 20, 2),
+            PCPU_EUNADDR
+        );
         assert_eq!(statics::installed(), None);
     }
 }
@@ -431,8 +429,10 @@ mod unwritable {
     /// address), so CPU 0's copy is two kernel addresses added: `0xffff_0000_0045_9c68`, not
     /// canonical. Refused with that CPU and address (the rule is checked on every host through
     /// `AddressSpace::X86_64`; the install applies the target's).
+    #[cfg(target_pointer_width = "64")]
     #[test]
     fn a_non_canonical_copy() {
+        use pcpu_counter::AddressSpace;
         let _one = one_machine();
         let (start, stop) = template_with_an_early_count();
         let kept = KEPT.fetch();
@@ -513,6 +513,16 @@ mod unwritable {
             len,
         };
         assert_eq!(install(8usize.wrapping_sub(stride), stride, 2), Err(want));
+        // CPU 0's copy 8 bytes below the template, its tail over the template's head.
+        assert_eq!(
+            install(8usize.wrapping_neg(), stride, 2),
+            Err(Error::CopyOverlapsTemplate {
+                cpu: 0,
+                addr: start - 8,
+                template: start,
+                len,
+            })
+        );
         assert_eq!(
             want.to_string(),
             format!(

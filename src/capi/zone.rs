@@ -6,6 +6,8 @@
 
 use core::ffi::c_int;
 
+use crate::atomic::{AtomicUsize, Ordering};
+
 use super::early;
 use super::error::{code, PCPU_ECPU, PCPU_EINVAL, PCPU_ENOTINSTALLED, PCPU_OK};
 use super::slot::{self, counter_u64_t, Target};
@@ -167,14 +169,30 @@ pub unsafe extern "C" fn pcpu_cpu_check(cpu: usize) -> c_int {
     let Some(zone) = current_zone() else {
         return PCPU_ENOTINSTALLED;
     };
-    match zone.check_cpu(cpu) {
+    match zone.check_cpu_unkept(cpu) {
         Ok(()) => PCPU_OK,
-        Err(e) => code(e),
+        Err(e) => {
+            let rc = code(e);
+            // The first failure, in one word: the CPU above the code's 6 bits (a CPU index
+            // that does not fit is kept as the largest that does).
+            let cpu = cpu.min(usize::MAX >> CODE_BITS);
+            let word = cpu << CODE_BITS | rc.unsigned_abs() as usize;
+            let _ = FIRST_FAILURE.compare_exchange(0, word, Ordering::AcqRel, Ordering::Relaxed);
+            rc
+        }
     }
 }
 
-/// The first bring-up check that failed ([`Zone::first_failed_check`]): its code (0 when
-/// none failed), with the CPU it ran for stored in `*cpu` (left alone when none failed).
+/// Bits of a kept failure's word that hold its code (negated: every `PCPU_E*` is above -64).
+const CODE_BITS: u32 = 6;
+
+/// The first failed `pcpu_cpu_check`: 0, or its CPU and negated code (see `pcpu_cpu_check`),
+/// set once by a compare-and-swap: lock-free, and a later failure never replaces it.
+static FIRST_FAILURE: AtomicUsize = AtomicUsize::new(0);
+
+/// The first `pcpu_cpu_check` that failed: its code (0 when none failed), with the CPU it ran
+/// for stored in `*cpu` (left alone when none failed). (The C twin of
+/// [`Zone::first_failed_check`], which keeps the Rust checks' failures.)
 ///
 /// For a kernel that runs `pcpu_cpu_check` before its console exists: once it can print, it
 /// calls this, and reports and stops on a nonzero code (`pcpu_strerror` names it). The first
@@ -196,16 +214,15 @@ pub unsafe extern "C" fn pcpu_cpu_check(cpu: usize) -> c_int {
 /// ```
 #[no_mangle]
 pub unsafe extern "C" fn pcpu_cpu_check_first_failure(cpu: *mut usize) -> c_int {
-    match Zone::first_failed_check() {
-        None => PCPU_OK,
-        Some((failed, e)) => {
-            if !cpu.is_null() {
-                // SAFETY: non-null and writable per the contract.
-                unsafe { *cpu = failed };
-            }
-            code(e)
-        }
+    let word = FIRST_FAILURE.load(Ordering::Acquire);
+    if word == 0 {
+        return PCPU_OK;
     }
+    if !cpu.is_null() {
+        // SAFETY: non-null and writable per the contract.
+        unsafe { *cpu = word >> CODE_BITS };
+    }
+    -((word & ((1 << CODE_BITS) - 1)) as c_int)
 }
 
 /// Counters the installed zone holds at once (0 when none is installed).

@@ -408,11 +408,14 @@ fn overlaps_template(shape: AreaShape, start: usize, len: usize) -> Option<(usiz
     }
     let first = shape.base.wrapping_add(start);
     let cpu = match first.checked_add(len) {
-        Some(end) if end <= start => (start - end) / shape.stride + 1,
+        // (A stride of 0 has only CPU 0, refused before unless `len` is 0.)
+        Some(end) if end <= start => (start - end)
+            .checked_div(shape.stride)
+            .map_or(usize::MAX, |k| k + 1),
         _ => 0,
     };
     let copy = first.wrapping_add(cpu.wrapping_mul(shape.stride));
-    (cpu < shape.ncpus && copy != start && copy < start + len).then_some((cpu, copy))
+    (cpu < shape.ncpus && copy != start && copy < start.wrapping_add(len)).then_some((cpu, copy))
 }
 
 /// Forgets the install (the simulation's machine, when it goes): the area's range is

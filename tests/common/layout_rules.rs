@@ -72,7 +72,8 @@ pub fn validate(l: &ZoneLayout) -> Result<(), Error> {
             });
         }
     }
-    let cpu = first_past(top);
+    // A range's end (one past its last byte) must be an address too: below 2^64.
+    let cpu = first_past(top - 1);
     if cpu < n {
         return Err(Error::WrapsAround {
             what: "zone",

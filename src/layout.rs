@@ -195,13 +195,14 @@ impl AddressSpace {
         addr < low || addr >= high
     }
 
-    /// Checks that the CPU can write every CPU's range: CPU `i`'s bytes are `origin + offset
-    /// + i * stride` to `+ len`, for `i` below `ncpus` (a zone's counter areas: `origin` its
-    /// `base`; the per-CPU statics' copies: `origin` CPU 0's copy, `offset` 0). The error
+    /// Checks that the CPU can write every CPU's range: CPU `i`'s `len` bytes start at
+    /// `origin + offset + i * stride`, for `i` below `ncpus` (a zone's counter areas: `origin`
+    /// its `base`; the per-CPU statics' copies: `origin` CPU 0's copy, `offset` 0). The error
     /// names the first CPU whose range is not writable, and where, for `what` is set up
     /// (`"zone"`, `"statics"`): [`Error::Unaddressable`] (the range's first byte this space
-    /// cannot address) or [`Error::WrapsAround`] (the range runs past the end of the address
-    /// space). Setup only: two divisions, no loop over the CPUs.
+    /// cannot address) or [`Error::WrapsAround`] (the range, or its end, runs past the end of
+    /// the address space: one past its last byte must be below 2^64). Setup only: two
+    /// divisions, no loop over the CPUs.
     ///
     /// ```
     /// use pcpu_counter::{AddressSpace, Error};

@@ -24,8 +24,8 @@ pub mod export;
 mod layout;
 mod shape;
 pub use error::Error;
-pub use layout::ZoneLayout;
 pub use layout::AddressSpace;
+pub use layout::ZoneLayout;
 pub use shape::AreaShape;
 
 // The core, from the bottom up: the arch primitives (the top-level `arch/` folder, one

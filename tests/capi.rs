@@ -552,7 +552,11 @@ fn zone_init_refuses_areas_it_cannot_write() {
     #[cfg(target_arch = "x86_64")]
     assert_eq!(init(blocks(0xffff_0000_0045_9000), &mut meta), PCPU_EUNADDR);
     assert_eq!(meta, [0u64; 600]);
-    let text = |code| unsafe { std::ffi::CStr::from_ptr(pcpu_strerror(code)) }.to_str().unwrap();
+    let text = |code| {
+        unsafe { std::ffi::CStr::from_ptr(pcpu_strerror(code)) }
+            .to_str()
+            .unwrap()
+    };
     assert_eq!(text(PCPU_EUNADDR), "address no CPU can write");
 }
 

@@ -388,7 +388,10 @@ mod unwritable {
                 space: AddressSpace::X86_64
             })
         );
-        assert_eq!(check(AddressSpace::X86_64, blocks(0xffff_8000_0000_0000)), Ok(()));
+        assert_eq!(
+            check(AddressSpace::X86_64, blocks(0xffff_8000_0000_0000)),
+            Ok(())
+        );
         if AddressSpace::TARGET == AddressSpace::X86_64 {
             assert_eq!(l.validate(), Err(want));
         }
@@ -414,8 +417,14 @@ mod unwritable {
             "zone: CPU 0's counter area at 0xfe00000000000040 is not an address any riscv64 \
              mode can reach (Sv57: bits 63..56 all equal): no CPU can write there"
         );
-        assert_eq!(check(AddressSpace::Riscv64, blocks(0xff00_0000_0000_0000)), Ok(()));
-        assert_eq!(check(AddressSpace::Riscv64, blocks(0x00ff_ffff_ffff_0000)), Ok(()));
+        assert_eq!(
+            check(AddressSpace::Riscv64, blocks(0xff00_0000_0000_0000)),
+            Ok(())
+        );
+        assert_eq!(
+            check(AddressSpace::Riscv64, blocks(0x00ff_ffff_ffff_0000)),
+            Ok(())
+        );
         if AddressSpace::TARGET == AddressSpace::Riscv64 {
             assert_eq!(l.validate(), Err(want));
         }
@@ -433,13 +442,20 @@ mod unwritable {
             addr: usize::MAX - 0xff + 64,
             len: 512,
         };
-        for space in [AddressSpace::Flat, AddressSpace::X86_64, AddressSpace::Riscv64] {
+        for space in [
+            AddressSpace::Flat,
+            AddressSpace::X86_64,
+            AddressSpace::Riscv64,
+        ] {
             assert_eq!(check(space, l), Err(want), "{space:?}");
         }
         assert_eq!(l.validate(), Err(want));
         let mut meta = [0u64; 600];
         // SAFETY: refused before any memory is touched.
-        assert_eq!(unsafe { Zone::from_raw_parts(l, &mut meta) }.unwrap_err(), want);
+        assert_eq!(
+            unsafe { Zone::from_raw_parts(l, &mut meta) }.unwrap_err(),
+            want
+        );
         assert_eq!(
             want.to_string(),
             format!(
@@ -494,7 +510,13 @@ fn the_first_failed_bring_up_check_is_kept() {
             let machine = &machine;
             s.spawn(move || {
                 let later = machine.run_on(cpu, || zone.check_cpu(4 + cpu));
-                assert_eq!(later, Err(Error::CpuNotInZone { cpu: 4 + cpu, ncpus: 4 }));
+                assert_eq!(
+                    later,
+                    Err(Error::CpuNotInZone {
+                        cpu: 4 + cpu,
+                        ncpus: 4
+                    })
+                );
             });
         }
     });

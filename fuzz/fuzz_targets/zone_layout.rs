@@ -192,7 +192,10 @@ fn check_message(e: &Error) {
         Error::AddressOverflow => names(&["address space".into()]),
         Error::Unaddressable {
             what, cpu, addr, ..
-        } => names(&[format!("{what}: CPU {cpu}'s "), format!(" at {addr:#x} is not ")]),
+        } => names(&[
+            format!("{what}: CPU {cpu}'s "),
+            format!(" at {addr:#x} is not "),
+        ]),
         Error::WrapsAround {
             what,
             cpu,

@@ -360,7 +360,14 @@ pub(crate) unsafe fn install_in(area: &Area, shape: AreaShape) -> Result<(), Err
     // Every check before the first write: CPU i's copy is `base + i * stride + start`
     // (wrapping: the registers are blocks less the template's start), and every byte of it
     // must be one the CPU can write.
-    AddressSpace::TARGET.check_copies("statics", base.wrapping_add(start), 0, stride, len, ncpus)?;
+    AddressSpace::TARGET.check_copies(
+        "statics",
+        base.wrapping_add(start),
+        0,
+        stride,
+        len,
+        ncpus,
+    )?;
     if let Some((cpu, copy)) = overlaps_template(shape, start, len) {
         return Err(Error::CopyOverlapsTemplate {
             cpu,

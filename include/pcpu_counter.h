@@ -378,7 +378,7 @@ int pcpu_set_cpu_base(size_t cpu);
 // The bring-up check ([`Zone::check_cpu`]): run once on CPU `cpu`, after its per-CPU
 int pcpu_cpu_check(size_t cpu);
 
-// The first bring-up check that failed ([`Zone::first_failed_check`]): its code (0 when
+// The first `pcpu_cpu_check` that failed: its code (0 when none failed), with the CPU it ran
 int pcpu_cpu_check_first_failure(size_t *cpu);
 
 // Counters the installed zone holds at once (0 when none is installed).

@@ -87,7 +87,9 @@ impl Zone<'_> {
     ///
     /// Lock-free: the first failure is written once, by the CPU that records it (a CPU that
     /// fails at the same moment keeps nothing and does not wait); a later failure never
-    /// replaces it. `None` while none failed (or while the first one is being written).
+    /// replaces it. `None` while none failed (or while the first one is being written). C's
+    /// `pcpu_cpu_check` keeps its own first failure, as a code
+    /// (`pcpu_cpu_check_first_failure`).
     pub fn first_failed_check() -> Option<(usize, Error)> {
         FIRST_FAILURE.get()
     }

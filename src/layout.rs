@@ -158,9 +158,9 @@ pub enum AddressSpace {
     X86_64,
     /// riscv64: what its widest mode, Sv57, can address (bits 63..56 all equal; Bare mode's
     /// physical addresses lie below 2^56). Sv39 (sign-extended from bit 38) and Sv48 (from
-    /// bit 47) kernels reach less, but the crate cannot know the kernel's mode, so an
-    /// address only Sv48 or Sv57 can reach passes: there the bring-up check or the kernel's
-    /// page fault is the guard.
+    /// bit 47) kernels reach less, but the crate cannot know the kernel's mode, so only what
+    /// no mode can address is refused: an address only Sv48 or Sv57 reach passes (and an Sv39
+    /// kernel's write there faults, as without the check).
     Riscv64,
 }
 

@@ -138,6 +138,9 @@
 // The bring-up check, i386: the `%fs` segment does not span 4 GiB, but the zone grows (Rust:
 #define PCPU_ESEGLIMIT -33
 
+// A CPU's counter area or statics copy has an address the arch cannot have (Rust:
+#define PCPU_EUNADDR -34
+
 // The most CPUs the nullary `counter_enter()` keeps nesting depths for.
 #define PCPU_NEST_CPUS 256
 
@@ -374,6 +377,9 @@ int pcpu_set_cpu_base(size_t cpu);
 
 // The bring-up check ([`Zone::check_cpu`]): run once on CPU `cpu`, after its per-CPU
 int pcpu_cpu_check(size_t cpu);
+
+// The first `pcpu_cpu_check` that failed: its code (0 when none failed), with the CPU it ran
+int pcpu_cpu_check_first_failure(size_t *cpu);
 
 // Counters the installed zone holds at once (0 when none is installed).
 size_t pcpu_zone_capacity(void);

@@ -10,6 +10,10 @@
 //! elsewhere the platform's [`cpu_base`](crate::Platform::cpu_base) hook) and compares it
 //! with the zone's block for the CPU, naming what is wrong.
 
+use core::cell::UnsafeCell;
+use core::mem::MaybeUninit;
+
+use crate::atomic::{AtomicU8, Ordering};
 use crate::{arch, platform, Error, Zone, ZoneLayout};
 
 impl Zone<'_> {
@@ -41,6 +45,16 @@ impl Zone<'_> {
     /// assert!(matches!(machine.run_on(1, || zone.check_cpu(2)), Err(Error::CpuNotInZone { cpu: 2, ncpus: 2 })));
     /// ```
     pub fn check_cpu(&self, cpu: usize) -> Result<(), Error> {
+        let checked = self.check_cpu_unkept(cpu);
+        if let Err(e) = checked {
+            FIRST_FAILURE.keep(cpu, e);
+        }
+        checked
+    }
+
+    /// [`check_cpu`](Zone::check_cpu) without keeping a failure: the C ABI keeps its own, as
+    /// a code (`pcpu_cpu_check_first_failure`), in one word.
+    pub(crate) fn check_cpu_unkept(&self, cpu: usize) -> Result<(), Error> {
         check(self.layout(), cpu)?;
         // A zone that grows: its chunks' offsets reach the whole address space.
         if self.grows() && platform::simulated_register().is_none() {
@@ -51,6 +65,79 @@ impl Zone<'_> {
             }
         }
         Ok(())
+    }
+
+    /// The first bring-up check that failed in this program, if any: the CPU it ran for and
+    /// its error, kept by [`check_cpu`](Zone::check_cpu) (of any zone) for a kernel that
+    /// checks before its console exists. Such a kernel runs the check where the docs place
+    /// it (each CPU's per-CPU init), and once its console is up reports this and stops:
+    ///
+    /// ```
+    /// use pcpu_counter::{sim::Machine, Error, Zone};
+    /// let machine = Machine::new(2);
+    /// let zone = machine.zone();
+    /// // Early, no console: the result cannot be printed yet.
+    /// let _ = machine.run_on(1, || zone.check_cpu(0));
+    /// // Later, with a console:
+    /// if let Some((cpu, e)) = Zone::first_failed_check() {
+    ///     println!("bring-up check failed on CPU {cpu}: {e}");
+    /// #   assert_eq!(e, Error::CpuRegisterForeign { cpu: 0, other: 1, register: pcpu_counter::arch::REGISTER });
+    /// }
+    /// ```
+    ///
+    /// Lock-free: the first failure is written once, by the CPU that records it (a CPU that
+    /// fails at the same moment keeps nothing and does not wait); a later failure never
+    /// replaces it. `None` while none failed (or while the first one is being written). C's
+    /// `pcpu_cpu_check` keeps its own first failure, as a code
+    /// (`pcpu_cpu_check_first_failure`).
+    pub fn first_failed_check() -> Option<(usize, Error)> {
+        FIRST_FAILURE.get()
+    }
+}
+
+/// The first failed bring-up check: written once, lock-free (see
+/// [`Zone::first_failed_check`]).
+struct FirstFailure {
+    /// `EMPTY`, `WRITING` (one CPU won the right to write), then `KEPT`.
+    state: AtomicU8,
+    failure: UnsafeCell<MaybeUninit<(usize, Error)>>,
+}
+
+const EMPTY: u8 = 0;
+const WRITING: u8 = 1;
+const KEPT: u8 = 2;
+
+// SAFETY: `failure` is written only by the one CPU that moved `state` from EMPTY to WRITING,
+// before it publishes KEPT (release); it is read only after KEPT is seen (acquire), and
+// never written again.
+unsafe impl Sync for FirstFailure {}
+
+static FIRST_FAILURE: FirstFailure = FirstFailure {
+    state: AtomicU8::new(EMPTY),
+    failure: UnsafeCell::new(MaybeUninit::uninit()),
+};
+
+impl FirstFailure {
+    /// Keeps `(cpu, e)` if no failure was kept before; never waits.
+    fn keep(&self, cpu: usize, e: Error) {
+        if self
+            .state
+            .compare_exchange(EMPTY, WRITING, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+        {
+            // SAFETY: this CPU alone moved EMPTY to WRITING: nobody else writes or reads it.
+            unsafe { (*self.failure.get()).write((cpu, e)) };
+            self.state.store(KEPT, Ordering::Release);
+        }
+    }
+
+    /// The kept failure, once written.
+    fn get(&self) -> Option<(usize, Error)> {
+        if self.state.load(Ordering::Acquire) != KEPT {
+            return None;
+        }
+        // SAFETY: KEPT (acquire) follows the one write, and nothing writes it again.
+        Some(unsafe { (*self.failure.get()).assume_init() })
     }
 }
 

@@ -234,6 +234,56 @@ pub enum Error {
         /// What the zone says it must hold: `base + cpu * stride`.
         expected: usize,
     },
+    /// Set-up that the CPU cannot write: a CPU's counter area (a zone) or copy of the per-CPU
+    /// section (the statics) has an address that no configuration of the target addresses
+    /// (x86_64: not canonical). Refused before anything is written
+    /// ([`AddressSpace::check_copies`](crate::AddressSpace::check_copies)).
+    Unaddressable {
+        /// What was set up: `"zone"` (its counter area) or `"statics"` (the CPU's copy).
+        what: &'static str,
+        /// The first CPU whose range has such an address.
+        cpu: usize,
+        /// The first such address of its range: the range's start, or where the range runs
+        /// into the unaddressable hole.
+        addr: usize,
+        /// The rule it breaks.
+        space: crate::AddressSpace,
+    },
+    /// Set-up that the CPU cannot write: a CPU's counter area (a zone) or copy of the per-CPU
+    /// section (the statics) runs past the end of the address space. Refused before anything
+    /// is written.
+    WrapsAround {
+        /// What was set up: `"zone"` (its counter area) or `"statics"` (the CPU's copy).
+        what: &'static str,
+        /// The first CPU whose range wraps.
+        cpu: usize,
+        /// Where its range starts, modulo 2^64 (a start past the end reads as a low address).
+        addr: usize,
+        /// The range's length in bytes.
+        len: usize,
+    },
+    /// `statics::install`: a CPU's copy of the per-CPU section overlaps the section itself
+    /// (the template) without being it: clearing it would erase the early counts, and its
+    /// adds would land in template slots that `fetch` sums too. Refused before anything is
+    /// written.
+    CopyOverlapsTemplate {
+        /// The CPU whose copy it is.
+        cpu: usize,
+        /// Where the copy starts.
+        addr: usize,
+        /// Where the template starts (`__start_pcpu_counter_statics`).
+        template: usize,
+        /// The section's length in bytes.
+        len: usize,
+    },
+}
+
+/// What `what`'s range of each CPU is called in the messages.
+fn range_name(what: &str) -> &'static str {
+    match what {
+        "statics" => "copy",
+        _ => "counter area",
+    }
 }
 
 impl fmt::Display for Error {
@@ -390,6 +440,38 @@ impl fmt::Display for Error {
                 "CPU {cpu}'s per-CPU register ({register}) holds {found:#x}, no CPU's block of \
                  the zone; its block is at {expected:#x} (base + cpu * stride): the zone's \
                  base or stride is not the kernel's"
+            ),
+            Error::Unaddressable {
+                what,
+                cpu,
+                addr,
+                space,
+            } => write!(
+                f,
+                "{what}: CPU {cpu}'s {} at {addr:#x} is not {space}: no CPU can write there",
+                range_name(what)
+            ),
+            Error::WrapsAround {
+                what,
+                cpu,
+                addr,
+                len,
+            } => write!(
+                f,
+                "{what}: CPU {cpu}'s {}, {len} bytes at {addr:#x} (modulo 2^64), wraps around \
+                 the end of the address space",
+                range_name(what)
+            ),
+            Error::CopyOverlapsTemplate {
+                cpu,
+                addr,
+                template,
+                len,
+            } => write!(
+                f,
+                "statics: CPU {cpu}'s copy at {addr:#x} overlaps the template (the section \
+                 itself, {len} bytes at {template:#x}): a copy is the template exactly \
+                 (register 0) or apart from it"
             ),
         }
     }

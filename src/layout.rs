@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause
 //! Where a zone's per-CPU memory lies, and the checks that keep every access inside it.
 
-use crate::{AreaShape, Error};
+use crate::{AddressSpace, AreaShape, Error};
 
 /// The shape of a zone's memory: `ncpus` per-CPU blocks, `stride` bytes apart, each holding a
 /// counter area of `len` bytes (8 per counter) at `offset` inside the block.
@@ -50,7 +50,11 @@ impl ZoneLayout {
         }
     }
 
-    /// Checks every rule a zone relies on; the error names the first one broken.
+    /// Checks every rule a zone relies on; the error names the first one broken. The last
+    /// rule is that the CPU can write every CPU's counter area: none wraps around the end of
+    /// the address space ([`Error::WrapsAround`]) or has a byte the target cannot address
+    /// ([`Error::Unaddressable`], [`AddressSpace::TARGET`]); both name the first such CPU and
+    /// its address.
     pub fn validate(&self) -> Result<(), Error> {
         if self.ncpus == 0 {
             return Err(Error::NoCpus);
@@ -78,12 +82,14 @@ impl ZoneLayout {
                 needed,
             });
         }
-        (self.ncpus - 1)
-            .checked_mul(self.stride)
-            .and_then(|last| last.checked_add(needed))
-            .and_then(|span| self.base.checked_add(span))
-            .ok_or(Error::AddressOverflow)?;
-        Ok(())
+        AddressSpace::TARGET.check_copies(
+            "zone",
+            self.base,
+            self.offset,
+            self.stride,
+            self.len,
+            self.ncpus,
+        )
     }
 
     /// How many counters the zone holds: one 8-byte slot each.
@@ -123,6 +129,101 @@ impl ZoneLayout {
             });
         }
         Ok(self.base + cpu * self.stride)
+    }
+}
+
+impl AddressSpace {
+    /// Checks that the CPU can write every CPU's range: CPU `i`'s `len` bytes start at
+    /// `origin + offset + i * stride`, for `i` below `ncpus` (a zone's counter areas: `origin`
+    /// its `base`; the per-CPU statics' copies: `origin` CPU 0's copy, `offset` 0). The error
+    /// names the first CPU whose range is not writable, and where, for `what` is set up
+    /// (`"zone"`, `"statics"`): [`Error::Unaddressable`] (the range's first byte this space
+    /// cannot address) or [`Error::WrapsAround`] (the range, or its end, runs past the end of
+    /// the address space: one past its last byte must be below 2^64). Setup only: two
+    /// divisions, no loop over the CPUs.
+    ///
+    /// ```
+    /// use pcpu_counter::{AddressSpace, Error};
+    /// // The percpu-crate kernel's mistake: CPU 0's copy at two kernel addresses added.
+    /// let copy0 = 0xffff_0000_0045_9c68;
+    /// assert_eq!(
+    ///     AddressSpace::X86_64.check_copies("statics", copy0, 0, 0x1000, 16, 4),
+    ///     Err(Error::Unaddressable { what: "statics", cpu: 0, addr: copy0, space: AddressSpace::X86_64 }),
+    /// );
+    /// assert_eq!(AddressSpace::Riscv64.check_copies("statics", copy0, 0, 0x1000, 16, 4), Ok(()));
+    /// ```
+    // Inlined, so that with the target's rule (a constant) a build whose arch has no hole
+    // keeps only the wrap check (the C library's size).
+    #[inline(always)]
+    pub fn check_copies(
+        self,
+        what: &'static str,
+        origin: usize,
+        offset: usize,
+        stride: usize,
+        len: usize,
+        ncpus: usize,
+    ) -> Result<(), Error> {
+        if ncpus == 0 || len == 0 {
+            return Ok(());
+        }
+        let first = origin.checked_add(offset);
+        // CPU 0's last byte; the ranges rise by `stride` from it.
+        let last = match first {
+            Some(a) => a.checked_add(len - 1),
+            None => None,
+        };
+        let wraps = |cpu: usize| Error::WrapsAround {
+            what,
+            cpu,
+            addr: origin
+                .wrapping_add(offset)
+                .wrapping_add(cpu.wrapping_mul(stride)),
+            len,
+        };
+        let (low, high) = self.hole();
+        if low != 0 {
+            // The first CPU whose range is not wholly below the hole is wholly above it, or
+            // has an address in it.
+            let cpu = ranges_up_to(last, low - 1, stride, ncpus);
+            if cpu < ncpus {
+                let start = match (first, cpu.checked_mul(stride)) {
+                    (Some(a), Some(k)) => a.checked_add(k),
+                    _ => None,
+                };
+                match start {
+                    None => return Err(wraps(cpu)),
+                    Some(s) if s < high => {
+                        return Err(Error::Unaddressable {
+                            what,
+                            cpu,
+                            addr: if s > low { s } else { low },
+                            space: self,
+                        })
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        // One past each range's last byte must be an address too (the end a walk stops at).
+        let cpu = ranges_up_to(last, usize::MAX - 1, stride, ncpus);
+        if cpu < ncpus {
+            return Err(wraps(cpu));
+        }
+        Ok(())
+    }
+}
+
+/// How many of `ncpus` ranges, the first ending at byte `last` (`None`: past the address
+/// space) and each `stride` bytes after the one before, end at or below byte `top`.
+#[inline(always)]
+const fn ranges_up_to(last: Option<usize>, top: usize, stride: usize, ncpus: usize) -> usize {
+    match last {
+        Some(last) if last <= top => match (top - last).checked_div(stride) {
+            Some(k) if k < ncpus => k + 1,
+            _ => ncpus,
+        },
+        _ => 0,
     }
 }
 
@@ -179,7 +280,7 @@ mod tests {
 
     /// The span check counts `ncpus - 1` whole strides before the last block: a zone whose
     /// last block ends 8 bytes below the top of the address space is valid, and one 8 bytes
-    /// higher (ending at 2^64) overflows.
+    /// higher (ending at 2^64, an end that is no address) wraps, naming that block.
     #[test]
     fn the_last_block_may_end_at_the_top_of_the_address_space() {
         let top = ZoneLayout::dense(usize::MAX - 7 - 4 * 256, 256, 4);
@@ -189,6 +290,14 @@ mod tests {
             base: top.base + 8,
             ..top
         };
-        assert_eq!(past.validate(), Err(Error::AddressOverflow));
+        assert_eq!(
+            past.validate(),
+            Err(Error::WrapsAround {
+                what: "zone",
+                cpu: 3,
+                addr: usize::MAX - 255,
+                len: 256
+            })
+        );
     }
 }

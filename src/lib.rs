@@ -19,10 +19,12 @@ extern crate alloc;
 extern crate std;
 
 // Plain data, everywhere.
+mod address;
 mod error;
 pub mod export;
 mod layout;
 mod shape;
+pub use address::AddressSpace;
 pub use error::Error;
 pub use layout::ZoneLayout;
 pub use shape::AreaShape;

@@ -228,7 +228,7 @@ fn a_second_machine_must_match_the_first() {
 fn strerror_names_every_code() {
     let _turn = setup();
     // Every product code; -13 is the simulation's own (`PCPU_EBOUND`), outside the product ABI.
-    for code in (PCPU_ESEGLIMIT..=PCPU_OK).filter(|&c| c != PCPU_EBOUND) {
+    for code in (PCPU_EUNADDR..=PCPU_OK).filter(|&c| c != PCPU_EBOUND) {
         let text = unsafe { std::ffi::CStr::from_ptr(pcpu_strerror(code)) };
         assert_ne!(text.to_str().unwrap(), "unknown error", "code {code}");
     }
@@ -527,4 +527,57 @@ fn waitok_waits_for_a_free_slot() {
         // SAFETY: live counters of this test's.
         unsafe { counter_u64_free(c as counter_u64_t) };
     }
+}
+
+/// `pcpu_zone_init` refuses counter areas the CPU cannot write (the zone's layout checks),
+/// before anything is written and whatever zone is installed: `PCPU_EOVERFLOW` for CPU 3's
+/// area past the end of the address space (`Error::WrapsAround`), `PCPU_EUNADDR` on x86_64
+/// for a non-canonical one.
+#[test]
+fn zone_init_refuses_areas_it_cannot_write() {
+    let _turn = setup();
+    let mut meta = [0u64; 600];
+    let blocks = |base| pcpu_zone_layout {
+        base,
+        stride: 0x1000,
+        offset: 64,
+        len: 512,
+        ncpus: 4,
+    };
+    let init = |l: pcpu_zone_layout, meta: &mut [u64]| {
+        // SAFETY: every layout here is refused before any memory is touched.
+        unsafe { pcpu_zone_init(&l, meta.as_mut_ptr(), meta.len()) }
+    };
+    assert_eq!(init(blocks(usize::MAX - 0x30ff), &mut meta), PCPU_EOVERFLOW);
+    #[cfg(target_arch = "x86_64")]
+    assert_eq!(init(blocks(0xffff_0000_0045_9000), &mut meta), PCPU_EUNADDR);
+    assert_eq!(meta, [0u64; 600]);
+    let text = |code| {
+        unsafe { std::ffi::CStr::from_ptr(pcpu_strerror(code)) }
+            .to_str()
+            .unwrap()
+    };
+    assert_eq!(text(PCPU_EUNADDR), "address no CPU can write");
+}
+
+/// The first failed bring-up check, from C: 0 while none failed, then the first failure's
+/// code and CPU, not replaced by a later one. (The only test of this binary whose checks
+/// fail.)
+#[test]
+fn the_first_failed_check_is_kept_for_c() {
+    let _turn = setup();
+    let mut cpu = usize::MAX;
+    assert_eq!(pcpu_sim_bind(1), PCPU_OK);
+    // SAFETY (the calls below): on a bound simulated CPU; `cpu` is writable.
+    unsafe {
+        assert_eq!(pcpu_cpu_check(1), PCPU_OK);
+        assert_eq!(pcpu_cpu_check_first_failure(&mut cpu), PCPU_OK);
+        assert_eq!(cpu, usize::MAX);
+        assert_eq!(pcpu_cpu_check(0), PCPU_EREGFOREIGN);
+        assert_eq!(pcpu_cpu_check(4), PCPU_ENOTINZONE);
+        assert_eq!(pcpu_cpu_check_first_failure(&mut cpu), PCPU_EREGFOREIGN);
+        assert_eq!(cpu, 0);
+        assert_eq!(pcpu_cpu_check_first_failure(null_mut()), PCPU_EREGFOREIGN);
+    }
+    pcpu_sim_unbind();
 }

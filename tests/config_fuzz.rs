@@ -163,6 +163,8 @@ fn c_code(e: Error) -> c_int {
         Error::BadAreaLength { .. } => PCPU_EAREA,
         Error::MetaTooSmall { .. } => PCPU_EMETA,
         Error::AddressOverflow => PCPU_EOVERFLOW,
+        Error::Unaddressable { .. } => PCPU_EUNADDR,
+        Error::WrapsAround { .. } => PCPU_EOVERFLOW,
         other => panic!("no layout rule gives {other:?}"),
     }
 }
@@ -596,7 +598,7 @@ fn c_cpu_base_and_allocation_arguments() {
 
 #[test]
 fn c_strerror_any_int() {
-    let codes = PCPU_ESEGLIMIT..=0;
+    let codes = PCPU_EUNADDR..=0;
     check(
         "c_strerror_any_int",
         prop_oneof![1 => -40i32..=10, 1 => any::<i32>()],

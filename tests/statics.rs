@@ -12,7 +12,7 @@ mod common;
 use common::Workload;
 use pcpu_counter::sim::Machine;
 use pcpu_counter::statics::{self, StaticCounter, StaticSlot};
-use pcpu_counter::{AreaShape, Error, ZoneLayout};
+use pcpu_counter::{Area, AreaShape, Error, ZoneLayout};
 use std::sync::Mutex;
 
 static ONE_MACHINE: Mutex<()> = Mutex::new(());
@@ -380,6 +380,158 @@ fn the_c_abi_adds_fetches_and_zeroes() {
         let (start, _) = statics::template();
         let top = (usize::MAX - 7).wrapping_sub(start);
         assert_eq!(pcpu_statics_install(top, 1 << 20, 2), PCPU_EOVERFLOW);
+        // CPU 0's copy 8 bytes into the template.
+        assert_eq!(pcpu_statics_install(8, 1 << 20, 2), PCPU_EOVERLAP);
+        #[cfg(target_arch = "x86_64")]
+        assert_eq!(
+            pcpu_statics_install(0xffff_0000_0045_9c68usize.wrapping_sub(start), 1 << 20, 2),
+            PCPU_EUNADDR
+        );
         assert_eq!(statics::installed(), None);
+    }
+}
+
+/// `install` refuses copies the CPU cannot write before it writes anything (a write would
+/// fault, or clear the template), naming the first such CPU and its copy's address; nothing
+/// is installed and the template keeps its early counts.
+mod unwritable {
+    use super::*;
+
+    pcpu_counter::percpu_counter!(static KEPT);
+
+    /// Installs `shape` in the kernel's area, which the refusals leave untouched.
+    fn install(base: usize, stride: usize, ncpus: usize) -> Result<(), Error> {
+        let shape = AreaShape {
+            base,
+            stride,
+            ncpus,
+        };
+        // SAFETY: every shape here is refused before any write (a write would fault or
+        // change `KEPT`, which the tests check).
+        unsafe { statics::install(Area::global(), shape) }
+    }
+
+    /// The template's bounds, with an early count in `KEPT` and no install in force.
+    fn template_with_an_early_count() -> (usize, usize) {
+        register_as_at_boot();
+        assert_eq!(statics::installed(), None);
+        KEPT.add(5);
+        statics::template()
+    }
+
+    fn nothing_changed(kept: u64) {
+        assert_eq!(statics::installed(), None);
+        assert_eq!(Area::global().shape(), None);
+        assert_eq!(KEPT.fetch(), kept);
+    }
+
+    /// x86_64: the register taken as the block itself (base = the percpu area, a kernel
+    /// address), so CPU 0's copy is two kernel addresses added: `0xffff_0000_0045_9c68`, not
+    /// canonical. Refused with that CPU and address (the rule is checked on every host through
+    /// `AddressSpace::X86_64`; the install applies the target's).
+    #[cfg(target_pointer_width = "64")]
+    #[test]
+    fn a_non_canonical_copy() {
+        use pcpu_counter::AddressSpace;
+        let _one = one_machine();
+        let (start, stop) = template_with_an_early_count();
+        let kept = KEPT.fetch();
+        let copy0: usize = 0xffff_0000_0045_9c68;
+        let want = Error::Unaddressable {
+            what: "statics",
+            cpu: 0,
+            addr: copy0,
+            space: AddressSpace::X86_64,
+        };
+        assert_eq!(
+            want.to_string(),
+            "statics: CPU 0's copy at 0xffff000000459c68 is not a canonical x86_64 address \
+             (4-level paging: bits 63..47 all equal): no CPU can write there"
+        );
+        assert_eq!(
+            AddressSpace::X86_64.check_copies("statics", copy0, 0, 0x1000, stop - start, 4),
+            Err(want)
+        );
+        if AddressSpace::TARGET == AddressSpace::X86_64 {
+            assert_eq!(install(copy0.wrapping_sub(start), 0x1000, 4), Err(want));
+            // CPUs 0 and 1 below 2^47, CPU 2's copy at it.
+            let at_hole = (1usize << 47) - 0x2000;
+            assert_eq!(
+                install(at_hole.wrapping_sub(start), 0x1000, 4),
+                Err(Error::Unaddressable {
+                    what: "statics",
+                    cpu: 2,
+                    addr: 1 << 47,
+                    space: AddressSpace::X86_64
+                })
+            );
+        }
+        nothing_changed(kept);
+    }
+
+    /// Every arch: CPU 1's copy would run past the end of the address space.
+    #[test]
+    fn a_copy_that_wraps() {
+        let _one = one_machine();
+        let (start, stop) = template_with_an_early_count();
+        let kept = KEPT.fetch();
+        let len = stop - start;
+        // CPU 0's copy ends 8 bytes below the top; CPU 1's starts a stride later, past it.
+        let stride = len.next_multiple_of(8) + 8;
+        let copy0 = (usize::MAX - 7 - len) & !7;
+        let want = Error::WrapsAround {
+            what: "statics",
+            cpu: 1,
+            addr: copy0.wrapping_add(stride),
+            len,
+        };
+        assert_eq!(install(copy0.wrapping_sub(start), stride, 2), Err(want));
+        assert_eq!(
+            want.to_string(),
+            format!(
+                "statics: CPU 1's copy, {len} bytes at {:#x} (modulo 2^64), wraps around the \
+                 end of the address space",
+                copy0.wrapping_add(stride)
+            )
+        );
+        nothing_changed(kept);
+    }
+
+    /// Every arch: CPU 1's copy starts 8 bytes into the template (base + stride = 8): clearing
+    /// it would erase the template's early counts.
+    #[test]
+    fn a_copy_over_the_template() {
+        let _one = one_machine();
+        let (start, stop) = template_with_an_early_count();
+        let kept = KEPT.fetch();
+        let len = stop - start;
+        let stride = (len + 8).next_multiple_of(4096);
+        let want = Error::CopyOverlapsTemplate {
+            cpu: 1,
+            addr: start + 8,
+            template: start,
+            len,
+        };
+        assert_eq!(install(8usize.wrapping_sub(stride), stride, 2), Err(want));
+        // CPU 0's copy 8 bytes below the template, its tail over the template's head.
+        assert_eq!(
+            install(8usize.wrapping_neg(), stride, 2),
+            Err(Error::CopyOverlapsTemplate {
+                cpu: 0,
+                addr: start - 8,
+                template: start,
+                len,
+            })
+        );
+        assert_eq!(
+            want.to_string(),
+            format!(
+                "statics: CPU 1's copy at {:#x} overlaps the template (the section itself, \
+                 {len} bytes at {start:#x}): a copy is the template exactly (register 0) or \
+                 apart from it",
+                start + 8
+            )
+        );
+        nothing_changed(kept);
     }
 }

@@ -1,7 +1,7 @@
 //! The zone: allocation, reuse, a full zone, and every bad configuration.
 
 use pcpu_counter::sim::Machine;
-use pcpu_counter::{Error, Zone, ZoneLayout, ZoneMemory};
+use pcpu_counter::{AddressSpace, Error, Zone, ZoneLayout, ZoneMemory};
 use std::sync::Mutex;
 
 #[test]
@@ -131,19 +131,31 @@ fn bad_configurations_are_rejected() {
             ZoneLayout { len: 100, ..good },
             Error::BadAreaLength { len: 100 },
         ),
+        // CPU 2's counter area would start 65 bytes past the end of the address space.
         (
             ZoneLayout {
                 base: usize::MAX - 511,
                 ..good
             },
-            Error::AddressOverflow,
+            Error::WrapsAround {
+                what: "zone",
+                cpu: 2,
+                addr: 64,
+                len: 128,
+            },
         ),
         (
             ZoneLayout {
+                base: usize::MAX - 0xfff,
                 ncpus: usize::MAX,
                 ..good
             },
-            Error::AddressOverflow,
+            Error::WrapsAround {
+                what: "zone",
+                cpu: 16,
+                addr: 64,
+                len: 128,
+            },
         ),
     ];
     for (layout, error) in cases {
@@ -290,4 +302,223 @@ fn counter_and_zone_are_the_size_of_a_kernels() {
     let word = std::mem::size_of::<usize>();
     assert_eq!(std::mem::size_of::<pcpu_counter::Counter<'_>>(), 2 * word);
     assert_eq!(std::mem::size_of::<pcpu_counter::Zone<'_>>(), 27 * word);
+}
+
+/// Zone construction refuses counter areas the CPU cannot write, before anything is written,
+/// naming the first such CPU and the address: through `ZoneLayout::validate` and the
+/// constructors (here the target's rule, `AddressSpace::TARGET`), and, for every arch's rule
+/// on any host, through `AddressSpace::check_copies`.
+mod unwritable {
+    use super::*;
+
+    /// A kernel's blocks, 4 CPUs 4 KiB apart, with counters from byte 64.
+    fn blocks(base: usize) -> ZoneLayout {
+        ZoneLayout {
+            base,
+            stride: 0x1000,
+            offset: 64,
+            len: 512,
+            ncpus: 4,
+        }
+    }
+
+    /// Checks `layout` with `space`'s rule as `validate` does with the target's.
+    fn check(space: AddressSpace, l: ZoneLayout) -> Result<(), Error> {
+        space.check_copies("zone", l.base, l.offset, l.stride, l.len, l.ncpus)
+    }
+
+    /// x86_64: CPU 0's counter area at a non-canonical address (two kernel addresses added,
+    /// as in an outside kernel) is refused, naming CPU 0 and the address.
+    #[cfg(target_pointer_width = "64")]
+    #[test]
+    fn a_non_canonical_counter_area() {
+        let l = blocks(0xffff_0000_0045_9000);
+        let want = Error::Unaddressable {
+            what: "zone",
+            cpu: 0,
+            addr: 0xffff_0000_0045_9040,
+            space: AddressSpace::X86_64,
+        };
+        assert_eq!(check(AddressSpace::X86_64, l), Err(want));
+        assert_eq!(
+            want.to_string(),
+            "zone: CPU 0's counter area at 0xffff000000459040 is not a canonical x86_64 \
+             address (4-level paging: bits 63..47 all equal): no CPU can write there"
+        );
+        // Sv57 (and Sv48) reach it: riscv64 cannot refuse it.
+        assert_eq!(check(AddressSpace::Riscv64, l), Ok(()));
+        assert_eq!(check(AddressSpace::Flat, l), Ok(()));
+        if AddressSpace::TARGET == AddressSpace::X86_64 {
+            assert_eq!(l.validate(), Err(want));
+            let mut meta = [0u64; 600];
+            // SAFETY: refused before any memory is touched (a write there would fault).
+            let err = unsafe { Zone::from_raw_parts(l, &mut meta) }.unwrap_err();
+            assert_eq!(err, want);
+        }
+    }
+
+    /// x86_64: the CPUs below the hole are fine; the first whose counter area runs into it
+    /// is named, at the hole's first address (its area starts canonical).
+    #[cfg(target_pointer_width = "64")]
+    #[test]
+    fn a_counter_area_that_runs_into_the_hole() {
+        // CPU 2's block starts 0x100 below 2^47: its counters (64..576) cross it.
+        let l = blocks((1 << 47) - 0x2100);
+        let want = Error::Unaddressable {
+            what: "zone",
+            cpu: 2,
+            addr: 1 << 47,
+            space: AddressSpace::X86_64,
+        };
+        assert_eq!(check(AddressSpace::X86_64, l), Err(want));
+        assert_eq!(
+            want.to_string(),
+            "zone: CPU 2's counter area at 0x800000000000 is not a canonical x86_64 address \
+             (4-level paging: bits 63..47 all equal): no CPU can write there"
+        );
+        // The higher half is canonical from 0xffff_8000_0000_0000: CPU 0 just below it is
+        // refused, a zone wholly above it is not.
+        let below_high = blocks(0xffff_7fff_ffff_f000);
+        assert_eq!(
+            check(AddressSpace::X86_64, below_high),
+            Err(Error::Unaddressable {
+                what: "zone",
+                cpu: 0,
+                addr: 0xffff_7fff_ffff_f040,
+                space: AddressSpace::X86_64
+            })
+        );
+        assert_eq!(
+            check(AddressSpace::X86_64, blocks(0xffff_8000_0000_0000)),
+            Ok(())
+        );
+        if AddressSpace::TARGET == AddressSpace::X86_64 {
+            assert_eq!(l.validate(), Err(want));
+        }
+    }
+
+    /// riscv64: only what no mode can address (Sv57: bits 63..56 all equal) is refused; an
+    /// Sv39 kernel's mistake that Sv48 can address passes.
+    #[cfg(target_pointer_width = "64")]
+    #[test]
+    fn riscv64_refuses_what_no_mode_addresses() {
+        let sv48_only = blocks(0xffff_ff81_0044_1000);
+        assert_eq!(check(AddressSpace::Riscv64, sv48_only), Ok(()));
+        let l = blocks(0xfe00_0000_0000_0000);
+        let want = Error::Unaddressable {
+            what: "zone",
+            cpu: 0,
+            addr: 0xfe00_0000_0000_0040,
+            space: AddressSpace::Riscv64,
+        };
+        assert_eq!(check(AddressSpace::Riscv64, l), Err(want));
+        assert_eq!(
+            want.to_string(),
+            "zone: CPU 0's counter area at 0xfe00000000000040 is not an address any riscv64 \
+             mode can reach (Sv57: bits 63..56 all equal): no CPU can write there"
+        );
+        assert_eq!(
+            check(AddressSpace::Riscv64, blocks(0xff00_0000_0000_0000)),
+            Ok(())
+        );
+        assert_eq!(
+            check(AddressSpace::Riscv64, blocks(0x00ff_ffff_ffff_0000)),
+            Ok(())
+        );
+        if AddressSpace::TARGET == AddressSpace::Riscv64 {
+            assert_eq!(l.validate(), Err(want));
+        }
+    }
+
+    /// Every arch: a counter area past the end of the address space is refused, naming the
+    /// first CPU whose area wraps and its start (modulo 2^64).
+    #[test]
+    fn a_counter_area_that_wraps() {
+        // CPU 3's block starts 0x100 below the top: its counters (64..576) run past it.
+        let l = blocks(usize::MAX - 0x30ff);
+        let want = Error::WrapsAround {
+            what: "zone",
+            cpu: 3,
+            addr: usize::MAX - 0xff + 64,
+            len: 512,
+        };
+        for space in [
+            AddressSpace::Flat,
+            AddressSpace::X86_64,
+            AddressSpace::Riscv64,
+        ] {
+            assert_eq!(check(space, l), Err(want), "{space:?}");
+        }
+        assert_eq!(l.validate(), Err(want));
+        let mut meta = [0u64; 600];
+        // SAFETY: refused before any memory is touched.
+        assert_eq!(
+            unsafe { Zone::from_raw_parts(l, &mut meta) }.unwrap_err(),
+            want
+        );
+        assert_eq!(
+            want.to_string(),
+            format!(
+                "zone: CPU 3's counter area, 512 bytes at {:#x} (modulo 2^64), wraps around \
+                 the end of the address space",
+                usize::MAX - 0xff + 64
+            )
+        );
+        // The last area may end 8 bytes below the top (its end an address), not at 2^64.
+        let top = ZoneLayout {
+            offset: 0x1000 - 520,
+            ..blocks(usize::MAX - 0x3fff)
+        };
+        assert_eq!(check(AddressSpace::X86_64, top), Ok(()));
+        assert_eq!(top.validate(), Ok(()));
+        let at_the_end = ZoneLayout {
+            offset: 0x1000 - 512,
+            ..top
+        };
+        assert_eq!(
+            at_the_end.validate(),
+            Err(Error::WrapsAround {
+                what: "zone",
+                cpu: 3,
+                addr: usize::MAX - 511,
+                len: 512
+            })
+        );
+    }
+}
+
+/// The first failed bring-up check is kept for a kernel that checks before its console
+/// exists: the CPU and the error, not replaced by later failures (from 4 CPUs at once), and
+/// nothing while every check passes. (The only test of this binary whose checks fail.)
+#[test]
+fn the_first_failed_bring_up_check_is_kept() {
+    let machine = Machine::new(4);
+    let zone = machine.zone();
+    for cpu in 0..4 {
+        assert_eq!(machine.run_on(cpu, || zone.check_cpu(cpu)), Ok(()));
+    }
+    assert_eq!(Zone::first_failed_check(), None);
+    // CPU 2's check run on CPU 3: before any console, the kernel cannot print it.
+    let first = Error::CpuRegisterForeign {
+        cpu: 2,
+        other: 3,
+        register: pcpu_counter::arch::REGISTER,
+    };
+    assert_eq!(machine.run_on(3, || zone.check_cpu(2)), Err(first));
+    std::thread::scope(|s| {
+        for cpu in 0..4 {
+            let machine = &machine;
+            s.spawn(move || {
+                let later = machine.run_on(cpu, || zone.check_cpu(4 + cpu));
+                assert_eq!(
+                    later,
+                    Err(Error::CpuNotInZone {
+                        cpu: 4 + cpu,
+                        ncpus: 4
+                    })
+                );
+            });
+        }
+    });
+    assert_eq!(Zone::first_failed_check(), Some((2, first)));
 }

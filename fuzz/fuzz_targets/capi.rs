@@ -856,7 +856,7 @@ fn step(m: &mut Model, op: &Op) {
             let text = unsafe { CStr::from_ptr(p) }.to_str().expect("UTF-8");
             assert!(!text.is_empty());
             // -13 is the simulation's own code (`PCPU_EBOUND`), outside the product ABI.
-            let known = (PCPU_ESEGLIMIT..=PCPU_OK).contains(&code) && code != PCPU_EBOUND;
+            let known = (PCPU_EUNADDR..=PCPU_OK).contains(&code) && code != PCPU_EBOUND;
             assert_eq!(text != "unknown error", known, "pcpu_strerror({code})");
         }
     }

@@ -190,6 +190,22 @@ fn check_message(e: &Error) {
         Error::ZoneOverlap { offset, len } => names(&[format!("offset {offset:#x}, {len} bytes")]),
         Error::TooManyZones { max } => names(&[format!("{max} zones")]),
         Error::AddressOverflow => names(&["address space".into()]),
+        Error::Unaddressable {
+            what, cpu, addr, ..
+        } => names(&[
+            format!("{what}: CPU {cpu}'s "),
+            format!(" at {addr:#x} is not "),
+        ]),
+        Error::WrapsAround {
+            what,
+            cpu,
+            addr,
+            len,
+        } => names(&[
+            format!("{what}: CPU {cpu}'s "),
+            format!("{len} bytes at {addr:#x} "),
+            "wraps around".into(),
+        ]),
         Error::CpuOutOfRange { cpu, ncpus } => {
             names(&[format!("CPU {cpu} "), format!("{ncpus} CPUs")])
         }

@@ -74,11 +74,14 @@ pub const PCPU_EREGOUTSIDE: c_int = -30;
 pub const PCPU_ENOMEM: c_int = -31;
 /// The zone already has chunk hooks (Rust: `Error::SourceAlreadySet`).
 pub const PCPU_ESOURCE: c_int = -32;
-// The lowest code: the checks of every code (`tests/capi.rs`, `tests/config_fuzz.rs`, the
-// `capi` fuzz target) run down to it. A new code goes below it, and they move with it.
 /// The bring-up check, i386: the `%fs` segment does not span 4 GiB, but the zone grows (Rust:
 /// `Error::SegmentTooShort`).
 pub const PCPU_ESEGLIMIT: c_int = -33;
+// The lowest code: the checks of every code (`tests/capi.rs`, `tests/config_fuzz.rs`, the
+// `capi` fuzz target) run down to it. A new code goes below it, and they move with it.
+/// A CPU's counter area or statics copy has an address the arch cannot have (Rust:
+/// `Error::Unaddressable`: on x86_64 one that is not canonical).
+pub const PCPU_EUNADDR: c_int = -34;
 
 /// The C code of `e`.
 pub(crate) fn code(e: Error) -> c_int {
@@ -110,6 +113,11 @@ pub(crate) fn code(e: Error) -> c_int {
         Error::SourceAlreadySet => PCPU_ESOURCE,
         Error::SegmentTooShort { .. } => PCPU_ESEGLIMIT,
         Error::RunTooLong { .. } => PCPU_EFULL,
+        Error::Unaddressable { .. } => PCPU_EUNADDR,
+        // The codes of the kind: a range past the end, an overlap (the C library keeps one
+        // text per code, and a C kernel's existing checks keep working).
+        Error::WrapsAround { .. } => PCPU_EOVERFLOW,
+        Error::CopyOverlapsTemplate { .. } => PCPU_EOVERLAP,
         #[allow(unreachable_patterns)] // Variants added later map here until given a code.
         _ => PCPU_EOTHER,
     }
@@ -162,6 +170,7 @@ pub extern "C" fn pcpu_strerror(err: c_int) -> *const c_char {
         PCPU_ENOMEM => c"the zone's chunk hook gave no memory",
         PCPU_ESOURCE => c"the zone already has chunk hooks",
         PCPU_ESEGLIMIT => c"the %fs segment does not span 4 GiB, but the zone grows",
+        PCPU_EUNADDR => c"address no CPU can write",
         _ => c"unknown error",
     };
     text.as_ptr()
@@ -257,6 +266,15 @@ mod tests {
                 PCPU_ESEGLIMIT,
             ),
             (
+                Error::Unaddressable {
+                    what: "zone",
+                    cpu: 1,
+                    addr: 1 << 47,
+                    space: crate::AddressSpace::X86_64,
+                },
+                PCPU_EUNADDR,
+            ),
+            (
                 Error::CapacityTooLarge {
                     counters: 2,
                     max: 1,
@@ -272,5 +290,20 @@ mod tests {
         codes.sort_unstable();
         codes.dedup();
         assert_eq!(codes.len(), cases.len() - 1, "two errors share a code");
+        // The set-up refusals that keep the code of their kind.
+        let wraps = Error::WrapsAround {
+            what: "statics",
+            cpu: 1,
+            addr: 8,
+            len: 16,
+        };
+        assert_eq!(code(wraps), PCPU_EOVERFLOW);
+        let over_template = Error::CopyOverlapsTemplate {
+            cpu: 0,
+            addr: 0x1008,
+            template: 0x1000,
+            len: 16,
+        };
+        assert_eq!(code(over_template), PCPU_EOVERLAP);
     }
 }

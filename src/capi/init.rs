@@ -21,7 +21,9 @@ use crate::{arch, baseline, freebsd, Zone, ZoneLayout};
 /// and the bitmap's summary levels, `PCPU_META_WORDS(len / 8)`) is the zone's metadata.
 ///
 /// Returns 0, `PCPU_EINVAL` (NULL pointer), `PCPU_EINSTALLED`, the code of the first
-/// broken layout rule (`PCPU_ENOCPUS`, `PCPU_ESTRIDE`, `PCPU_EMISALIGNED`, ...),
+/// broken layout rule (`PCPU_ENOCPUS`, `PCPU_ESTRIDE`, `PCPU_EMISALIGNED`, ...; a CPU's
+/// counter area the CPU cannot write: `PCPU_EUNADDR`, on x86_64 not canonical, or
+/// `PCPU_EOVERFLOW`, past the end of the address space),
 /// `PCPU_EFULL` (no room for the early counters) or `PCPU_ECPU` (more than
 /// `PCPU_NEST_CPUS` CPUs where the arch needs protection). On failure nothing changed.
 /// Call it before other CPUs start: it moves the early counts, which adds must not race.

@@ -29,9 +29,12 @@ pub struct pcpu_static {
 /// it once, on the boot CPU, before any CPU's register holds its block (the Rust
 /// `statics::install` in the kernel's one area).
 ///
-/// Returns 0 or a `PCPU_E*` code: a second call (`PCPU_EINSTALLED`), no CPUs, a stride not a
-/// multiple of 8 or below the section's length, a misaligned base, a block past the end of
-/// the address space, or a zone that needs other register values or overlaps a copy.
+/// Returns 0 or a `PCPU_E*` code, having written nothing: a second call (`PCPU_EINSTALLED`),
+/// no CPUs, a stride not a multiple of 8 or below the section's length, a misaligned base, a
+/// copy at an address the arch cannot have (`PCPU_EUNADDR`: on x86_64 not canonical, as when
+/// `base` is the block itself instead of the block less the section's start), a copy past
+/// the end of the address space (`PCPU_EOVERFLOW`), a copy over part of the section itself
+/// or a zone's counters (`PCPU_EOVERLAP`), or a zone that needs other register values.
 ///
 /// # Safety
 /// As `statics::install`: for every CPU `i`, the section's length of bytes at

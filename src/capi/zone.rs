@@ -6,6 +6,8 @@
 
 use core::ffi::c_int;
 
+use crate::atomic::{AtomicUsize, Ordering};
+
 use super::early;
 use super::error::{code, PCPU_ECPU, PCPU_EINVAL, PCPU_ENOTINSTALLED, PCPU_OK};
 use super::slot::{self, counter_u64_t, Target};
@@ -147,7 +149,9 @@ pub unsafe extern "C" fn pcpu_set_cpu_base(cpu: usize) -> c_int {
 /// | `PCPU_EREGOUTSIDE` | it holds no CPU's block: the zone's base or stride is not the kernel's |
 /// | `PCPU_ESEGLIMIT` | i386, a zone with chunk hooks (`pcpu_zone_grow`): the `%fs` segment does not span 4 GiB |
 ///
-/// and `PCPU_ENOTINSTALLED` before `pcpu_zone_init`. It reads registers and writes nothing.
+/// and `PCPU_ENOTINSTALLED` before `pcpu_zone_init`. It reads registers and writes nothing
+/// but the first failure, which `pcpu_cpu_check_first_failure` returns later (for a kernel
+/// that checks before its console exists).
 ///
 /// # Safety
 /// Kernel only: runs on CPU `cpu`, at the privilege the add runs at (CPL 0 / EL1 / S-mode).
@@ -165,10 +169,60 @@ pub unsafe extern "C" fn pcpu_cpu_check(cpu: usize) -> c_int {
     let Some(zone) = current_zone() else {
         return PCPU_ENOTINSTALLED;
     };
-    match zone.check_cpu(cpu) {
+    match zone.check_cpu_unkept(cpu) {
         Ok(()) => PCPU_OK,
-        Err(e) => code(e),
+        Err(e) => {
+            let rc = code(e);
+            // The first failure, in one word: the CPU above the code's 6 bits (a CPU index
+            // that does not fit is kept as the largest that does).
+            let cpu = cpu.min(usize::MAX >> CODE_BITS);
+            let word = cpu << CODE_BITS | rc.unsigned_abs() as usize;
+            let _ = FIRST_FAILURE.compare_exchange(0, word, Ordering::AcqRel, Ordering::Relaxed);
+            rc
+        }
     }
+}
+
+/// Bits of a kept failure's word that hold its code (negated: every `PCPU_E*` is above -64).
+const CODE_BITS: u32 = 6;
+
+/// The first failed `pcpu_cpu_check`: 0, or its CPU and negated code (see `pcpu_cpu_check`),
+/// set once by a compare-and-swap: lock-free, and a later failure never replaces it.
+static FIRST_FAILURE: AtomicUsize = AtomicUsize::new(0);
+
+/// The first `pcpu_cpu_check` that failed: its code (0 when none failed), with the CPU it ran
+/// for stored in `*cpu` (left alone when none failed). (The C twin of
+/// [`Zone::first_failed_check`], which keeps the Rust checks' failures.)
+///
+/// For a kernel that runs `pcpu_cpu_check` before its console exists: once it can print, it
+/// calls this, and reports and stops on a nonzero code (`pcpu_strerror` names it). The first
+/// failure is kept once, lock-free; a later one never replaces it.
+///
+/// # Safety
+/// `cpu` is NULL (the CPU is not wanted) or valid for a write.
+///
+/// ```
+/// use pcpu_counter::{capi::*, sim::capi::*};
+/// assert_eq!(pcpu_sim_machine_new(2, 64), 0);
+/// let mut cpu = usize::MAX;
+/// assert_eq!(unsafe { pcpu_cpu_check_first_failure(&mut cpu) }, 0);
+/// assert_eq!(pcpu_sim_bind(1), 0);
+/// assert_eq!(unsafe { pcpu_cpu_check(0) }, PCPU_EREGFOREIGN); // early: no console yet
+/// assert_eq!(unsafe { pcpu_cpu_check(2) }, PCPU_ENOTINZONE);  // a later failure
+/// assert_eq!(unsafe { pcpu_cpu_check_first_failure(&mut cpu) }, PCPU_EREGFOREIGN);
+/// assert_eq!(cpu, 0);
+/// ```
+#[no_mangle]
+pub unsafe extern "C" fn pcpu_cpu_check_first_failure(cpu: *mut usize) -> c_int {
+    let word = FIRST_FAILURE.load(Ordering::Acquire);
+    if word == 0 {
+        return PCPU_OK;
+    }
+    if !cpu.is_null() {
+        // SAFETY: non-null and writable per the contract.
+        unsafe { *cpu = word >> CODE_BITS };
+    }
+    -((word & ((1 << CODE_BITS) - 1)) as c_int)
 }
 
 /// Counters the installed zone holds at once (0 when none is installed).

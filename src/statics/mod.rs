@@ -56,7 +56,7 @@ use core::marker::PhantomData;
 
 use crate::area::Area;
 use crate::atomic::{AtomicPtr, Ordering};
-use crate::{arch, baseline, AreaShape, Error};
+use crate::{arch, baseline, AddressSpace, AreaShape, Error};
 
 /// The name of the per-CPU section, a C identifier so that the linker defines its bounds.
 pub const SECTION: &str = "pcpu_counter_statics";
@@ -307,11 +307,15 @@ pub(crate) unsafe fn fetch_and_zero_at(off: usize, word: *mut u64) -> u64 {
 /// shape for `fetch`. Call it once, on the boot CPU, before any CPU's register holds its
 /// block.
 ///
-/// Fails, changing nothing, with [`Error::AlreadyInstalled`] (a second call),
-/// [`Error::NoCpus`], [`Error::StrideNotMultipleOf8`], [`Error::Misaligned`] (the base),
-/// [`Error::StrideTooSmall`] (a stride below the template's length),
-/// [`Error::AddressOverflow`] (a block past the end of the address space), or the area's
-/// [`Error::AreaMismatch`], [`Error::ZoneOverlap`] and [`Error::TooManyZones`].
+/// Fails, writing nothing and changing nothing, with [`Error::AlreadyInstalled`] (a second
+/// call), [`Error::NoCpus`], [`Error::StrideNotMultipleOf8`], [`Error::Misaligned`] (the
+/// base), [`Error::StrideTooSmall`] (a stride below the template's length: two CPUs' copies
+/// would overlap), the copies the CPU cannot write, each naming the first such CPU and its
+/// copy's address ([`Error::Unaddressable`]: an address the target cannot have, such as a
+/// non-canonical one on x86_64, [`AddressSpace::TARGET`]; [`Error::WrapsAround`]: a copy
+/// past the end of the address space; [`Error::CopyOverlapsTemplate`]: a copy over part of
+/// the template), or the area's [`Error::AreaMismatch`], [`Error::ZoneOverlap`] and
+/// [`Error::TooManyZones`].
 ///
 /// # Safety
 /// For every CPU `i`, the bytes from `shape.base + i * shape.stride + start` to `+ (stop -
@@ -353,11 +357,25 @@ pub(crate) unsafe fn install_in(area: &Area, shape: AreaShape) -> Result<(), Err
             needed: len,
         });
     }
-    (ncpus - 1)
-        .checked_mul(stride)
-        .and_then(|span| span.checked_add(len))
-        .and_then(|span| base.wrapping_add(start).checked_add(span))
-        .ok_or(Error::AddressOverflow)?;
+    // Every check before the first write: CPU i's copy is `base + i * stride + start`
+    // (wrapping: the registers are blocks less the template's start), and every byte of it
+    // must be one the CPU can write.
+    AddressSpace::TARGET.check_copies(
+        "statics",
+        base.wrapping_add(start),
+        0,
+        stride,
+        len,
+        ncpus,
+    )?;
+    if let Some((cpu, copy)) = overlaps_template(shape, start, len) {
+        return Err(Error::CopyOverlapsTemplate {
+            cpu,
+            addr: copy,
+            template: start,
+            len,
+        });
+    }
     area.carve_range(shape, (start, stop))?;
     for cpu in 0..ncpus {
         let block = copy(shape, cpu, start);
@@ -383,6 +401,28 @@ pub(crate) unsafe fn install_in(area: &Area, shape: AreaShape) -> Result<(), Err
         return Err(Error::AlreadyInstalled);
     }
     Ok(())
+}
+
+/// The CPU whose copy of the template (`len` bytes from `start`) overlaps the template itself
+/// without being it, with the copy's address, if any: clearing that copy would erase early
+/// counts, and its adds would land in the template's slots, which `fetch` also sums. (A copy
+/// that is the template exactly is summed once, and is not cleared.) The copies rise by
+/// `stride >= len` without wrapping (checked before), so only the first copy that ends past
+/// the template's start can overlap it.
+fn overlaps_template(shape: AreaShape, start: usize, len: usize) -> Option<(usize, usize)> {
+    if len == 0 {
+        return None;
+    }
+    let first = shape.base.wrapping_add(start);
+    let cpu = match first.checked_add(len) {
+        // (A stride of 0 has only CPU 0, refused before unless `len` is 0.)
+        Some(end) if end <= start => (start - end)
+            .checked_div(shape.stride)
+            .map_or(usize::MAX, |k| k + 1),
+        _ => 0,
+    };
+    let copy = first.wrapping_add(cpu.wrapping_mul(shape.stride));
+    (cpu < shape.ncpus && copy != start && copy < start.wrapping_add(len)).then_some((cpu, copy))
 }
 
 /// Forgets the install (the simulation's machine, when it goes): the area's range is

@@ -31,9 +31,56 @@ pub fn validate(l: &ZoneLayout) -> Result<(), Error> {
             needed: needed as usize,
         });
     }
-    let end = l.base as u128 + (l.ncpus as u128 - 1) * l.stride as u128 + needed;
-    if end > usize::MAX as u128 {
-        return Err(Error::AddressOverflow);
+    // Every CPU's counter area, CPU by CPU in u128 (no loop: the first CPU that breaks a
+    // rule is found by division): first the target's hole of addresses no CPU has (x86_64:
+    // non-canonical, 4-level paging; riscv64: outside Sv57), then the end of the address
+    // space.
+    let top = 1u128 << usize::BITS;
+    let (a, s, len, n) = (
+        l.base as u128 + l.offset as u128,
+        l.stride as u128,
+        l.len as u128,
+        l.ncpus as u128,
+    );
+    let start = |cpu: u128| a + cpu * s;
+    // The first CPU whose area's end (one past its last byte) is above `limit`.
+    let first_past = |limit: u128| -> u128 {
+        if a + len > limit {
+            0
+        } else {
+            ((limit - a - len) / s + 1).min(n)
+        }
+    };
+    let hole_bits = if usize::BITS < 64 {
+        None
+    } else if cfg!(target_arch = "x86_64") {
+        Some(47)
+    } else if cfg!(target_arch = "riscv64") {
+        Some(56)
+    } else {
+        None
+    };
+    if let Some(bits) = hole_bits {
+        let (low, high) = (1u128 << bits, top - (1u128 << bits));
+        let cpu = first_past(low);
+        if cpu < n && start(cpu) < high {
+            return Err(Error::Unaddressable {
+                what: "zone",
+                cpu: cpu as usize,
+                addr: start(cpu).max(low) as usize,
+                space: pcpu_counter::AddressSpace::TARGET,
+            });
+        }
+    }
+    // A range's end (one past its last byte) must be an address too: below 2^64.
+    let cpu = first_past(top - 1);
+    if cpu < n {
+        return Err(Error::WrapsAround {
+            what: "zone",
+            cpu: cpu as usize,
+            addr: (start(cpu) % top) as usize,
+            len: l.len,
+        });
     }
     Ok(())
 }

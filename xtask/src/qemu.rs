@@ -27,8 +27,9 @@
 //! | `riscv64-percpu` | as `riscv64` | the same with `percpu-crate` and `riscv-gp` (percpu owns `gp`; `--no-relax`, no `__global_pointer$`) |
 //! | `x86_64-percpu-broken-stride` | as `x86_64` | `percpu-broken-stride`: the zone's stride is `percpu_area_size()`, unrounded: CPU 1's bring-up check must stop it |
 //! | `aarch64-percpu-broken-reinit` | as `aarch64-llsc` | `percpu-broken-reinit`: a second `percpu::init_in_place()` after counting started: must print `FAIL percpu counter added to on every CPU` |
+//! | `x86_64-percpu-early-check` | as `x86_64` | `percpu-early-check`: the boot CPU's bring-up check runs before the console (its result dropped) and before percpu sets GS base; the kernel reports the failure the crate kept once it prints: must print `FAIL bring-up check of CPU 0 (kept from before the console): CPU 0's per-CPU register (GS base) holds 0: it was never set on this CPU` |
 //!
-//! `percpu` runs the five `*-percpu*` runs.
+//! `percpu` runs the six `*-percpu*` runs.
 //!
 //! Before they boot, the riscv64 kernels' add is disassembled and pinned
 //! ([`check_riscv64_add`]): `ld; mv tp (gp); add; amoadd.d zero; ret`, which the broken build
@@ -184,15 +185,18 @@ enum Percpu {
     BrokenStride,
     /// aarch64 with `percpu-broken-reinit`.
     BrokenReinit,
+    /// x86_64 with `percpu-early-check`.
+    EarlyCheck,
 }
 
 /// The `percpu` runs, in the order `percpu` runs them.
-const PERCPU_RUNS: [Percpu; 5] = [
+const PERCPU_RUNS: [Percpu; 6] = [
     Percpu::X86_64,
     Percpu::Riscv64,
     Percpu::Aarch64,
     Percpu::BrokenStride,
     Percpu::BrokenReinit,
+    Percpu::EarlyCheck,
 ];
 
 /// The `percpu` run named `name`, if any.
@@ -208,6 +212,7 @@ fn percpu_build(kind: Percpu) -> Build {
         Percpu::BrokenStride => (x86_64_build(false), "percpu-broken-stride"),
         Percpu::Aarch64 => (aarch64_build(false), "percpu-crate"),
         Percpu::BrokenReinit => (aarch64_build(false), "percpu-broken-reinit"),
+        Percpu::EarlyCheck => (x86_64_build(false), "percpu-early-check"),
         Percpu::Riscv64 => (riscv64_build(Rv::Gp), "riscv-gp,percpu-crate"),
     };
     Build {
@@ -239,6 +244,15 @@ fn percpu_boot(kind: Percpu) -> Boot {
             "aarch64-percpu-broken-reinit",
             aarch64_boot(false),
             Some("FAIL percpu counter added to on every CPU"),
+        ),
+        // The failure comes from the crate's keeping: the check's result was dropped.
+        Percpu::EarlyCheck => (
+            "x86_64-percpu-early-check",
+            x86_64_boot(false),
+            Some(
+                "FAIL bring-up check of CPU 0 (kept from before the console): CPU 0's per-CPU \
+                 register (GS base) holds 0: it was never set on this CPU",
+            ),
         ),
     };
     Boot {

@@ -125,6 +125,12 @@ pub fn bsp_main() -> ! {
         fail_setup("statics::install", e)
     }
     enter_cpu(0, zone);
+    // What a kernel does once its console is up: report a bring-up check that failed before
+    // it could print (the `percpu-early-check` run's), and stop.
+    if let Some((cpu, e)) = Zone::first_failed_check() {
+        println!("FAIL bring-up check of CPU {cpu} (kept from before the console): {e}");
+        boot::exit(false)
+    }
     checks::setup();
     let started = boot::start_secondaries(wanted);
     let pass = checks::run_bsp(wanted, started);
@@ -190,6 +196,13 @@ fn make_zone() -> Result<Zone<'static>, pcpu_counter::Error> {
 /// block of the zone; then the bring-up check.
 #[cfg(feature = "percpu-crate")]
 fn enter_cpu(cpu: usize, zone: &Zone<'_>) {
+    // `percpu-early-check`: the boot CPU's check where a kernel's primary per-CPU init runs
+    // it, before the console exists, so the kernel drops its result (the crate keeps the
+    // failure for `bsp_main` to report), and, the mistake, before percpu sets the register.
+    #[cfg(feature = "percpu-early-check")]
+    if cpu == 0 {
+        let _ = zone.check_cpu(0);
+    }
     percpu_crate::enter_cpu(cpu);
     check_cpu(cpu, zone)
 }

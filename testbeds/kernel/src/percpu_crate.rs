@@ -36,7 +36,11 @@ pub fn init_bsp() {
         println!("FAIL setup percpu::init_in_place: {e:?}");
         crate::boot::exit(false)
     }
-    enter_cpu(0);
+    // With `percpu-early-check` the boot CPU's register is set later, in `main.rs`'s
+    // `enter_cpu`, after the check that runs before the console.
+    if cfg!(not(feature = "percpu-early-check")) {
+        enter_cpu(0);
+    }
     let layout = layout();
     println!(
         "percpu owns the register: {} areas from {:#x}, {} bytes apart ({} bytes each \

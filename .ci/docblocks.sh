@@ -8,7 +8,8 @@
 # This script fails on an ignored Rust block without such a line, and builds each block marked
 # for it as the `src/lib.rs` of a crate of its own (`#![no_std]` added where the block lacks
 # it; rustdoc's hidden lines, `# ...`, shown) for its target, with this checkout as
-# `pcpu-counter`, so that a block a user copies compiles for the target it is written for.
+# `pcpu-counter`, warnings as errors, so that a block a user copies compiles cleanly for the
+# target it is written for.
 # Needs rustup (it adds each target). About 30 s, most of it the dependencies' first build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -81,7 +82,7 @@ for entry in "${blocks[@]}"; do
     rustup target add "$target" >/dev/null 2>&1 || rustup target add "$target"
     echo "== $file:$line for $target${features:+, features $features}${deps:+, with $deps}"
     start=$SECONDS
-    (cd "$crate" && cargo build -q --target "$target" --target-dir "$out/build") \
+    (cd "$crate" && RUSTFLAGS="-D warnings" cargo build -q --target "$target" --target-dir "$out/build") \
         || { echo "FAIL: $file:$line does not compile for $target (the crate: $crate)"; exit 1; }
     echo "   compiled in $((SECONDS - start)) s"
     built=$((built + 1))

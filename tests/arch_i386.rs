@@ -131,8 +131,6 @@ fn bind_rate() {
     );
 }
 
-const MAX_ADDS: u64 = 200_000_000;
-
 /// Interrupts land between the `cmpxchg8b` loop's load and its `cmpxchg8b` (the retries
 /// count them) and the sum stays exact. Needs signals that arrive between any two
 /// instructions: natively (qemu-i386 delivers them only between translation blocks).
@@ -143,7 +141,8 @@ fn interrupts_inside_the_cmpxchg8b_loop_are_retried_exactly() {
     let machine = Machine::new(1);
     let c = machine.alloc().unwrap();
     let mut retries = 0u64;
-    let (adds, handled) = common::storm_on_cpu0(&machine, &c, MAX_ADDS, |_| {
+    let event = format!("{WANTED_RETRIES} interrupts inside the cmpxchg8b loop");
+    let (adds, handled) = common::storm_on_cpu0(&machine, &c, &event, |_| {
         // SAFETY: `storm_on_cpu0` runs this bound to CPU 0 of the counter's machine; the CPU has CX8.
         retries += u64::from(unsafe { add_counting_retries(c.offset(), 1) });
         retries >= WANTED_RETRIES
@@ -162,7 +161,7 @@ fn interrupts_inside_the_cmpxchg8b_loop_are_retried_exactly() {
 #[test]
 fn the_storm_catches_a_racy_split_add() {
     let _s = serial();
-    common::assert_storm_catches_racy_add(MAX_ADDS, |off, _| {
+    common::assert_storm_catches_racy_add(|off, _| {
         // SAFETY: the thread holds CPU 0, so fs:[off] is its slot of the helper's counter;
         // the split read-modify-write is the deliberate bug.
         unsafe {

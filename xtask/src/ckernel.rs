@@ -267,9 +267,7 @@ impl CBuild {
                 let object = out.join(object_name(&source));
                 run(Command::new(self.cc.0)
                     .args(self.cflags)
-                    .arg(format!(
-                        "-Wa,--defsym,PCPU_CPU_STACK_SHIFT={CPU_STACK_SHIFT}"
-                    ))
+                    .arg(format!("-Wa,--defsym,PCPU_CPU_STACK_SHIFT={CPU_STACK_SHIFT}"))
                     .arg("-c")
                     .arg(&source)
                     .arg("-o")

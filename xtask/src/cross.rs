@@ -41,6 +41,11 @@
 //!   (`interrupts_inside_the_cmpxchg8b_loop_are_retried_exactly`,
 //!   `the_storm_catches_a_racy_split_add`) would also need `-singlestep`. All of them pass
 //!   natively on i686 (both paths) and under qemu-aarch64 and qemu-riscv64.
+//! - `i686-unknown-linux-gnu` natively, `tests/arch_i386.rs`
+//!   `remote_reads_racing_adds_lose_nothing` built with
+//!   `--cfg pcpu_counter_broken="i386_unlocked_read"` (the remote read as `cmpxchg8b` without
+//!   `lock`) in `target/cross/broken`: the step passes only if the test fails with
+//!   `remote reads lost` (a loss counted), and prints that line.
 //! - `riscv64gc-unknown-linux-gnu` under `qemu-riscv64 -L /usr/riscv64-linux-gnu`: the whole
 //!   suite, then `tests/arch_riscv64.rs` under `qemu-riscv64 -singlestep`, where a signal can
 //!   land between the `ld` and the `sd` of the racy add that test must catch, with this crate
@@ -59,7 +64,9 @@
 //! `tests/arch_i386.rs`, `tests/arch_aarch64.rs` and `tests/arch_riscv64.rs`. Prints the test counts per step and a
 //! summary; exits non-zero if any step fails or a tool is missing.
 //!
-//! Options: `--only <substring>` runs the steps whose name contains it.
+//! Options: `--only <substring>` runs the steps whose name contains it; `--windows` runs
+//! instead the window tests alone (the tests whose event is an interrupt inside a window, or a
+//! broken add or read caught: [`window_steps`]), which `.ci/cross.sh` runs beside busy loops.
 
 use std::path::PathBuf;
 use std::process::Command;

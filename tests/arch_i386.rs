@@ -1,9 +1,13 @@
 //! i386 specifics: the CX8 gate, both add paths (CX8 `cmpxchg8b` loop and the no-CX8 plain
-//! add under protection), interrupts inside the `cmpxchg8b` loop, the FS descriptor helper,
-//! and the disassembly of `Counter::add`.
+//! add under protection), interrupts inside the `cmpxchg8b` loop, another CPU's slot read (a
+//! `lock cmpxchg8b`) racing its adds, the FS descriptor helper, and the disassembly of
+//! `Counter::add`.
 //!
 //! `cargo xtask cross` runs this whole suite twice on i686: as is (CX8) and with
-//! `PCPU_COUNTER_FORCE_NO_CX8=1` (every add takes the no-CX8 path).
+//! `PCPU_COUNTER_FORCE_NO_CX8=1` (every add takes the no-CX8 path), runs it again under
+//! qemu-i386 without the tests that take signals, and builds it once more with the remote read
+//! broken (`--cfg pcpu_counter_broken="i386_unlocked_read"`), where
+//! `remote_reads_racing_adds_lose_nothing` must fail.
 #![cfg(target_arch = "x86")]
 
 mod common;

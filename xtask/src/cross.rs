@@ -617,19 +617,13 @@ fn run_step(name: &str, mut cmd: Command, started: Instant, must_fail: Option<&s
         totals.2 += field("ignored");
         totals.3 += field("filtered out");
     }
-    if let Some(caught) = must_fail {
-        let line = text.lines().find(|l| l.contains(caught)).map(str::trim);
-        let (ok, failures) = match (ok, line) {
-            (false, Some(line)) => {
+    if let Some(must) = must_fail {
+        let (ok, failures) = match caught(ok, &text, must) {
+            Ok(line) => {
                 println!("    caught, as it must be, in {seconds:.1}s: {line}");
                 (true, Vec::new())
             }
-            _ => {
-                let why = if ok {
-                    "the tests passed".to_string()
-                } else {
-                    format!("no `{caught}` line: {}", failed_tests(&text).join("; "))
-                };
+            Err(why) => {
                 println!("    NOT CAUGHT in {seconds:.1}s ({why}); output:\n{text}");
                 let failure = format!("FAIL [cross {name}] not caught: {why}");
                 println!("{failure}");
@@ -670,6 +664,19 @@ fn run_step(name: &str, mut cmd: Command, started: Instant, must_fail: Option<&s
         tests: is_test.then_some(totals),
         seconds,
         failures,
+    }
+}
+
+/// Whether a broken variant's run caught it: the command failed (`ok` false) and its output
+/// has a line containing `must`, which is returned; else why not.
+fn caught<'t>(ok: bool, text: &'t str, must: &str) -> Result<&'t str, String> {
+    match text.lines().find(|l| l.contains(must)) {
+        Some(line) if !ok => Ok(line.trim()),
+        _ if ok => Err("the tests passed".to_string()),
+        _ => Err(format!(
+            "no `{must}` line: {}",
+            failed_tests(text).join("; ")
+        )),
     }
 }
 
@@ -717,7 +724,27 @@ fn failed_tests(text: &str) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::failed_tests;
+    use super::{caught, failed_tests};
+
+    #[test]
+    fn a_broken_run_passes_only_when_it_fails_on_the_loss() {
+        let lost = "test remote_reads_racing_adds_lose_nothing ... FAILED\n  \
+                    assertion failed: remote reads lost 4 adds of 10489856 on CPU 0\n";
+        assert_eq!(
+            caught(false, lost, "remote reads lost"),
+            Ok("assertion failed: remote reads lost 4 adds of 10489856 on CPU 0")
+        );
+        assert_eq!(
+            caught(true, "test result: ok. 1 passed", "remote reads lost"),
+            Err("the tests passed".to_string())
+        );
+        let other = "test remote_reads_racing_adds_lose_nothing ... FAILED\n\
+                     the unlocked cmpxchg8b read lost no add\n";
+        assert_eq!(
+            caught(false, other, "remote reads lost"),
+            Err("no `remote reads lost` line: ? remote_reads_racing_adds_lose_nothing".to_string())
+        );
+    }
 
     #[test]
     fn failures_are_named_by_binary_and_test() {

@@ -12,8 +12,6 @@ mod common;
 use pcpu_counter::sim::Machine;
 use pcpu_counter::Counter;
 
-const MAX_ADDS: u64 = 20_000_000;
-
 #[test]
 fn interrupts_inside_the_llsc_loop_are_retried_exactly() {
     const WANTED_RETRIES: u64 = 3;
@@ -21,7 +19,8 @@ fn interrupts_inside_the_llsc_loop_are_retried_exactly() {
     let c = machine.alloc().unwrap();
     let slot = (machine.zone().cpu_base(0).unwrap() + c.offset()) as *mut u64;
     let mut retries = 0u64;
-    let (adds, handled) = common::storm_on_cpu0(&machine, &c, MAX_ADDS, |_| {
+    let event = format!("{WANTED_RETRIES} interrupts inside the LL/SC loop");
+    let (adds, handled) = common::storm_on_cpu0(&machine, &c, &event, |_| {
         // SAFETY: `storm_on_cpu0` runs this bound to CPU 0, whose slot of `c` this is.
         retries += u64::from(unsafe { add_counting_retries(slot, 1) });
         retries >= WANTED_RETRIES
@@ -37,7 +36,7 @@ fn interrupts_inside_the_llsc_loop_are_retried_exactly() {
 
 #[test]
 fn the_storm_catches_a_racy_load_add_store() {
-    common::assert_storm_catches_racy_add(MAX_ADDS, |_, slot| {
+    common::assert_storm_catches_racy_add(|_, slot| {
         // SAFETY: `slot` is CPU 0's slot of the helper's counter, and this thread holds CPU 0;
         // the split load/add/store (no exclusive pair) is the deliberate bug.
         unsafe {

@@ -1,9 +1,13 @@
 //! i386 specifics: the CX8 gate, both add paths (CX8 `cmpxchg8b` loop and the no-CX8 plain
-//! add under protection), interrupts inside the `cmpxchg8b` loop, the FS descriptor helper,
-//! and the disassembly of `Counter::add`.
+//! add under protection), interrupts inside the `cmpxchg8b` loop, another CPU's slot read (a
+//! `lock cmpxchg8b`) racing its adds, the FS descriptor helper, and the disassembly of
+//! `Counter::add`.
 //!
 //! `cargo xtask cross` runs this whole suite twice on i686: as is (CX8) and with
-//! `PCPU_COUNTER_FORCE_NO_CX8=1` (every add takes the no-CX8 path).
+//! `PCPU_COUNTER_FORCE_NO_CX8=1` (every add takes the no-CX8 path), runs it again under
+//! qemu-i386 without the tests that take signals, and builds it once more with the remote read
+//! broken (`--cfg pcpu_counter_broken="i386_unlocked_read"`), where
+//! `remote_reads_racing_adds_lose_nothing` must fail.
 #![cfg(target_arch = "x86")]
 
 mod common;
@@ -131,8 +135,6 @@ fn bind_rate() {
     );
 }
 
-const MAX_ADDS: u64 = 200_000_000;
-
 /// Interrupts land between the `cmpxchg8b` loop's load and its `cmpxchg8b` (the retries
 /// count them) and the sum stays exact. Needs signals that arrive between any two
 /// instructions: natively (qemu-i386 delivers them only between translation blocks).
@@ -143,7 +145,8 @@ fn interrupts_inside_the_cmpxchg8b_loop_are_retried_exactly() {
     let machine = Machine::new(1);
     let c = machine.alloc().unwrap();
     let mut retries = 0u64;
-    let (adds, handled) = common::storm_on_cpu0(&machine, &c, MAX_ADDS, |_| {
+    let event = format!("{WANTED_RETRIES} interrupts inside the cmpxchg8b loop");
+    let (adds, handled) = common::storm_on_cpu0(&machine, &c, &event, |_| {
         // SAFETY: `storm_on_cpu0` runs this bound to CPU 0 of the counter's machine; the CPU has CX8.
         retries += u64::from(unsafe { add_counting_retries(c.offset(), 1) });
         retries >= WANTED_RETRIES
@@ -162,7 +165,7 @@ fn interrupts_inside_the_cmpxchg8b_loop_are_retried_exactly() {
 #[test]
 fn the_storm_catches_a_racy_split_add() {
     let _s = serial();
-    common::assert_storm_catches_racy_add(MAX_ADDS, |off, _| {
+    common::assert_storm_catches_racy_add(|off, _| {
         // SAFETY: the thread holds CPU 0, so fs:[off] is its slot of the helper's counter;
         // the split read-modify-write is the deliberate bug.
         unsafe {
@@ -180,6 +183,107 @@ fn the_storm_catches_a_racy_split_add() {
             )
         }
     });
+}
+
+/// A read of CPU 0's slot counts as a close race when it is at most this many adds past the
+/// reader's previous read: the adder made only a few adds between two reads (about 0.1 us
+/// apart), so both threads were running on two cores at once, where an unlocked read's write
+/// can land between the adder's load and store. (Two threads taking turns on one core see
+/// whole time slices of adds between reads.)
+const CLOSE_ADDS: u64 = 1024;
+
+/// The close races the real read must survive before the sums are checked: five times the
+/// most the broken read needed to lose an add in 30 runs on a 2-core x86_64 host (13 to
+/// 15,560 idle, 190 to 37,888 with 6 busy loops beside it; 0 to 3,041 under qemu-i386).
+const CLOSE_RACES: u64 = 200_000;
+
+/// How long the race may take to reach its count (the broken read's loss, or the real read's
+/// close races): only turns a race that can never run (one core) into a failure, not a hang.
+const RACE_CAP: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// FreeBSD's i386 hazard: reading another CPU's slot with `cmpxchg8b` WITHOUT `lock` (equal
+/// operands) writes the value it read back to the slot, a second access, and an add the slot's
+/// CPU stores in between is lost. The crate's read is `lock cmpxchg8b`. A thread adds on CPU 0
+/// while another thread, on another core, reads CPU 0's slot (`cpu_slot`, the read `fetch`
+/// makes) as fast as it can; after every 4096 adds the adder checks its slot against its own
+/// count. The real read runs until [`CLOSE_RACES`] reads raced the adds closely (counted), and
+/// the sums must be exact. Built with `--cfg pcpu_counter_broken="i386_unlocked_read"` (`cargo
+/// xtask cross`, natively) the read is the unlocked one, and the test runs until the count
+/// shows a loss, then fails on the exact sum, as it must. Both stop at [`RACE_CAP`] at the
+/// latest, with a message that names the host's load.
+#[test]
+fn remote_reads_racing_adds_lose_nothing() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+    let _s = serial();
+    const STEP: u64 = 4096;
+    let broken = cfg!(pcpu_counter_broken = "i386_unlocked_read");
+    let machine = Machine::new(2);
+    if !arch::has_cx8() {
+        // FreeBSD's rule: a machine without CX8 has one CPU, so no read races another CPU.
+        println!("no-CX8 path: the remote read is a plain load under local protection; not raced");
+        return;
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cores < 2 {
+        println!("one core: a read cannot race an add on another core; not raced");
+        return;
+    }
+    let c = machine.alloc().unwrap();
+    let stop = AtomicBool::new(false);
+    let close = AtomicU64::new(0);
+    let started = std::time::Instant::now();
+    let (adds, slot, reads) = std::thread::scope(|s| {
+        let reader = s.spawn(|| {
+            let (mut last, mut reads) = (0u64, 0u64);
+            while !stop.load(Relaxed) {
+                let now = c.cpu_slot(0).unwrap();
+                reads += 1;
+                if now != last && now.wrapping_sub(last) <= CLOSE_ADDS {
+                    close.fetch_add(1, Relaxed);
+                }
+                last = now;
+            }
+            reads
+        });
+        let (adds, slot) = machine.run_on(0, || {
+            let mut adds = 0u64;
+            loop {
+                for _ in 0..STEP {
+                    c.inc();
+                }
+                adds += STEP;
+                let slot = c.cpu_slot(0).unwrap();
+                // The broken read waits for its loss; the real one for its close races.
+                let counted = slot != adds || (!broken && close.load(Relaxed) >= CLOSE_RACES);
+                if counted || started.elapsed() >= RACE_CAP {
+                    return (adds, slot);
+                }
+            }
+        });
+        stop.store(true, Relaxed);
+        (adds, slot, reader.join().unwrap())
+    });
+    let close = close.into_inner();
+    let seconds = started.elapsed().as_secs_f64();
+    assert_eq!(
+        slot,
+        adds,
+        "remote reads lost {} adds of {adds} on CPU 0 ({close} close races, {reads} reads, {seconds:.1} s{})",
+        adds.wrapping_sub(slot),
+        if broken { "; read: cmpxchg8b WITHOUT lock, the broken build" } else { "" }
+    );
+    assert!(
+        !broken && close >= CLOSE_RACES,
+        "{}: {close} close races (reads within {CLOSE_ADDS} adds of the last), {reads} reads, {adds} adds in {seconds:.0} s, with the host at {}",
+        if broken {
+            "the unlocked cmpxchg8b read lost no add"
+        } else {
+            "the reader and the adder never raced enough"
+        },
+        sim::host_load()
+    );
+    assert_eq!(c.fetch(), adds);
+    println!("{adds} adds exact against {reads} reads of CPU 0's slot, {close} close races, {seconds:.1} s");
 }
 
 #[test]

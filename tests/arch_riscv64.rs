@@ -15,8 +15,6 @@ use pcpu_counter::sim::Machine;
 use pcpu_counter::Counter;
 use std::sync::atomic::Ordering;
 
-const MAX_ADDS: u64 = 20_000_000;
-
 /// Instructions of the optimised probe up to and including its `ret` (under `sim`): the
 /// simulation's check (the thread-local bound area: `auipc; ld` its initial-exec GOT offset,
 /// `add` tp, `ld`; the counter's area, through its zone: `ld` the zone, `ld` its area; `bne`
@@ -30,7 +28,8 @@ fn adds_under_an_interrupt_storm_are_exact() {
     const WANTED_INTERRUPTS: u64 = 200;
     let machine = Machine::new(1);
     let c = machine.alloc().unwrap();
-    let (adds, handled) = common::storm_on_cpu0(&machine, &c, MAX_ADDS, |handled| {
+    let event = format!("{WANTED_INTERRUPTS} interrupts handled");
+    let (adds, handled) = common::storm_on_cpu0(&machine, &c, &event, |handled| {
         c.add(1);
         handled.load(Ordering::Relaxed) >= WANTED_INTERRUPTS
     });
@@ -41,7 +40,7 @@ fn adds_under_an_interrupt_storm_are_exact() {
 
 #[test]
 fn the_storm_catches_a_racy_ld_add_sd() {
-    common::assert_storm_catches_racy_add(MAX_ADDS, |_, slot| {
+    common::assert_storm_catches_racy_add(|_, slot| {
         // SAFETY: `slot` is CPU 0's slot of the helper's counter, and this thread holds CPU 0;
         // the split load/add/store (no AMO) is the deliberate bug.
         unsafe {

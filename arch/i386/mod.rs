@@ -280,6 +280,37 @@ unsafe fn cmpxchg8b_locked(slot: *mut u64, old: u64, new: u64) -> u64 {
     u64::from(lo) | (u64::from(hi) << 32)
 }
 
+/// TEST ONLY (`--cfg pcpu_counter_broken="i386_unlocked_read"`, set by `cargo xtask cross`
+/// and never by a user build): the remote read FreeBSD once had, `cmpxchg8b [slot]` with equal
+/// operands WITHOUT `lock`. The instruction always writes its destination: the value it read
+/// when the compare fails, the (equal) operand when it succeeds; without `lock` that read and
+/// write are two accesses, and an add the slot's CPU stores between them is overwritten: lost.
+/// `tests/arch_i386.rs` `remote_reads_racing_adds_lose_nothing` must catch it.
+///
+/// # Safety
+/// As [`cmpxchg8b_locked`].
+#[cfg(pcpu_counter_broken = "i386_unlocked_read")]
+#[inline]
+unsafe fn cmpxchg8b_unlocked_read(slot: *mut u64) -> u64 {
+    let (lo, hi): (u32, u32);
+    // SAFETY: as in `cmpxchg8b_locked` with old = new = 0 (ebx is swapped in and out through
+    // a scratch register); the missing `lock` is the deliberate bug.
+    unsafe {
+        asm!(
+            "xchg ebx, {new_lo}",
+            "cmpxchg8b [edi]",
+            "mov ebx, {new_lo}",
+            in("edi") slot,
+            new_lo = inout(reg) 0u32 => _,
+            inout("eax") 0u32 => lo,
+            inout("edx") 0u32 => hi,
+            in("ecx") 0u32,
+            options(nostack),
+        )
+    };
+    u64::from(lo) | (u64::from(hi) << 32)
+}
+
 /// Reads a slot of any CPU without tearing.
 ///
 /// # Safety
@@ -288,7 +319,12 @@ unsafe fn cmpxchg8b_locked(slot: *mut u64, old: u64, new: u64) -> u64 {
 pub(crate) unsafe fn load_slot(slot: *mut u64) -> u64 {
     if has_cx8() {
         // SAFETY: as the caller's contract; equal old and new values leave the slot as it is.
-        unsafe { cmpxchg8b_locked(slot, 0, 0) }
+        #[cfg(not(pcpu_counter_broken = "i386_unlocked_read"))]
+        let value = unsafe { cmpxchg8b_locked(slot, 0, 0) };
+        // SAFETY: as above; that the read is not atomic is the deliberate bug.
+        #[cfg(pcpu_counter_broken = "i386_unlocked_read")]
+        let value = unsafe { cmpxchg8b_unlocked_read(slot) };
+        value
     } else {
         let _protection = Protection::acquire();
         // SAFETY: aligned and live per the caller; protection keeps this CPU's writers away

@@ -190,6 +190,65 @@ pub fn interrupt_storm_until(max_steps: u64, mut step: impl FnMut(&Storm) -> boo
     (steps, storm)
 }
 
+/// Runs `step` again and again on the calling thread under one interrupt storm, never yielding
+/// the core between steps, until it returns `true` (the event it waits for has been counted)
+/// or `cap` has passed; returns the steps run, the storm, and whether `step` returned `true`.
+///
+/// For a test whose event is an interrupt landing *inside* `step`, between two given
+/// instructions (a retry of an add loop, a loss in a racy add), not merely one handled. Such
+/// interrupts arrive only where the thread is stopped mid-`step`: a signal sent while the thread
+/// runs on another core (an IPI stops it at whatever instruction it is at), or one sent while it
+/// was preempted, which is delivered as the thread resumes at the instruction where the tick
+/// stopped it. [`interrupt_storm_until`] yields the core after a step that saw no interrupt
+/// handled, and on a loaded machine that yield is where every interrupt lands: the thread is
+/// off the core for milliseconds while the raiser runs, the signal waits, and it is delivered
+/// on the return from `sched_yield`, outside `step`; the step itself (microseconds) is then
+/// too short for a tick or a concurrent raise ever to hit it (one interrupt per step, none
+/// inside). Without the yield the thread runs whole time slices of steps and is stopped inside
+/// them.
+///
+/// `cap` is not a measure of the event: it only turns a storm that can never deliver into a
+/// failure instead of a hang, so make it minutes; the caller's message for a storm that ran
+/// out should name the host's load ([`host_load`]).
+///
+/// Run it on a thread that holds a simulated CPU for the whole storm (inside
+/// [`Machine::run_on`] or a [`Machine::bind`]).
+///
+/// # Panics
+/// Under Miri, which cannot send or take signals.
+pub fn interrupt_storm_inside(
+    cap: std::time::Duration,
+    mut step: impl FnMut(&Storm) -> bool,
+) -> (u64, Storm, bool) {
+    let started = std::time::Instant::now();
+    let ((steps, done), storm) = storm(|so_far| {
+        let mut steps = 0;
+        loop {
+            if step(&so_far()) {
+                return (steps, true);
+            }
+            steps += 1;
+            if started.elapsed() >= cap {
+                return (steps, false);
+            }
+        }
+    });
+    (steps, storm, done)
+}
+
+/// The host's load, for the message of a test that waited for an event in vain: `load average
+/// 6.02 5.51 3.20 on 2 cores` (`/proc/loadavg`, and the cores this process may run on).
+pub fn host_load() -> std::string::String {
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    match std::fs::read_to_string("/proc/loadavg") {
+        Ok(text) => {
+            let averages: std::vec::Vec<&str> = text.split_whitespace().take(3).collect();
+            std::format!("load average {} on {cores} cores", averages.join(" "))
+        }
+        Err(e) => std::format!("load average unknown (/proc/loadavg: {e}) on {cores} cores"),
+    }
+}
+
 /// The storm itself: `work` gets a function that reads the storm so far.
 fn storm<R>(work: impl FnOnce(&dyn Fn() -> Storm) -> R) -> (R, Storm) {
     if cfg!(miri) {

@@ -29,7 +29,8 @@ mod register;
 mod statics;
 
 pub use interrupt::{
-    interrupt_storm, interrupt_storm_until, interrupts_handled, missed_interrupts, Storm,
+    host_load, interrupt_storm, interrupt_storm_inside, interrupt_storm_until, interrupts_handled,
+    missed_interrupts, Storm,
 };
 pub use machine::{Bound, Machine};
 

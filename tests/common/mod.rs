@@ -1,7 +1,7 @@
 //! Shared test harness: a tiny PRNG and a random workload on simulated CPUs.
 #![allow(dead_code)] // Each test file uses part of it.
 
-use pcpu_counter::sim::{interrupt_storm_until, Machine};
+use pcpu_counter::sim::{host_load, interrupt_storm_inside, Machine};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// xorshift64*: deterministic, dependency-free randomness for the tests.
@@ -105,18 +105,26 @@ pub fn disassemble(objdumps: &[&str], extra: &[&str], symbol: &str) -> Vec<Strin
         .collect()
 }
 
-/// Under an interrupt storm on CPU 0, calls `add(&handled)` until it returns true (the event
-/// the caller waits for, which it counts itself: retries, handler runs, a loss) or `max_adds`
-/// calls; the handler adds 2^32 to `c` through `Counter::add` (so its adds land in the high
-/// half) and counts its runs in `handled`. Returns (adds, handled).
+/// How long a storm on CPU 0 waits for its event before the test fails. Not a measure of the
+/// event (natively it takes milliseconds, under `qemu-* -singlestep` seconds, with the machine
+/// loaded too): only a bound that turns a storm that can never deliver into a failure instead
+/// of a hang.
+pub const STORM_CAP: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Under an interrupt storm on CPU 0, calls `add(&handled)` until it returns true: the event
+/// the caller waits for (`event`, as the failure names it), which it counts itself: retries,
+/// handler runs, a loss. The handler adds 2^32 to `c` through `Counter::add` (so its adds land
+/// in the high half) and counts its runs in `handled`. Returns (adds, handled).
 ///
-/// The storm is [`interrupt_storm_until`]'s: steps of [`STORM_STEP`] adds, and a step that saw
-/// no interrupt run the handler yields the core (on a loaded machine the raiser may be waiting
-/// for it). `max_adds` only turns a storm that never delivers into a failure, not a hang.
+/// The storm is [`interrupt_storm_inside`]'s: steps of [`STORM_STEP`] adds that never yield
+/// the core, so that interrupts land inside the adds however loaded the machine is (a yield
+/// between steps is where they all land under load: see that function). It waits for the
+/// event however long it takes, and panics, naming the event, the counts and the host's load,
+/// only if [`STORM_CAP`] passes first.
 pub fn storm_on_cpu0(
     machine: &Machine,
     c: &pcpu_counter::Counter<'_>,
-    max_adds: u64,
+    event: &str,
     mut add: impl FnMut(&AtomicU64) -> bool,
 ) -> (u64, u64) {
     let handled = AtomicU64::new(0);
@@ -124,10 +132,10 @@ pub fn storm_on_cpu0(
         c.add(1 << 32);
         handled.fetch_add(1, Ordering::Relaxed);
     };
-    let (adds, storm) = machine.with_interrupt_handler(&handler, || {
+    let (adds, steps, storm, done) = machine.with_interrupt_handler(&handler, || {
         machine.run_on(0, || {
             let mut adds = 0u64;
-            let (_, storm) = interrupt_storm_until(max_adds.div_ceil(STORM_STEP), |_| {
+            let (steps, storm, done) = interrupt_storm_inside(STORM_CAP, |_| {
                 for _ in 0..STORM_STEP {
                     adds += 1;
                     if add(&handled) {
@@ -136,7 +144,7 @@ pub fn storm_on_cpu0(
                 }
                 false
             });
-            (adds, storm)
+            (adds, steps, storm, done)
         })
     });
     let handled = handled.into_inner();
@@ -145,10 +153,13 @@ pub fn storm_on_cpu0(
         "every interrupt handled on CPU 0 ran this handler"
     );
     assert!(
-        handled > 0,
-        "no interrupt handled in {adds} adds ({} raised, {} taken)",
+        done,
+        "{event}: not counted in {} s of storm ({adds} adds in {steps} steps, {handled} \
+         interrupts handled, {} raised, {} taken), with the host at {}",
+        STORM_CAP.as_secs(),
         storm.raised,
-        storm.taken
+        storm.taken,
+        host_load()
     );
     (adds, handled)
 }
@@ -185,15 +196,15 @@ impl RacyShared {
 
 /// Runs `racy_add(off, slot)`, a deliberately broken add of 1 to CPU 0's slot of a new
 /// counter (its offset `off`, CPU 0's slot address `slot`), under an interrupt storm on CPU 0
-/// until the count shows a loss, and asserts that adds were lost: the storm can catch a
-/// broken add. The arch tests' negative control.
-pub fn assert_storm_catches_racy_add(max_adds: u64, mut racy_add: impl FnMut(usize, *mut u64)) {
+/// until the count shows a loss (however long that takes, up to [`STORM_CAP`]), and asserts
+/// that adds were lost: the storm can catch a broken add. The arch tests' negative control.
+pub fn assert_storm_catches_racy_add(mut racy_add: impl FnMut(usize, *mut u64)) {
     let machine = Machine::new(1);
     let c = machine.alloc().unwrap();
     let off = c.offset();
     let slot = (machine.zone().cpu_base(0).unwrap() + off) as *mut u64;
     let mut adds_done = 0u64;
-    let (adds, handled) = storm_on_cpu0(&machine, &c, max_adds, |handled| {
+    let (adds, handled) = storm_on_cpu0(&machine, &c, "a racy add losing an add", |handled| {
         racy_add(off, slot);
         adds_done += 1;
         // Stop once the count shows a loss (checked now and then, and only when no interrupt

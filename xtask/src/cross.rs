@@ -41,6 +41,11 @@
 //!   (`interrupts_inside_the_cmpxchg8b_loop_are_retried_exactly`,
 //!   `the_storm_catches_a_racy_split_add`) would also need `-singlestep`. All of them pass
 //!   natively on i686 (both paths) and under qemu-aarch64 and qemu-riscv64.
+//! - `i686-unknown-linux-gnu` natively, `tests/arch_i386.rs`
+//!   `remote_reads_racing_adds_lose_nothing` built with
+//!   `--cfg pcpu_counter_broken="i386_unlocked_read"` (the remote read as `cmpxchg8b` without
+//!   `lock`) in `target/cross/broken`: the step passes only if the test fails with
+//!   `remote reads lost` (a loss counted), and prints that line.
 //! - `riscv64gc-unknown-linux-gnu` under `qemu-riscv64 -L /usr/riscv64-linux-gnu`: the whole
 //!   suite, then `tests/arch_riscv64.rs` under `qemu-riscv64 -singlestep`, where a signal can
 //!   land between the `ld` and the `sd` of the racy add that test must catch, with this crate
@@ -59,7 +64,9 @@
 //! `tests/arch_i386.rs`, `tests/arch_aarch64.rs` and `tests/arch_riscv64.rs`. Prints the test counts per step and a
 //! summary; exits non-zero if any step fails or a tool is missing.
 //!
-//! Options: `--only <substring>` runs the steps whose name contains it.
+//! Options: `--only <substring>` runs the steps whose name contains it; `--windows` runs
+//! instead the window tests alone (the tests whose event is an interrupt inside a window, or a
+//! broken add or read caught: [`window_steps`]), which `.ci/cross.sh` runs beside busy loops.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -111,16 +118,27 @@ struct Outcome {
 }
 
 pub fn run(args: &[String]) -> Result<(), String> {
-    let only = match args {
-        [] => None,
-        [flag, filter] if flag == "--only" => Some(filter.as_str()),
-        _ => return Err("usage: cargo xtask cross [--only <step name substring>]".into()),
-    };
+    let usage = "usage: cargo xtask cross [--windows] [--only <step name substring>]";
+    let (mut only, mut windows) = (None, false);
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        match arg.as_str() {
+            "--only" => only = Some(rest.next().ok_or(usage)?.as_str()),
+            "--windows" => windows = true,
+            _ => return Err(usage.into()),
+        }
+    }
     let started = Instant::now();
     let target_dir = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| toolchain::repo_root().join("target/cross"));
     let mut steps: Vec<(String, MakeStep)> = Vec::new();
+    // Steps that must fail (a broken variant the tests must catch), with the text their
+    // output must contain.
+    let mut must_fail: Vec<(String, &'static str)> = Vec::new();
+    if windows {
+        window_steps(&target_dir, &mut steps, &mut must_fail);
+    }
 
     // aarch64 Linux under qemu-aarch64.
     let a64 = "aarch64-unknown-linux-gnu";
@@ -174,20 +192,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 let runner = toolchain::qemu_user_runner(rv64)?;
                 if singlestep {
                     tc.set_runner(Some(&runner.replacen(" -L", " -singlestep -L", 1)));
-                    let profile = "profile.dev.package.pcpu-counter";
-                    let opt = format!("{profile}.opt-level=3");
-                    let checks = format!("{profile}.debug-assertions=false");
-                    let overflow = format!("{profile}.overflow-checks=false");
-                    let extra = [
-                        "--config",
-                        &opt,
-                        "--config",
-                        &checks,
-                        "--config",
-                        &overflow,
-                        "--test",
-                        "arch_riscv64",
-                    ];
+                    let mut extra = riscv_optimised_config();
+                    extra.extend(["--test", "arch_riscv64"].map(String::from));
+                    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
                     Ok(test_command(&tc, &dir, &[], &extra))
                 } else {
                     tc.set_runner(Some(&runner));
@@ -323,9 +330,19 @@ pub fn run(args: &[String]) -> Result<(), String> {
         }
     }
 
+    // The native i686 suite's broken run: the remote read as an unlocked `cmpxchg8b`.
+    if !windows {
+        let (name, make) = i686_broken_step(&target_dir);
+        must_fail.push((name.clone(), BROKEN_READ_CAUGHT));
+        steps.push((name, make));
+    }
+
     let mut outcomes = Vec::new();
     for (name, make) in &steps {
         if only.is_some_and(|o| !name.contains(o)) {
+            continue;
+        }
+        if windows && !name.starts_with("windows") {
             continue;
         }
         println!("==> {name}");
@@ -343,7 +360,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
                     failures: vec![failure],
                 }
             }
-            Ok(cmd) => run_step(name, cmd, step_started),
+            Ok(cmd) => {
+                let expected = must_fail.iter().find(|(n, _)| n == name).map(|(_, m)| *m);
+                run_step(name, cmd, step_started, expected)
+            }
         };
         outcomes.push(outcome);
     }
@@ -388,6 +408,139 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
 }
 
+/// What the broken i686 run's test prints for the adds it caught lost
+/// (`tests/arch_i386.rs` `remote_reads_racing_adds_lose_nothing`).
+const BROKEN_READ_CAUGHT: &str = "remote reads lost";
+
+/// The native i686 CX8 suite's test of remote reads racing adds, built with
+/// `--cfg pcpu_counter_broken="i386_unlocked_read"` (the remote read as `cmpxchg8b` without
+/// `lock`, FreeBSD's old bug) in a target folder of its own, so the real builds stay built. The
+/// test must fail on lost adds.
+fn i686_broken_step(target_dir: &std::path::Path) -> (String, MakeStep) {
+    let i686 = "i686-unknown-linux-gnu";
+    let dir = target_dir.join("broken");
+    (
+        format!(
+            "test {i686} arch_i386 broken: remote read by unlocked cmpxchg8b (native, must fail)"
+        ),
+        Box::new(move || {
+            let tc = toolchain::cargo_for(i686)?;
+            let mut cmd = test_command(
+                &tc,
+                &dir,
+                &[],
+                &[
+                    "--test",
+                    "arch_i386",
+                    "--",
+                    "--exact",
+                    "remote_reads_racing_adds_lose_nothing",
+                ],
+            );
+            broken_cfg(&tc, &mut cmd, "i386_unlocked_read");
+            cmd.env_remove("PCPU_COUNTER_FORCE_NO_CX8");
+            Ok(cmd)
+        }),
+    )
+}
+
+/// Adds `--cfg pcpu_counter_broken="<value>"` to the target's rustflags in `cmd`, keeping
+/// those the toolchain set (the i686 loader and library paths).
+fn broken_cfg(tc: &Toolchain, cmd: &mut Command, value: &str) {
+    let key = tc.target_env("RUSTFLAGS");
+    let set = cmd
+        .get_envs()
+        .find(|(k, _)| *k == key.as_str())
+        .and_then(|(_, v)| v)
+        .map(|v| v.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let flags = format!("{set} --cfg pcpu_counter_broken=\"{value}\"");
+    cmd.env(key, flags.trim_start());
+}
+
+/// The window tests (`cargo xtask cross --windows`): the tests whose event is an interrupt
+/// inside a window, or a broken add or read caught losing adds, again on their own, with the
+/// builds of a full run. `.ci/cross.sh` runs them with busy loops beside them, as `.ci/run`
+/// loads the host suite: they wait for their event by count, so load may slow them, not fail
+/// them.
+fn window_steps(
+    target_dir: &std::path::Path,
+    steps: &mut Vec<(String, MakeStep)>,
+    must_fail: &mut Vec<(String, &'static str)>,
+) {
+    let i686 = "i686-unknown-linux-gnu";
+    for no_cx8 in [false, true] {
+        let dir = target_dir.join("base");
+        let path = if no_cx8 { "no-CX8 path" } else { "CX8 path" };
+        steps.push((
+            format!("windows {i686} arch_i386 {path} (native)"),
+            Box::new(move || {
+                let tc = toolchain::cargo_for(i686)?;
+                // The real read's race is no event wait (it counts close races, then checks
+                // the sums): the normal runs have it, the broken run below is the event.
+                let tests = ["interrupts_inside", "racy_split_add"];
+                let mut cmd = test_command(&tc, &dir, &[], &["--test", "arch_i386"]);
+                cmd.args(["--"]).args(tests);
+                if no_cx8 {
+                    cmd.env("PCPU_COUNTER_FORCE_NO_CX8", "1");
+                } else {
+                    cmd.env_remove("PCPU_COUNTER_FORCE_NO_CX8");
+                }
+                Ok(cmd)
+            }),
+        ));
+    }
+    let (name, make) = i686_broken_step(target_dir);
+    let name = format!("windows {}", name.trim_start_matches("test "));
+    must_fail.push((name.clone(), BROKEN_READ_CAUGHT));
+    steps.push((name, make));
+
+    let a64 = "aarch64-unknown-linux-gnu";
+    let dir = target_dir.join("base");
+    steps.push((
+        format!("windows {a64} arch_aarch64 (qemu-aarch64 -singlestep)"),
+        Box::new(move || {
+            let mut tc = toolchain::cargo_for(a64)?;
+            let runner = toolchain::qemu_user_runner(a64)?;
+            tc.set_runner(Some(&runner.replacen(" -L", " -singlestep -L", 1)));
+            let mut cmd = test_command(&tc, &dir, &[], &["--test", "arch_aarch64"]);
+            cmd.args(["--", "inside_the_llsc_loop", "racy_load_add_store"]);
+            Ok(cmd)
+        }),
+    ));
+
+    let rv64 = "riscv64gc-unknown-linux-gnu";
+    let dir = target_dir.join("base");
+    steps.push((
+        format!("windows {rv64} arch_riscv64 optimised (qemu-riscv64 -singlestep)"),
+        Box::new(move || {
+            let mut tc = toolchain::cargo_for(rv64)?;
+            let runner = toolchain::qemu_user_runner(rv64)?;
+            tc.set_runner(Some(&runner.replacen(" -L", " -singlestep -L", 1)));
+            let mut extra = riscv_optimised_config();
+            extra.extend(["--test", "arch_riscv64"].map(String::from));
+            let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+            let mut cmd = test_command(&tc, &dir, &[], &extra);
+            cmd.args(["--", "interrupt_storm", "racy_ld_add_sd"]);
+            Ok(cmd)
+        }),
+    ));
+}
+
+/// The `--config` arguments that build this crate as release builds it (opt-level 3, no debug
+/// assertions or overflow checks) on the dev profile's `std`: the riscv64 `-singlestep` run.
+fn riscv_optimised_config() -> Vec<String> {
+    let profile = "profile.dev.package.pcpu-counter";
+    [
+        format!("{profile}.opt-level=3"),
+        format!("{profile}.debug-assertions=false"),
+        format!("{profile}.overflow-checks=false"),
+    ]
+    .into_iter()
+    .flat_map(|c| ["--config".to_string(), c])
+    .collect()
+}
+
 /// Adds `-C target-feature=+lse` to the target's rustflags (keeping any the toolchain set).
 fn lse_flags(tc: &mut Toolchain, lse: bool) {
     if lse {
@@ -427,7 +580,12 @@ fn test_command(tc: &Toolchain, dir: &PathBuf, skip: &[&str], extra: &[&str]) ->
 /// Runs one step, prints its test results, and on failure all its output, then one
 /// `FAIL [cross <step>] <test binary> <test>` line per failed test (or per test binary that
 /// crashed, or for a build that failed), so that one line of a log says what broke.
-fn run_step(name: &str, mut cmd: Command, started: Instant) -> Outcome {
+///
+/// With `must_fail` (a broken variant's run) the step passes only if the command fails and its
+/// output contains `must_fail` (the test's message for the loss it caught): it prints that
+/// line as `caught, as it must be: ...`; a pass, or a failure for another reason, is the
+/// step's failure (`FAIL [cross <step>] not caught: ...`).
+fn run_step(name: &str, mut cmd: Command, started: Instant, must_fail: Option<&str>) -> Outcome {
     cmd.current_dir(toolchain::repo_root());
     // stdout and stderr into one file, in order: cargo names each test binary on stderr
     // (`Running tests/x.rs`) before the binary's results on stdout.
@@ -459,6 +617,27 @@ fn run_step(name: &str, mut cmd: Command, started: Instant) -> Outcome {
         totals.2 += field("ignored");
         totals.3 += field("filtered out");
     }
+    if let Some(must) = must_fail {
+        let (ok, failures) = match caught(ok, &text, must) {
+            Ok(line) => {
+                println!("    caught, as it must be, in {seconds:.1}s: {line}");
+                (true, Vec::new())
+            }
+            Err(why) => {
+                println!("    NOT CAUGHT in {seconds:.1}s ({why}); output:\n{text}");
+                let failure = format!("FAIL [cross {name}] not caught: {why}");
+                println!("{failure}");
+                (false, vec![failure])
+            }
+        };
+        return Outcome {
+            name: name.to_string(),
+            ok,
+            tests: is_test.then_some(totals),
+            seconds,
+            failures,
+        };
+    }
     let mut failures = Vec::new();
     if ok {
         if is_test {
@@ -485,6 +664,19 @@ fn run_step(name: &str, mut cmd: Command, started: Instant) -> Outcome {
         tests: is_test.then_some(totals),
         seconds,
         failures,
+    }
+}
+
+/// Whether a broken variant's run caught it: the command failed (`ok` false) and its output
+/// has a line containing `must`, which is returned; else why not.
+fn caught<'t>(ok: bool, text: &'t str, must: &str) -> Result<&'t str, String> {
+    match text.lines().find(|l| l.contains(must)) {
+        Some(line) if !ok => Ok(line.trim()),
+        _ if ok => Err("the tests passed".to_string()),
+        _ => Err(format!(
+            "no `{must}` line: {}",
+            failed_tests(text).join("; ")
+        )),
     }
 }
 
@@ -532,7 +724,27 @@ fn failed_tests(text: &str) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::failed_tests;
+    use super::{caught, failed_tests};
+
+    #[test]
+    fn a_broken_run_passes_only_when_it_fails_on_the_loss() {
+        let lost = "test remote_reads_racing_adds_lose_nothing ... FAILED\n  \
+                    assertion failed: remote reads lost 4 adds of 10489856 on CPU 0\n";
+        assert_eq!(
+            caught(false, lost, "remote reads lost"),
+            Ok("assertion failed: remote reads lost 4 adds of 10489856 on CPU 0")
+        );
+        assert_eq!(
+            caught(true, "test result: ok. 1 passed", "remote reads lost"),
+            Err("the tests passed".to_string())
+        );
+        let other = "test remote_reads_racing_adds_lose_nothing ... FAILED\n\
+                     the unlocked cmpxchg8b read lost no add\n";
+        assert_eq!(
+            caught(false, other, "remote reads lost"),
+            Err("no `remote reads lost` line: ? remote_reads_racing_adds_lose_nothing".to_string())
+        );
+    }
 
     #[test]
     fn failures_are_named_by_binary_and_test() {

@@ -1,6 +1,8 @@
 //! Simulated interrupts: a handler adds to the same counters, on the same CPU, while the
 //! interrupted thread is adding. Nothing may be lost; a racy add must be caught.
 
+mod common;
+
 use pcpu_counter::sim::{interrupt_storm_until, Machine, Storm};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -148,12 +150,11 @@ fn protection_masks_interrupts() {
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn storm_catches_a_racy_per_cpu_add() {
-    let machine = Machine::new(2);
-    let c = machine.alloc().unwrap();
-    let off = c.offset();
-    let racy_add = || {
-        // SAFETY: the thread holds a CPU of `machine`, so gs:[off] is that CPU's slot of `c`;
-        // the load/add/store split is the deliberate bug.
+    // The storm runs until the count shows a loss (common::assert_storm_catches_racy_add: no
+    // yield between steps, so interrupts land inside the adds however loaded the machine is).
+    common::assert_storm_catches_racy_add(|off, _slot| {
+        // SAFETY: the thread holds CPU 0 of the helper's machine, so gs:[off] is that CPU's
+        // slot of its counter; the load/add/store split is the deliberate bug.
         unsafe {
             core::arch::asm!(
                 "mov {t}, qword ptr gs:[{off}]",
@@ -164,20 +165,7 @@ fn storm_catches_a_racy_per_cpu_add() {
                 options(nostack),
             )
         }
-    };
-    // Each try is a storm of at least 2000 interrupts handled on the two CPUs; a loss needs
-    // one to land between the load and the store. Tries, not time, bound the search.
-    const TRIES: usize = 200;
-    let caught = (1..=TRIES).find_map(|try_| {
-        let before = c.fetch();
-        let (adds, handled, _) = storm_on_every_cpu(&machine, 2_000, &racy_add);
-        let lost = (adds + handled) - (c.fetch() - before);
-        (lost > 0).then_some((try_, lost))
     });
-    let (tries, lost) = caught.unwrap_or_else(|| {
-        panic!("a racy per-CPU add lost nothing under interrupts in {TRIES} tries: the storm proves nothing")
-    });
-    println!("the racy add lost {lost} adds, caught on try {tries}");
 }
 
 /// Threads alone cannot break that racy add, because a simulated CPU runs one thread at a

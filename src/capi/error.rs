@@ -269,7 +269,7 @@ mod tests {
                 Error::Unaddressable {
                     what: "zone",
                     cpu: 1,
-                    addr: 1 << 47,
+                    addr: usize::MAX,
                     space: crate::AddressSpace::X86_64,
                 },
                 PCPU_EUNADDR,

@@ -24,6 +24,8 @@ static DURING: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
 static COUNTER: spin::Once<Counter<'static>> = spin::Once::new();
 
 /// The kernel's `Platform::cpu_base`: CPU `cpu`'s block, as the kernel knows it, counted.
+/// Never inlined, so that the add's disassembly shows it called (`cargo xtask qemu` pins it).
+#[inline(never)]
 pub fn cpu_base(cpu: usize) -> usize {
     CALLS[cpu].fetch_add(1, Ordering::Relaxed);
     crate::block_base(cpu)

@@ -71,13 +71,13 @@ if ! command -v rustup >/dev/null; then
 else
     rustup toolchain install "$old_nightly" --profile minimal --component rust-src --no-self-update
     default="$(rustup default | cut -d' ' -f1)"
-    restore=""
-    if rustup component list --installed --toolchain "$default" | grep -q '^rust-src'; then
-        # The default has rust-src and is taken before the old nightly: make the old nightly
-        # the default for this check (cargo runs the xtask with the usual one).
-        rustup default "$old_nightly"
-        restore="$default"
-    fi
+    # The old nightly is made the default for this check, so that it is the first toolchain
+    # with rust-src the search meets, as when it is the only one (here other toolchains may
+    # have rust-src: the default, or the nightly that Miri uses, which sort before it); cargo
+    # runs the xtask with the usual one. The toolchains that can do the job are the ones the
+    # i586 build above already found.
+    rustup default "$old_nightly"
+    restore="$default"
     log="$(mktemp)"
     ok=1
     cargo "+${restore:-$default}" xtask cross --only "i586-unknown-none (arch/i386 spec) no_std" 2>&1 | tee "$log" || ok=0

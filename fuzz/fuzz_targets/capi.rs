@@ -26,6 +26,9 @@ use pcpu_counter::Protected;
 
 mod common;
 use common::{Size, Slot};
+// The zone layout's documented rules, apart from the product (as the `zone_layout` target).
+#[path = "../../tests/common/layout_rules.rs"]
+mod layout_rules;
 
 const NCPUS: usize = 4;
 const CAPACITY: usize = 256;
@@ -281,27 +284,25 @@ fn descr_ok(b: &Option<Vec<u8>>) -> Result<(), c_int> {
 }
 
 fn validate_code(l: &pcpu_zone_layout) -> Result<(), c_int> {
-    if l.ncpus == 0 {
-        return Err(PCPU_ENOCPUS);
-    }
-    if !l.stride.is_multiple_of(8) {
-        return Err(PCPU_ESTRIDE);
-    }
-    if l.len == 0 || !l.len.is_multiple_of(8) {
-        return Err(PCPU_EAREA);
-    }
-    if !l.base.is_multiple_of(8) || !l.offset.is_multiple_of(8) {
-        return Err(PCPU_EMISALIGNED);
-    }
-    let needed = l.offset.checked_add(l.len).ok_or(PCPU_EOVERFLOW)?;
-    if needed > l.stride {
-        return Err(PCPU_ESTRIDESMALL);
-    }
-    let last = (l.ncpus as u128 - 1) * l.stride as u128 + needed as u128 + l.base as u128;
-    if last > usize::MAX as u128 {
-        return Err(PCPU_EOVERFLOW);
-    }
-    Ok(())
+    use pcpu_counter::Error;
+    let layout = pcpu_counter::ZoneLayout {
+        base: l.base,
+        stride: l.stride,
+        offset: l.offset,
+        len: l.len,
+        ncpus: l.ncpus,
+    };
+    // docs/c.md's codes for the rules' errors.
+    layout_rules::validate(&layout).map_err(|e| match e {
+        Error::NoCpus => PCPU_ENOCPUS,
+        Error::StrideNotMultipleOf8 { .. } => PCPU_ESTRIDE,
+        Error::BadAreaLength { .. } => PCPU_EAREA,
+        Error::Misaligned { .. } => PCPU_EMISALIGNED,
+        Error::StrideTooSmall { .. } => PCPU_ESTRIDESMALL,
+        Error::Unaddressable { .. } => PCPU_EUNADDR,
+        Error::AddressOverflow | Error::WrapsAround { .. } => PCPU_EOVERFLOW,
+        other => panic!("layout_rules::validate gave {other:?}"),
+    })
 }
 
 /// One callback of a walk: the name (pointer and text), the description (the same) and the

@@ -1765,18 +1765,7 @@ fn set_path_child() {
         }
         ("force" | "force-over-env", _) => {
             let p = rseq::set_path(rseq::Choice::ForceRseq).unwrap();
-            let want = if cid_offered {
-                Index::ConcurrencyId
-            } else {
-                Index::Cpu
-            };
-            assert_eq!(
-                p,
-                Path::Rseq {
-                    index: want,
-                    glibc_registered: !glibc_off
-                }
-            );
+            assert_eq!(p, rseq_path(cid_offered, glibc_off));
             assert_eq!(
                 rseq::set_path(rseq::Choice::Fallback),
                 Err(too_late("fallback"))
@@ -1917,18 +1906,7 @@ fn set_path_child() {
                     rseq::set_path(rseq::Choice::Fallback),
                     Err(too_late("fallback"))
                 );
-                let want = if cid_offered {
-                    Index::ConcurrencyId
-                } else {
-                    Index::Cpu
-                };
-                assert_eq!(
-                    p,
-                    Path::Rseq {
-                        index: want,
-                        glibc_registered: !glibc_off
-                    }
-                );
+                assert_eq!(p, rseq_path(cid_offered, glibc_off));
                 // A choice the path satisfies succeeds, late or not.
                 let same = if cid_offered {
                     rseq::Choice::ConcurrencyId
@@ -2464,4 +2442,18 @@ fn unregistered_thread_registers_on_its_first_add() {
         Ok(0),
         "no add took the shared block"
     );
+}
+
+/// The rseq path a process takes by itself where rseq works: `mm_cid` where the kernel offers
+/// it, else `cpu_id`; glibc's registration unless it is turned off.
+fn rseq_path(cid_offered: bool, glibc_off: bool) -> Path {
+    let index = if cid_offered {
+        Index::ConcurrencyId
+    } else {
+        Index::Cpu
+    };
+    Path::Rseq {
+        index,
+        glibc_registered: !glibc_off,
+    }
 }

@@ -291,6 +291,63 @@ fn no_product_module_imports_the_simulations_harness() {
     assert_eq!(importers_of(&graph, "sim"), Vec::<String>::new());
 }
 
+/// The names every backend of the platform defines (`src/platform/mod.rs` lists them).
+const BACKEND_NAMES: [&str; 9] = [
+    "current_cpu",
+    "cpu_base",
+    "simulated_register",
+    "check_add",
+    "check_static_add",
+    "own_areas",
+    "State",
+    "acquire",
+    "release",
+];
+
+/// The crate-visible functions and types a file defines at its top level or in a `cfg_if!`
+/// arm: `pub(crate) [const] [unsafe] fn name`, `pub(crate) type name`, `pub(crate) struct name`.
+fn crate_items(code: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for line in code.lines() {
+        let Some(rest) = line.trim().strip_prefix("pub(crate) ") else {
+            continue;
+        };
+        let rest = rest
+            .trim_start_matches("const ")
+            .trim_start_matches("unsafe ");
+        for kind in ["fn ", "type ", "struct "] {
+            if let Some(name) = rest.strip_prefix(kind) {
+                let name: String = name
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                names.insert(name);
+            }
+        }
+    }
+    names
+}
+
+#[test]
+fn the_platforms_backends_define_the_same_names() {
+    assert_eq!(
+        crate_items("pub(crate) const fn a() {}\npub(crate) unsafe fn b(s: S) {}\nfn c() {}"),
+        BTreeSet::from(["a".to_string(), "b".to_string()])
+    );
+    for backend in ["kernel", "hosted", "sim"] {
+        let file = root().join(format!("src/platform/{backend}.rs"));
+        let defined = crate_items(&code_of(&fs::read_to_string(&file).unwrap()));
+        let missing: Vec<&str> = BACKEND_NAMES
+            .into_iter()
+            .filter(|name| !defined.contains(*name))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "src/platform/{backend}.rs lacks {missing:?}"
+        );
+    }
+}
+
 #[test]
 fn the_platforms_backends_import_nothing_above_the_area() {
     let reexports = root_reexports();

@@ -134,7 +134,7 @@ pub(crate) use backend::{check_add, check_static_add, cpu_base, current_cpu, sim
 
 /// Local protection held until drop. Not `Send`: protection belongs to one CPU.
 // Where the arch's add needs no protection, only the C ABI's `counter_enter` and the
-// simulation's own tests take it.
+// simulation's harness take it.
 #[cfg_attr(pcpu_unprotected_add, allow(dead_code))]
 pub(crate) struct Protection {
     state: backend::State,

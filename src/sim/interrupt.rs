@@ -7,7 +7,7 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::machine::{HandlerSlot, Machine};
 
-use crate::platform::backend::{binding, IRQ};
+use crate::platform::backend::IRQ;
 use crate::platform::Protection;
 
 std::thread_local! {
@@ -26,7 +26,7 @@ extern "C" fn on_irq(_signal: libc::c_int) {
     // SAFETY: errno is thread-local; it is saved and restored around the handler.
     let errno = unsafe { *libc::__errno_location() };
     TAKEN.with(|t| t.set(t.get() + 1));
-    match binding() {
+    match crate::platform::backend::binding() {
         Some((machine, cpu)) => {
             // SAFETY: a binding exists only while its `Bound` borrows the machine.
             let machine = unsafe { &*(machine as *const Machine) };

@@ -6,7 +6,7 @@
 //! | cfg | set when | means |
 //! |---|---|---|
 //! | `pcpu_no_cpu_register` | a hosted target (unix, windows) without feature `sim` | an ordinary thread has no per-CPU register: the kernel API compiles, but no zone can be made (`Error::NoCpuRegister`), so no add can run |
-//! | `pcpu_hosted_cpus` | feature `sim` | the platform's CPUs are host threads: `src/platform.rs` takes its answers from `src/sim/host.rs` |
+//! | `pcpu_hosted_cpus` | feature `sim` | the platform's CPUs are host threads: `src/platform/` takes its answers from its backend `src/platform/sim.rs` |
 //! | `pcpu_base_from_platform` | feature `platform-base` or `sim`, on aarch64 and riscv64 | the add takes the per-CPU base from the platform instead of `TPIDR_EL1`/`tp`/`gp` (which a host thread cannot own, and some kernels keep for themselves) |
 //! | `pcpu_unprotected_add` | x86_64, aarch64, riscv64 | the arch's add needs no local protection: `counter_enter`'s guard is zero-sized and links no protection hook |
 //! | `pcpu_c_abi` | feature `capi`, where a zone can be made (not `pcpu_no_cpu_register`) | the C ABI (`capi`), whose early counters need the linker's section bounds of an ELF kernel or the simulation's host |
@@ -209,7 +209,7 @@ fn rewrite(target: &str) -> Option<Option<String>> {
     match file {
         "../README.md" => Some(Some(format!("crate{anchor}"))),
         "../CHANGELOG.md" => Some(Some(format!("crate::manual::changelog{anchor}"))),
-        "../src/platform.rs" => Some(Some("crate::platform".into())),
+        "../src/platform/mod.rs" => Some(Some("crate::platform".into())),
         _ => Some(None),
     }
 }

@@ -44,7 +44,7 @@ tests_for() {
         src/group.rs) echo --lib --test group --test array --test registry --test capi ;;
         src/export.rs) echo --lib --test export ;;
         src/freebsd.rs) echo --lib --test freebsd_api --test hosted --test array --test zero ;;
-        src/memory.rs | src/protect.rs | src/platform.rs | src/error.rs) echo --lib --test zone --test counting --test platform_macro --test hosted ;;
+        src/memory.rs | src/protect.rs | src/platform/* | src/error.rs) echo --lib --test zone --test counting --test platform_macro --test hosted ;;
         */arch/x86_64/*) echo --lib --test counting --test zone --test hosted --test disasm ;;
         src/capi/*) echo --lib --test capi --test capi_early --test capi_null_slot --test capi_approx --test config_fuzz --test export ;;
         src/rseq/*) echo --lib --test rseq ;;

@@ -10,6 +10,10 @@ use std::path::{Path, PathBuf};
 
 type Graph = BTreeMap<String, BTreeSet<String>>;
 
+/// What the platform's backends (`src/platform/{kernel,hosted,sim}.rs`) may import: the area's
+/// type (the add's check) and the error type (the hosted backend's panic message).
+const BACKENDS_MAY_IMPORT: [&str; 2] = ["area", "error"];
+
 /// What `arch/` may import: the platform's hooks (the portable fallback, the base the platform
 /// supplies), the error type `set_cpu_base` returns, and the crate's atomics.
 const ARCH_MAY_IMPORT: [&str; 3] = ["platform", "error", "atomic"];
@@ -93,8 +97,8 @@ fn root_reexports() -> BTreeMap<String, String> {
     map
 }
 
-/// The crate's modules and the modules each imports: one node per top-level module (the
-/// simulation's plug, `sim/host.rs`, apart from the rest of `sim`).
+/// The crate's modules and the modules each imports: one node per top-level module of `src/`
+/// (a folder is one node, `src/sim/` and `src/platform/` included), and one for `arch/`.
 fn crate_graph() -> Graph {
     let reexports = root_reexports();
     let mut files = Vec::new();
@@ -112,8 +116,6 @@ fn crate_graph() -> Graph {
         }
         let node = if rel.starts_with("arch/") {
             "arch".to_string()
-        } else if rel == "src/sim/host.rs" {
-            "sim::host".to_string()
         } else {
             let name = rel.trim_start_matches("src/").trim_end_matches(".rs");
             name.split('/').next().unwrap().to_string()
@@ -122,16 +124,8 @@ fn crate_graph() -> Graph {
         let edges = graph.entry(node.clone()).or_default();
         for name in imported(&code, "crate::") {
             let target = reexports.get(&name).cloned().unwrap_or(name);
-            let target = if target == "sim" && code.contains("crate::sim::host") {
-                "sim::host".to_string()
-            } else {
-                target
-            };
             let module = root().join("src").join(&target);
-            let known = module.with_extension("rs").exists()
-                || module.is_dir()
-                || target == "arch"
-                || target == "sim::host";
+            let known = module.with_extension("rs").exists() || module.is_dir() || target == "arch";
             if known && target != node {
                 edges.insert(target);
             }
@@ -162,6 +156,15 @@ fn folder_graph(folder: &str) -> Graph {
         }
     }
     graph
+}
+
+/// The modules that import `module`.
+fn importers_of(graph: &Graph, module: &str) -> Vec<String> {
+    graph
+        .iter()
+        .filter(|(_, imports)| imports.contains(module))
+        .map(|(importer, _)| importer.clone())
+        .collect()
 }
 
 /// A circle of the graph, if it has one.
@@ -225,12 +228,27 @@ fn the_checker_finds_a_circle_and_an_arrow_up() {
     );
     assert_eq!(
         imported(
-            "use crate::{arch, zone::Zone};\nlet x = crate::sim::host::f();",
+            "use crate::{arch, zone::Zone};\nlet m = crate::sim::Machine::new(1);",
             "crate::"
         ),
         BTreeSet::from(["arch".into(), "sim".into(), "zone".into()])
     );
     assert!(imported("$crate::Platform", "crate::").is_empty());
+    // The folder loop the platform once closed through the simulation's harness.
+    let folder_loop = graph_of(&[("sim", "capi"), ("capi", "platform"), ("platform", "sim")]);
+    assert_eq!(
+        circle(&folder_loop),
+        Some(vec![
+            "capi".into(),
+            "platform".into(),
+            "sim".into(),
+            "capi".into()
+        ])
+    );
+    assert_eq!(
+        importers_of(&folder_loop, "sim"),
+        vec!["platform".to_string()]
+    );
 }
 
 #[test]
@@ -264,11 +282,86 @@ fn no_import_circle_inside_capi_or_registry() {
 }
 
 #[test]
-fn the_simulations_plug_imports_nothing_of_the_crate_but_the_area() {
+fn no_product_module_imports_the_simulations_harness() {
     let graph = crate_graph();
-    assert_eq!(
-        graph["sim::host"],
-        BTreeSet::from(["area".to_string()]),
-        "src/sim/host.rs must stay a leaf"
+    assert!(
+        graph["sim"].contains("platform"),
+        "the graph misses known arrows: {graph:?}"
     );
+    assert_eq!(importers_of(&graph, "sim"), Vec::<String>::new());
+}
+
+/// The names every backend of the platform defines (`src/platform/mod.rs` lists them).
+const BACKEND_NAMES: [&str; 9] = [
+    "current_cpu",
+    "cpu_base",
+    "simulated_register",
+    "check_add",
+    "check_static_add",
+    "own_areas",
+    "State",
+    "acquire",
+    "release",
+];
+
+/// The crate-visible functions and types a file defines at its top level or in a `cfg_if!`
+/// arm: `pub(crate) [const] [unsafe] fn name`, `pub(crate) type name`, `pub(crate) struct name`.
+fn crate_items(code: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for line in code.lines() {
+        let Some(rest) = line.trim().strip_prefix("pub(crate) ") else {
+            continue;
+        };
+        let rest = rest
+            .trim_start_matches("const ")
+            .trim_start_matches("unsafe ");
+        for kind in ["fn ", "type ", "struct "] {
+            if let Some(name) = rest.strip_prefix(kind) {
+                let name: String = name
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                names.insert(name);
+            }
+        }
+    }
+    names
+}
+
+#[test]
+fn the_platforms_backends_define_the_same_names() {
+    assert_eq!(
+        crate_items("pub(crate) const fn a() {}\npub(crate) unsafe fn b(s: S) {}\nfn c() {}"),
+        BTreeSet::from(["a".to_string(), "b".to_string()])
+    );
+    for backend in ["kernel", "hosted", "sim"] {
+        let file = root().join(format!("src/platform/{backend}.rs"));
+        let defined = crate_items(&code_of(&fs::read_to_string(&file).unwrap()));
+        let missing: Vec<&str> = BACKEND_NAMES
+            .into_iter()
+            .filter(|name| !defined.contains(*name))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "src/platform/{backend}.rs lacks {missing:?}"
+        );
+    }
+}
+
+#[test]
+fn the_platforms_backends_import_nothing_above_the_area() {
+    let reexports = root_reexports();
+    for backend in ["kernel", "hosted", "sim"] {
+        let file = root().join(format!("src/platform/{backend}.rs"));
+        let code = code_of(&fs::read_to_string(&file).unwrap());
+        let above: Vec<String> = imported(&code, "crate::")
+            .into_iter()
+            .map(|name| reexports.get(&name).cloned().unwrap_or(name))
+            .filter(|module| !BACKENDS_MAY_IMPORT.contains(&module.as_str()))
+            .collect();
+        assert!(
+            above.is_empty(),
+            "src/platform/{backend}.rs imports {above:?}"
+        );
+    }
 }

@@ -7,7 +7,8 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::machine::{HandlerSlot, Machine};
 
-use super::host::{protect, unprotect, IRQ};
+use crate::platform::backend::IRQ;
+use crate::platform::Protection;
 
 std::thread_local! {
     /// Interrupts this thread took (whether or not a handler ran).
@@ -25,7 +26,7 @@ extern "C" fn on_irq(_signal: libc::c_int) {
     // SAFETY: errno is thread-local; it is saved and restored around the handler.
     let errno = unsafe { *libc::__errno_location() };
     TAKEN.with(|t| t.set(t.get() + 1));
-    match super::host::binding() {
+    match crate::platform::backend::binding() {
         Some((machine, cpu)) => {
             // SAFETY: a binding exists only while its `Bound` borrows the machine.
             let machine = unsafe { &*(machine as *const Machine) };
@@ -65,8 +66,8 @@ fn install_irq_handler() {
     });
 }
 
-/// Under Miri there are no signals (see `protect`): a handler may be named, but no simulated
-/// interrupt ever calls it.
+/// Under Miri there are no signals (see `platform::backend::acquire`): a handler may be
+/// named, but no simulated interrupt ever calls it.
 #[cfg(miri)]
 fn install_irq_handler() {}
 
@@ -294,9 +295,7 @@ fn storm<R>(work: impl FnOnce(&dyn Fn() -> Storm) -> R) -> (R, Storm) {
     });
     // A signal still pending is taken at the latest when it is unblocked; make sure it is by
     // passing through a point where it is deliverable.
-    let state = protect();
-    // SAFETY: the matching `protect` just above.
-    unsafe { unprotect(state) };
+    drop(Protection::acquire());
     (result, so_far())
 }
 
@@ -306,8 +305,8 @@ mod tests {
     use core::sync::atomic::AtomicU64;
 
     /// Local protection under simulation really masks the interrupt, and nests: a storm run
-    /// entirely inside two `protect`s raises at least once (it starts its work only after the
-    /// first raise) and runs no handler; the inner release keeps the mask; the outer one takes
+    /// entirely inside two `Protection`s raises at least once (it starts its work only after
+    /// the first raise) and runs no handler; the inner release keeps the mask; the outer one takes
     /// the pending interrupt. Every step is an event, none a time.
     #[test]
     #[cfg_attr(
@@ -322,8 +321,8 @@ mod tests {
         };
         machine.with_interrupt_handler(&handler, || {
             machine.run_on(0, || {
-                let outer = protect();
-                let inner = protect();
+                let outer = Protection::acquire();
+                let inner = Protection::acquire();
                 let ((), storm) = interrupt_storm(|| {
                     (0..100_000u64).for_each(|i| {
                         core::hint::black_box(i);
@@ -335,16 +334,14 @@ mod tests {
                     (0, 0),
                     "taken under protection"
                 );
-                // SAFETY: LIFO release of the two `protect`s above.
-                unsafe { unprotect(inner) };
+                drop(inner);
                 assert_eq!(
                     handled.load(Ordering::Relaxed),
                     0,
                     "the inner release unmasked"
                 );
                 let before = interrupts_handled();
-                // SAFETY: as above.
-                unsafe { unprotect(outer) };
+                drop(outer);
                 // The interrupt raised under protection is taken as the mask lifts.
                 assert!(
                     handled.load(Ordering::Relaxed) > 0,

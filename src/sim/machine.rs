@@ -117,7 +117,7 @@ impl Machine {
     /// points the thread's per-CPU register at the CPU's block. Dropping the result leaves it.
     pub fn bind(&self, cpu: usize) -> Result<Bound<'_>, Error> {
         let base = self.zone().cpu_base(cpu)?;
-        if super::host::binding().is_some() {
+        if crate::platform::backend::binding().is_some() {
             return Err(Error::AlreadyBound);
         }
         let hold = self.cpus[cpu]
@@ -128,7 +128,7 @@ impl Machine {
         // The register first, then the binding: a signal that sees the binding finds the
         // register ready.
         let area = self.zone().area() as *const crate::Area as usize;
-        super::host::set_binding(Some((self as *const Machine as usize, cpu, area)));
+        crate::platform::backend::set_binding(Some((self as *const Machine as usize, cpu, area)));
         Ok(Bound {
             machine: self,
             cpu,
@@ -190,7 +190,7 @@ impl Drop for Bound<'_> {
     fn drop(&mut self) {
         // The binding first, then the register: a signal in between sees no CPU and does not
         // add through a stale register.
-        super::host::set_binding(None);
+        crate::platform::backend::set_binding(None);
         // SAFETY: clears this thread's register; the zone is no longer used through it.
         unsafe { super::register::unbind() };
     }

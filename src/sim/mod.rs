@@ -20,7 +20,6 @@
 
 #[cfg(pcpu_c_abi)]
 pub mod capi;
-pub(crate) mod host;
 #[cfg(target_arch = "x86")]
 pub mod i386;
 mod interrupt;
@@ -35,8 +34,8 @@ pub use interrupt::{
 pub use machine::{Bound, Machine};
 
 #[cfg(test)]
-pub(crate) use host::interrupts_blocked;
+pub(crate) use crate::platform::backend::interrupts_blocked;
 #[cfg(test)]
 pub(crate) use machine::machine_for_ever;
 
-pub use host::current_cpu_checked;
+pub use crate::platform::backend::current_cpu_checked;

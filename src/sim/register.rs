@@ -3,14 +3,14 @@
 //! the host's own calls: on x86_64 the real GS base (`arch_prctl(ARCH_SET_GS)`: glibc keeps
 //! TLS in FS, so the real `add gs:[off]` runs), on i386 a `%fs` segment (`i386.rs`). Where a
 //! host thread cannot own the register (aarch64 `TPIDR_EL1`, riscv64 `tp`/`gp`, the portable
-//! fallback's none) the platform supplies the base instead (`host::cpu_base`).
+//! fallback's none) the platform supplies the base instead (`platform::backend::cpu_base`).
 
 /// Points this thread's per-CPU register (or the platform's base) at `base`.
 ///
 /// # Safety
 /// `base` is a block of a live zone, and nothing else on this thread uses the register.
 pub(super) unsafe fn bind(base: usize) {
-    super::host::set_cpu_base(base);
+    crate::platform::backend::set_cpu_base(base);
     #[cfg(target_arch = "x86_64")]
     // SAFETY: per the caller.
     unsafe {
@@ -28,7 +28,7 @@ pub(super) unsafe fn bind(base: usize) {
 /// # Safety
 /// As [`bind`].
 pub(super) unsafe fn unbind() {
-    super::host::set_cpu_base(0);
+    crate::platform::backend::set_cpu_base(0);
     #[cfg(target_arch = "x86_64")]
     // SAFETY: base 0: nothing is reachable through GS.
     unsafe {

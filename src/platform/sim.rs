@@ -1,16 +1,17 @@
 // SPDX-License-Identifier: BSD-2-Clause
-//! The simulation's answers to the platform's questions (`src/platform.rs` takes them from
-//! here, and only from here): the current CPU, its per-CPU base, local protection, the add's
-//! check, and where a zone's area lives. Each is a thread-local read, inline.
+//! The simulation's backend (feature `sim`, `cfg pcpu_hosted_cpus`): its CPUs are host
+//! threads, and each of the platform's questions is answered from the calling thread's state,
+//! a thread-local read, inline: the current CPU, its per-CPU base, local protection (it blocks
+//! simulated interrupts), the add's check, and where a zone's area lives.
 //!
-//! The plug between the product and the simulation: this file depends on nothing of the crate
-//! but the area's type, so the platform's arrow into it closes no circle. The rest of the
-//! simulation (machines, interrupts) sits on top and writes the thread's state kept here.
+//! The harness (`src/sim/`: machines, interrupts, binding a thread's register) sits on top and
+//! writes the thread's state kept here through [`set_binding`] and [`set_cpu_base`]; this file
+//! imports nothing of the crate but the area's type, so the product never imports the harness.
 
 use core::cell::Cell;
 
 /// The signal that plays the interrupt line.
-pub(super) const IRQ: libc::c_int = libc::SIGUSR1;
+pub(crate) const IRQ: libc::c_int = libc::SIGUSR1;
 
 std::thread_local! {
     /// The machine and CPU this thread holds: `(machine address, cpu)`, or `(0, 0)`.
@@ -22,7 +23,7 @@ std::thread_local! {
 }
 
 /// The machine (by address) and CPU the calling thread holds, if any.
-pub(super) fn binding() -> Option<(usize, usize)> {
+pub(crate) fn binding() -> Option<(usize, usize)> {
     let (machine, cpu) = BINDING.with(Cell::get);
     (machine != 0).then_some((machine, cpu))
 }
@@ -31,7 +32,7 @@ pub(super) fn binding() -> Option<(usize, usize)> {
 /// its handler only while the binding is set, and the handler's adds check the area: so the
 /// area is set before the binding and cleared after it (a signal between the two stores
 /// otherwise finds a binding whose area is not there yet, and its add panics in the handler).
-pub(super) fn set_binding(value: Option<(usize, usize, usize)>) {
+pub(crate) fn set_binding(value: Option<(usize, usize, usize)>) {
     use core::sync::atomic::{compiler_fence, Ordering::SeqCst};
     match value {
         Some((machine, cpu, area)) => {
@@ -70,16 +71,20 @@ pub(crate) fn current_cpu() -> usize {
 /// base from the platform: aarch64 and riscv64, whose registers a host thread cannot own, and
 /// the portable fallback. Every add asks [`check_add`] first, which refuses a thread that
 /// holds no CPU of the counter's machine: the base read here is then that CPU's.
-// x86 adds through its real GS or FS register.
-#[cfg_attr(any(target_arch = "x86_64", target_arch = "x86"), allow(dead_code))]
 #[inline(always)]
 pub(crate) fn cpu_base() -> usize {
     BASE.with(Cell::get)
 }
 
 /// Records the bound CPU's base (0: none), for [`cpu_base`].
-pub(super) fn set_cpu_base(base: usize) {
+pub(crate) fn set_cpu_base(base: usize) {
     BASE.with(|b| b.set(base));
+}
+
+/// What the bound CPU's per-CPU register holds, for the bring-up check: the simulation's
+/// record of it ([`cpu_base`]), set with the register itself.
+pub(crate) fn simulated_register() -> Option<usize> {
+    Some(cpu_base())
 }
 
 /// Every zone gets an area of its own: each simulated machine is a computer of its own, and a
@@ -146,9 +151,10 @@ fn wrong_area() -> ! {
     )
 }
 
-/// Whether the interrupt signal was already blocked before a `protect`.
+/// What leaving local protection needs: whether the interrupt signal was already blocked
+/// before the matching [`acquire`].
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct ProtectState {
+pub(crate) struct State {
     was_blocked: bool,
 }
 
@@ -166,17 +172,17 @@ cfg_if::cfg_if! {
         }
 
         /// Local protection under simulation (Miri: no interrupts; counts the nesting).
-        pub(crate) fn protect() -> ProtectState {
+        pub(crate) fn acquire() -> State {
             let depth = DEPTH.with(Cell::get);
             DEPTH.with(|d| d.set(depth + 1));
-            ProtectState { was_blocked: depth > 0 }
+            State { was_blocked: depth > 0 }
         }
 
         /// Leaves local protection (Miri: closes one level of the nesting).
         ///
         /// # Safety
-        /// `state` is from the matching `protect` on this thread, released in LIFO order.
-        pub(crate) unsafe fn unprotect(state: ProtectState) {
+        /// `state` is from the matching `acquire` on this thread, released in LIFO order.
+        pub(crate) unsafe fn release(state: State) {
             let depth = DEPTH.with(Cell::get);
             debug_assert!(depth > 0 && state.was_blocked == (depth > 1));
             DEPTH.with(|d| d.set(depth - 1));
@@ -200,7 +206,7 @@ cfg_if::cfg_if! {
 
         /// Local protection under simulation: blocks simulated interrupts on this thread.
         /// Nests.
-        pub(crate) fn protect() -> ProtectState {
+        pub(crate) fn acquire() -> State {
             let set = irq_set();
             // SAFETY: zeroed is a valid sigset_t to receive the old mask.
             let mut old: libc::sigset_t = unsafe { core::mem::zeroed() };
@@ -209,15 +215,15 @@ cfg_if::cfg_if! {
             debug_assert_eq!(rc, 0);
             // SAFETY: `old` was filled in by pthread_sigmask.
             let was_blocked = unsafe { libc::sigismember(&old, IRQ) } == 1;
-            ProtectState { was_blocked }
+            State { was_blocked }
         }
 
-        /// Leaves local protection: unblocks simulated interrupts unless an outer `protect`
-        /// holds.
+        /// Leaves local protection: unblocks simulated interrupts unless an outer
+        /// `acquire` holds.
         ///
         /// # Safety
-        /// `state` is from the matching `protect` on this thread, released in LIFO order.
-        pub(crate) unsafe fn unprotect(state: ProtectState) {
+        /// `state` is from the matching `acquire` on this thread, released in LIFO order.
+        pub(crate) unsafe fn release(state: State) {
             if !state.was_blocked {
                 let set = irq_set();
                 // SAFETY: valid set; this only changes the calling thread's mask.

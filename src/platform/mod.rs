@@ -22,10 +22,23 @@
 //! `critical-section` names its `_critical_section_1_0_*`), so that two incompatible versions
 //! of the crate can live in one binary.
 //!
-//! With the `sim` feature the host simulation (the `sim` module) answers instead, through this
-//! module alone (the crate's one seam for it): the current CPU is the simulated CPU the thread
-//! holds, protection blocks simulated interrupts, and each add first checks that the thread
-//! holds a CPU of the counter's machine.
+//! # Backends
+//!
+//! Who answers depends on the build, chosen in one place (the `backend` module's `path`):
+//!
+//! | backend | built when | answers |
+//! |---|---|---|
+//! | `kernel.rs` | neither of the two below (a kernel, firmware) | the link-time hooks of [`set_platform!`](crate::set_platform); protection from `critical-section`, or the kernel's with `custom-protection` |
+//! | `hosted.rs` | a hosted target without feature `sim` (`cfg pcpu_no_cpu_register`) | none is asked: an ordinary thread has no per-CPU register, so no zone is made and no add runs |
+//! | `sim.rs` | feature `sim` (`cfg pcpu_hosted_cpus`) | the host simulation: the current CPU is the simulated CPU the thread holds, protection blocks simulated interrupts, and each add first checks that the thread holds a CPU of the counter's machine |
+//!
+//! Each backend defines the same names, which the rest of the crate reaches through this
+//! module: `current_cpu()`, `cpu_base()`, `simulated_register()` (the bound CPU's register
+//! where the simulation keeps it, else `None`), `check_add(&Area)` and
+//! `check_static_add(area)` (the checks before an add), `own_areas()` (with feature `alloc`:
+//! whether each zone gets an area of its own), and local protection's `State`, `acquire()` and
+//! `release(State)`, behind `Protection`. The simulation's harness (the `sim` module) writes
+//! the thread state that `sim.rs` reads; the product never imports the harness.
 
 /// A kernel's answers to the crate's questions, installed with [`set_platform!`](crate::set_platform).
 ///
@@ -106,144 +119,25 @@ macro_rules! set_platform {
     };
 }
 
-cfg_if::cfg_if! {
-    if #[cfg(pcpu_hosted_cpus)] {
-        // The one seam of the host simulation (feature `sim`): its CPUs are threads, and it
-        // answers every question of this module from `src/sim/host.rs`, inline. Nothing
-        // else in the product names the simulation.
-        pub(crate) use crate::sim::host::{check_add, check_static_add, own_areas};
-        // Asked only where the arch takes the base from the platform, and by the C ABI.
-        #[allow(unused_imports)]
-        pub(crate) use crate::sim::host::{cpu_base, current_cpu};
-        use crate::sim::host::{protect as acquire, unprotect as release, ProtectState as State};
+// The backend: the one place that chooses it. Each backend file defines the same names,
+// listed in the module's docs; nothing below depends on which one it is.
+#[cfg_attr(pcpu_hosted_cpus, path = "sim.rs")]
+#[cfg_attr(pcpu_no_cpu_register, path = "hosted.rs")]
+#[cfg_attr(not(any(pcpu_hosted_cpus, pcpu_no_cpu_register)), path = "kernel.rs")]
+pub(crate) mod backend;
 
-        /// What the bound CPU's per-CPU register holds, for the bring-up check: the
-        /// simulation's record of it (`host::cpu_base`), set with the register itself.
-        pub(crate) fn simulated_register() -> Option<usize> {
-            Some(cpu_base())
-        }
-    } else if #[cfg(pcpu_no_cpu_register)] {
-        // A hosted program without the simulation: its threads have no per-CPU register, so
-        // no zone can be made (`Error::NoCpuRegister`) and no add runs. Nothing here is asked
-        // for an add; local protection has nothing to protect (early counters add to an
-        // atomic word), and no kernel hook is linked.
-        #[cold]
-        fn no_cpu_register() -> ! {
-            panic!("pcpu-counter: {}", crate::Error::NoCpuRegister)
-        }
-
-        /// No CPU index exists for an ordinary thread.
-        #[allow(dead_code)]
-        pub(crate) fn current_cpu() -> usize {
-            no_cpu_register()
-        }
-
-        /// No per-CPU base exists for an ordinary thread.
-        #[allow(dead_code)]
-        pub(crate) fn cpu_base() -> usize {
-            no_cpu_register()
-        }
-
-        /// The arch's register is read directly (there is none here: no zone is made).
-        pub(crate) fn simulated_register() -> Option<usize> {
-            None
-        }
-
-        type State = ();
-
-        fn acquire() -> State {}
-
-        /// # Safety
-        /// None needed.
-        unsafe fn release(_state: State) {}
-    } else {
-        extern "Rust" {
-            fn _pcpu_counter_0_1_current_cpu() -> usize;
-            fn _pcpu_counter_0_1_cpu_base() -> usize;
-            #[cfg(feature = "custom-protection")]
-            fn _pcpu_counter_0_1_protect() -> usize;
-            #[cfg(feature = "custom-protection")]
-            fn _pcpu_counter_0_1_unprotect(state: usize);
-        }
-
-        /// The index of the CPU running the caller, from the kernel's `set_platform!`.
-        // Asked only by the C ABI's `counter_enter` (the portable add asks `cpu_base`).
-        #[allow(dead_code)]
-        #[inline]
-        pub(crate) fn current_cpu() -> usize {
-            // SAFETY: `set_platform!` defines it with the contract of `Platform::current_cpu`.
-            unsafe { _pcpu_counter_0_1_current_cpu() }
-        }
-
-        /// The current CPU's per-CPU base where the add takes it from the platform, from the
-        /// kernel's `set_platform!` ([`Platform::cpu_base`]).
-        // Asked only by the portable fallback and the `platform-base` arches.
-        #[allow(dead_code)]
-        #[inline]
-        pub(crate) fn cpu_base() -> usize {
-            // SAFETY: `set_platform!` defines it with the contract of `Platform::cpu_base`.
-            unsafe { _pcpu_counter_0_1_cpu_base() }
-        }
-
-        /// A kernel's register is read by the arch (`arch::current_base`), not simulated.
-        #[inline(always)]
-        pub(crate) fn simulated_register() -> Option<usize> {
-            None
-        }
-
-        cfg_if::cfg_if! {
-            if #[cfg(feature = "custom-protection")] {
-                type State = usize;
-
-                fn acquire() -> State {
-                    // SAFETY: `set_platform!` defines it with the contract of
-                    // `Platform::protect`.
-                    unsafe { _pcpu_counter_0_1_protect() }
-                }
-
-                unsafe fn release(state: State) {
-                    // SAFETY: `state` comes from the matching `acquire`, as `unprotect`
-                    // requires.
-                    unsafe { _pcpu_counter_0_1_unprotect(state) }
-                }
-            } else {
-                type State = critical_section::RestoreState;
-
-                fn acquire() -> State {
-                    // SAFETY: released by `release` in LIFO order, which is all `acquire`
-                    // asks.
-                    unsafe { critical_section::acquire() }
-                }
-
-                unsafe fn release(state: State) {
-                    // SAFETY: `state` comes from the matching `acquire`.
-                    unsafe { critical_section::release(state) }
-                }
-            }
-        }
-    }
-}
-
-/// Before every add, where the CPUs are not the simulation's: nothing to check (a kernel's
-/// one area is its register's; a hosted program without the simulation makes no zone).
-#[cfg(not(pcpu_hosted_cpus))]
-#[inline(always)]
-pub(crate) fn check_add(_area: &crate::area::Area) {}
-
-/// Whether every zone gets an area of its own instead of the kernel's one area: not where the
-/// CPUs are not the simulation's (a kernel's CPUs have one per-CPU register each).
-#[cfg(all(not(pcpu_hosted_cpus), feature = "alloc"))]
-#[inline(always)]
-pub(crate) const fn own_areas() -> bool {
-    false
-}
+#[cfg(feature = "alloc")]
+pub(crate) use backend::own_areas;
+// Each is asked only on some arches and builds (see the backends' docs).
+#[allow(unused_imports)]
+pub(crate) use backend::{check_add, check_static_add, cpu_base, current_cpu, simulated_register};
 
 /// Local protection held until drop. Not `Send`: protection belongs to one CPU.
 // Where the arch's add needs no protection, only the C ABI's `counter_enter` and the
-// simulation's own tests take it.
+// simulation's harness take it.
 #[cfg_attr(pcpu_unprotected_add, allow(dead_code))]
 pub(crate) struct Protection {
-    state: State,
+    state: backend::State,
     _cpu_local: core::marker::PhantomData<*mut ()>,
 }
 
@@ -253,7 +147,7 @@ impl Protection {
     #[inline]
     pub(crate) fn acquire() -> Self {
         Protection {
-            state: acquire(),
+            state: backend::acquire(),
             _cpu_local: core::marker::PhantomData,
         }
     }
@@ -264,7 +158,7 @@ impl Drop for Protection {
     fn drop(&mut self) {
         // SAFETY: the state came from `acquire` in `Protection::acquire`, and guards are
         // dropped in LIFO order because they cannot leave the scope (or thread) that made them.
-        unsafe { release(self.state) }
+        unsafe { backend::release(self.state) }
     }
 }
 

@@ -26,8 +26,8 @@ use std::path::{Path, PathBuf};
 
 /// Top folders whose paths the docs name.
 const ROOTS: [&str; 11] = [
-    "src", "arch", "tests", "include", "xtask", "testbeds", "examples", "benches", "fuzz",
-    "docs", ".ci",
+    "src", "arch", "tests", "include", "xtask", "testbeds", "examples", "benches", "fuzz", "docs",
+    ".ci",
 ];
 
 /// Mentions that name what is not the crate's on purpose: (file, mention, why). Each must still
@@ -426,7 +426,9 @@ fn file_names_in(text: &str) -> BTreeSet<String> {
                 && [".rs", ".c", ".h", ".sh"].iter().any(|e| {
                     t.strip_suffix(e).is_some_and(|stem| {
                         !stem.is_empty()
-                            && stem.chars().all(|c| c.is_ascii_alphanumeric() || "_-".contains(c))
+                            && stem
+                                .chars()
+                                .all(|c| c.is_ascii_alphanumeric() || "_-".contains(c))
                     })
                 })
         })
@@ -456,7 +458,10 @@ fn dead_names(doc: &str, text: &str, known: &Known) -> Vec<(String, String)> {
             known.pcpu_words.contains(&name) || known.cfgs.contains(&name)
         };
         if !alive {
-            dead.push((name.clone(), format!("{doc}: `{name}` is no name of the code")));
+            dead.push((
+                name.clone(),
+                format!("{doc}: `{name}` is no name of the code"),
+            ));
         }
     }
     for name in cfg_names_in(text) {
@@ -467,7 +472,10 @@ fn dead_names(doc: &str, text: &str, known: &Known) -> Vec<(String, String)> {
     }
     for name in features_in(text) {
         if !known.features.contains(&name) {
-            dead.push((name.clone(), format!("{doc}: feature `{name}` is in no Cargo.toml")));
+            dead.push((
+                name.clone(),
+                format!("{doc}: feature `{name}` is in no Cargo.toml"),
+            ));
         }
     }
     dead

@@ -566,3 +566,73 @@ and `src/y.rs`\n- `src/z.rs`,\n  which is gone\n## 0.1.0\n- `src/old.rs`\n";
         "### Added\n- kept `src/x.rs`\n  and `src/y.rs`"
     );
 }
+
+/// The C ABI's sources, whose doc comments cbindgen copies into `include/pcpu_counter.h`.
+/// `src/capi/error.rs`'s `PCPU_E*` constants are left to the error table's own check.
+fn c_abi_sources() -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = fs::read_dir(root().join("src/capi"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap() != "error.rs")
+        .collect();
+    files.push(root().join("src/sim/capi.rs"));
+    files.sort();
+    files
+}
+
+/// The doc comments of a file's public items whose first paragraph runs past its first line:
+/// (the item's line, the comment's first line). cbindgen keeps only a comment's first line
+/// (`documentation_length = "short"`), so such a comment reaches the header cut mid-sentence.
+fn cut_comments(code: &str) -> Vec<(String, String)> {
+    let lines: Vec<&str> = code.lines().map(str::trim).collect();
+    let mut cut = Vec::new();
+    let mut at = 0;
+    while at < lines.len() {
+        if !lines[at].starts_with("///") {
+            at += 1;
+            continue;
+        }
+        let start = at;
+        while at < lines.len() && lines[at].starts_with("///") {
+            at += 1;
+        }
+        let item = lines[at..]
+            .iter()
+            .find(|l| !l.starts_with("#["))
+            .copied()
+            .unwrap_or("");
+        let second = lines.get(start + 1).copied().unwrap_or("");
+        if item.starts_with("pub ") && at - start > 1 && second != "///" {
+            cut.push((item.to_string(), lines[start].to_string()));
+        }
+    }
+    cut
+}
+
+#[test]
+fn each_c_declaration_comment_reaches_the_header_whole() {
+    let mut cut = Vec::new();
+    for file in c_abi_sources() {
+        let name = file.strip_prefix(root()).unwrap().display().to_string();
+        for (item, first) in cut_comments(&fs::read_to_string(&file).unwrap()) {
+            cut.push(format!("{name}: `{item}`: {first}"));
+        }
+    }
+    assert!(
+        cut.is_empty(),
+        "doc comments whose first line is not a whole paragraph (the header keeps only that \
+         line):\n{}",
+        cut.join("\n")
+    );
+}
+
+#[test]
+fn a_comment_cut_by_the_header_is_found() {
+    let code = "/// Whole.\npub const A: i32 = 1;\n/// Whole.\n///\n/// More.\n#[no_mangle]\n\
+pub extern \"C\" fn b() {}\n/// Cut\n/// here.\npub type C = u8;\n/// Private,\n/// two lines.\n\
+fn d() {}\n";
+    assert_eq!(
+        cut_comments(code),
+        [("pub type C = u8;".to_string(), "/// Cut".to_string())]
+    );
+}

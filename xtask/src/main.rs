@@ -2,8 +2,9 @@
 //!
 //! - `cargo xtask cross [--only <step>]`: the host suite on aarch64, riscv64 and i686 (under
 //!   qemu-user), and no_std builds for the bare-metal targets.
-//! - `cargo xtask qemu [x86_64|aarch64|i386|riscv64|riscv64-broken|riscv64-platform-base|percpu|<arch>-percpu|c-x86_64|c-aarch64|c-i386|c-riscv64|c|all]`:
-//!   builds and boots the QEMU test kernels (Rust, and C-only with the C library).
+//! - `cargo xtask qemu [<kernel>|all]`: builds and boots the QEMU test kernels (Rust, C-only
+//!   with the C library, and the Cortex-M firmware), each with its broken builds; the usage
+//!   line lists the kernels (`qemu::usage`).
 //! - `cargo xtask bench`: runs the benchmarks and writes docs/BENCHMARKS.md.
 //! - `cargo xtask stack [--markdown] [target ...]`: the worst-case stack of every function of
 //!   the C libraries under `target/capi-lib/`, callees included, against the stated bounds.
@@ -36,7 +37,10 @@ fn main() -> ExitCode {
         "toolchain" => toolchain::run(rest),
         _ => {
             eprintln!(
-                "usage: cargo xtask <cross [--only <step>] | qemu [x86_64|aarch64|i386|riscv64|riscv64-broken|riscv64-platform-base|percpu|<arch>-percpu|c-x86_64|c-aarch64|c-i386|c-riscv64|c|all] | bench | verify [--only <step>] | stack [--markdown] [target ...] | toolchain [--c-library] [--build-std|--prebuilt] [--cargo <path>] <target>>"
+                "usage: cargo xtask <cross [--only <step>] | {} | bench | verify [--only <step>] | \
+                 stack [--markdown] [target ...] | toolchain [--c-library] [--build-std|--prebuilt] \
+                 [--cargo <path>] <target>>",
+                qemu::usage()
             );
             return ExitCode::from(2);
         }

@@ -6,6 +6,8 @@
 //! - A `pcpu_*` name is a word of the code (a cfg `build.rs` sets, a C function, a symbol);
 //!   one inside `cfg(...)` must be a cfg: one `build.rs` sets or Cargo.toml's check-cfg lists.
 //!   A name ending in `_` (`pcpu_zone_`) names a family: some word of the code starts with it.
+//! - A cargo target (`--example demo`, `--test zone`, `--bench peers`) is a file of its
+//!   folder (`examples/demo.rs`, `tests/zone.rs`, `benches/peers.rs` or `benches/peers/`).
 //! - A bare file name in backticks (`machine.rs`) is the name of a file of the repository.
 //! - A feature (`feature `x``, `features `x`, `y``, `--features x`, and `features = ["x"]` on
 //!   a `pcpu-counter = {` line) is declared in one of the repository's `Cargo.toml` files.
@@ -436,6 +438,34 @@ fn file_names_in(text: &str) -> BTreeSet<String> {
         .collect()
 }
 
+/// The cargo targets a text names: (`--example`, `--test` or `--bench`, the name).
+fn targets_in(text: &str) -> BTreeSet<(String, String)> {
+    let mut out = BTreeSet::new();
+    for kind in ["--example", "--test", "--bench"] {
+        for (at, _) in text.match_indices(&format!("{kind} ")) {
+            let name: String = text[at + kind.len() + 1..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
+                .collect();
+            if !name.is_empty() {
+                out.insert((kind.to_string(), name));
+            }
+        }
+    }
+    out
+}
+
+/// Whether a cargo target of that kind and name is in the repository.
+fn target_exists(root: &Path, kind: &str, name: &str) -> bool {
+    let folder = match kind {
+        "--example" => "examples",
+        "--test" => "tests",
+        _ => "benches",
+    };
+    let dir = root.join(folder);
+    dir.join(format!("{name}.rs")).is_file() || dir.join(name).join("main.rs").is_file()
+}
+
 /// The dead names of one doc: (the name, what is wrong with it).
 fn dead_names(doc: &str, text: &str, known: &Known) -> Vec<(String, String)> {
     let root = root();
@@ -444,6 +474,14 @@ fn dead_names(doc: &str, text: &str, known: &Known) -> Vec<(String, String)> {
         let output = path.split('/').any(|c| BUILD_OUTPUTS.contains(&c));
         if !output && !exists(&root, &path) {
             dead.push((path.clone(), format!("{doc}: path `{path}` does not exist")));
+        }
+    }
+    for (kind, name) in targets_in(text) {
+        if !target_exists(&root, &kind, &name) {
+            dead.push((
+                name.clone(),
+                format!("{doc}: `{kind} {name}` names no target"),
+            ));
         }
     }
     for name in file_names_in(text) {
@@ -530,7 +568,8 @@ fn the_checker_finds_each_kind_of_dead_name() {
     };
     let text = "See `src/lib.rs`, `src/nowhere.rs`, `tests/arch_*.rs`, `tests/arch_*.c`,
 `testbeds/kernel/boot/<arch>/`, `testbeds/kernel/nothing/<arch>/`, `fuzz/target/x`.
-`src/sim/` (`machine.rs`, `gone.rs`).
+`src/sim/` (`machine.rs`, `gone.rs`). `cargo test --test zone --test gone`, `--example demo`,
+`--example nowhere`, `--bench peers`.
 `pcpu_zone_init`, `pcpu_zone_` and `pcpu_gone`; `pcpu_rseq`; `#![cfg(pcpu_alive)]`.
 With feature `sim`, features `capi`, `gone` and `lost`, `--features sim,vanished`,
 `pcpu-counter = { features = [\"capi\", \"dropped\"] }`, feature `std`, `Clock::now()`.
@@ -545,6 +584,8 @@ With feature `sim`, features `capi`, `gone` and `lost`, `--features sim,vanished
             "made.md: path `src/nowhere.rs` does not exist",
             "made.md: path `testbeds/kernel/nothing/<arch>` does not exist",
             "made.md: path `tests/arch_*.c` does not exist",
+            "made.md: `--example nowhere` names no target",
+            "made.md: `--test gone` names no target",
             "made.md: no file is named `gone.rs`",
             "made.md: `pcpu_gone` is no name of the code",
             "made.md: cfg `pcpu_alive` is neither set by build.rs nor in Cargo.toml's check-cfg",

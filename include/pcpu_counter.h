@@ -30,10 +30,10 @@
 #define PCPU_META_WORDS(counters) ((size_t)((counters) + ((counters) + 63) / 64 + PCPU_META_LEVEL(counters, 1) + PCPU_META_LEVEL(counters, 2) + PCPU_META_LEVEL(counters, 3) + PCPU_META_LEVEL(counters, 4) + PCPU_META_LEVEL(counters, 5) + PCPU_META_LEVEL(counters, 6) + PCPU_META_LEVEL(counters, 7) + PCPU_META_LEVEL(counters, 8) + PCPU_META_LEVEL(counters, 9) + ((unsigned long long)(counters) > (1ULL << 60))))
 
 
-// FreeBSD's `M_NOWAIT`: never block. A full zone fails at once, or, with chunk hooks
+// FreeBSD's `M_NOWAIT`: never block; a full zone fails or takes a chunk without blocking.
 #define M_NOWAIT 1
 
-// FreeBSD's `M_WAITOK`: may block. A full zone with chunk hooks takes a chunk from `alloc`
+// FreeBSD's `M_WAITOK`: may block until a chunk comes or another CPU frees a slot.
 #define M_WAITOK 2
 
 // FreeBSD's `M_ZERO`: accepted and ignored (counters always start at 0).
@@ -300,10 +300,10 @@ int pcpu_counter_group_fetch(counter_u64_t first, size_t n, uint64_t *dst);
 // As `pcpu_counter_group_fetch`, and zeroes each counter losslessly with its read.
 int pcpu_counter_group_fetch_and_zero(counter_u64_t first, size_t n, uint64_t *dst);
 
-// Lets the installed zone grow (Rust: `Zone::grow_from`): when every slot is in use,
+// Lets the installed zone grow with chunks from `alloc` (Rust: `Zone::grow_from`).
 int pcpu_zone_grow(pcpu_chunk_alloc_fn alloc, pcpu_chunk_free_fn free);
 
-// The bytes of a chunk the installed zone asks `pcpu_zone_grow`'s `alloc` for: `ncpus *
+// The bytes of a chunk the installed zone asks `pcpu_zone_grow`'s `alloc` for (0: no zone).
 size_t pcpu_zone_chunk_size(void);
 
 // The alignment of those chunks: the power of two at or above the stride, at least 64.
@@ -375,10 +375,10 @@ int pcpu_zone_cpu_base(size_t cpu, size_t *base);
 // Kernel only: points this CPU's per-CPU register at CPU `cpu`'s block.
 int pcpu_set_cpu_base(size_t cpu);
 
-// The bring-up check ([`Zone::check_cpu`]): run once on CPU `cpu`, after its per-CPU
+// The bring-up check: 0 when CPU `cpu`'s adds land in its own block, else what is wrong.
 int pcpu_cpu_check(size_t cpu);
 
-// The first `pcpu_cpu_check` that failed: its code (0 when none failed), with the CPU it ran
+// The first `pcpu_cpu_check` that failed: its code (0: none), its CPU stored in `*cpu`.
 int pcpu_cpu_check_first_failure(size_t *cpu);
 
 // Counters the installed zone holds at once (0 when none is installed).

@@ -176,7 +176,8 @@ fn the_check_rejects_broken_add_paths() {
 
 /// The LL/SC loop (as `Counter::add` runs it without `lse`) on `slot`, with a count of
 /// failed `stxr`s, i.e. of interrupts (or other writers) that fell between the `ldxr` and
-/// the `stxr`. Returns the retries.
+/// the `stxr`. Returns the retries. `tests/asm_copies.rs` checks that it is the product's loop
+/// but for the count.
 ///
 /// # Safety
 /// `slot` is the bound CPU's slot of a live counter.

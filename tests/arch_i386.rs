@@ -424,7 +424,8 @@ fn the_check_rejects_broken_add_paths() {
 }
 
 /// The CX8 add loop (as `Counter::add` runs it) with a count of failed `cmpxchg8b`s, i.e. of
-/// interrupts that changed the slot inside the loop. Returns the retries.
+/// interrupts that changed the slot inside the loop. Returns the retries. `tests/asm_copies.rs`
+/// checks that it is the product's loop but for the count.
 ///
 /// # Safety
 /// The thread is bound to a simulated CPU of the zone owning slot offset `off`, and the

@@ -1033,7 +1033,8 @@ mod broken {
     }
 
     /// A correct critical section whose abort handler gives up (leaves as if done) instead
-    /// of retrying: every add a signal or preemption aborts is lost.
+    /// of retrying: every add a signal or preemption aborts is lost. `tests/asm_copies.rs`
+    /// checks that its section, descriptor and signature are the product's.
     fn giving_up_add(t: &Target, v: i64) {
         let roff = rseq_offset().unwrap_or(0);
         let (slot0, stride, n) = (t.slot0(), t.stride(), t.nslots());

@@ -8,12 +8,15 @@ use super::slot::{self, counter_u64_t, Target};
 use super::zone::{self, current_zone};
 use crate::baseline;
 
-/// FreeBSD's `M_NOWAIT`: never block. A full zone fails at once, or, with chunk hooks
-/// (`pcpu_zone_grow`), takes a chunk its `alloc` gives without blocking.
+/// FreeBSD's `M_NOWAIT`: never block; a full zone fails or takes a chunk without blocking.
+///
+/// A full zone fails at once, or, with chunk hooks (`pcpu_zone_grow`), takes a chunk its
+/// `alloc` gives without blocking.
 pub const M_NOWAIT: c_int = 0x0001;
-/// FreeBSD's `M_WAITOK`: may block. A full zone with chunk hooks takes a chunk from `alloc`
-/// (which may sleep for it) and fails only when `alloc` returns NULL; without hooks it waits
-/// until another CPU frees a slot.
+/// FreeBSD's `M_WAITOK`: may block until a chunk comes or another CPU frees a slot.
+///
+/// A full zone with chunk hooks takes a chunk from `alloc` (which may sleep for it) and fails
+/// only when `alloc` returns NULL; without hooks it waits until another CPU frees a slot.
 pub const M_WAITOK: c_int = 0x0002;
 /// FreeBSD's `M_ZERO`: accepted and ignored (counters always start at 0).
 pub const M_ZERO: c_int = 0x0100;

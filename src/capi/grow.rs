@@ -11,6 +11,7 @@ use super::zone::current_zone;
 use crate::ChunkSource;
 
 /// The kernel's chunk allocator: `size` bytes aligned to `align` (a power of two), or NULL.
+///
 /// `wait` is `M_WAITOK` (it may sleep until it has memory) or `M_NOWAIT` (it must not
 /// block: the caller may hold a spin lock or run in an interrupt handler).
 pub type pcpu_chunk_alloc_fn =
@@ -78,12 +79,14 @@ unsafe fn call_chunk_free_hook(hooks: &Hooks, chunk: *mut c_void, layout: Layout
     unsafe { (hooks.free)(chunk, layout.size(), layout.align()) }
 }
 
-/// Lets the installed zone grow (Rust: `Zone::grow_from`): when every slot is in use,
-/// `counter_u64_alloc` and the arrays call `alloc(size, align, wait)` for a chunk of
-/// `pcpu_zone_chunk_size` bytes aligned to `pcpu_zone_chunk_align` (at least 64), with the
-/// caller's `M_WAITOK` or `M_NOWAIT`, and carry on in it; a chunk that empties goes back
-/// through `free` (one is kept as a spare). The counters in a chunk are reached through the
-/// same per-CPU register values: nothing else changes for the kernel.
+/// Lets the installed zone grow with chunks from `alloc` (Rust: `Zone::grow_from`).
+///
+/// When every slot is in use, `counter_u64_alloc` and the arrays call
+/// `alloc(size, align, wait)` for a chunk of `pcpu_zone_chunk_size` bytes aligned to
+/// `pcpu_zone_chunk_align` (at least 64), with the caller's `M_WAITOK` or `M_NOWAIT`, and
+/// carry on in it; a chunk that empties goes back through `free` (one is kept as a spare). The
+/// counters in a chunk are reached through the same per-CPU register values: nothing else
+/// changes for the kernel.
 ///
 /// `M_WAITOK` then returns a counter whenever `alloc` gives memory; when `alloc` returns NULL
 /// even with `M_WAITOK`, the alloc returns NULL (`PCPU_ENOMEM` from the arrays). A chunk
@@ -135,9 +138,10 @@ pub unsafe extern "C" fn pcpu_zone_grow(
     }
 }
 
-/// The bytes of a chunk the installed zone asks `pcpu_zone_grow`'s `alloc` for: `ncpus *
-/// stride` for the slots, then the chunk's header, a baseline word and a bitmap bit per
-/// slot. 0 when no zone is installed.
+/// The bytes of a chunk the installed zone asks `pcpu_zone_grow`'s `alloc` for (0: no zone).
+///
+/// `ncpus * stride` for the slots, then the chunk's header, a baseline word and a bitmap bit
+/// per slot. 0 when no zone is installed.
 #[no_mangle]
 pub extern "C" fn pcpu_zone_chunk_size() -> usize {
     current_zone()
@@ -146,6 +150,7 @@ pub extern "C" fn pcpu_zone_chunk_size() -> usize {
 }
 
 /// The alignment of those chunks: the power of two at or above the stride, at least 64.
+///
 /// 0 when no zone is installed.
 #[no_mangle]
 pub extern "C" fn pcpu_zone_chunk_align() -> usize {

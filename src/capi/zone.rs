@@ -135,9 +135,11 @@ pub unsafe extern "C" fn pcpu_set_cpu_base(cpu: usize) -> c_int {
     }
 }
 
-/// The bring-up check ([`Zone::check_cpu`]): run once on CPU `cpu`, after its per-CPU
-/// register is set and before it adds. 0 proves that this CPU's adds land in its own block of
-/// the installed zone; otherwise the code names what is wrong:
+/// The bring-up check: 0 when CPU `cpu`'s adds land in its own block, else what is wrong.
+///
+/// [`Zone::check_cpu`] from C: run once on CPU `cpu`, after its per-CPU register is set and
+/// before it adds. 0 proves that this CPU's adds land in its own block of the installed zone;
+/// otherwise the code names what is wrong:
 ///
 /// | code | what is wrong |
 /// |---|---|
@@ -190,9 +192,10 @@ const CODE_BITS: u32 = 6;
 /// set once by a compare-and-swap: lock-free, and a later failure never replaces it.
 static FIRST_FAILURE: AtomicUsize = AtomicUsize::new(0);
 
-/// The first `pcpu_cpu_check` that failed: its code (0 when none failed), with the CPU it ran
-/// for stored in `*cpu` (left alone when none failed). (The C twin of
-/// [`Zone::first_failed_check`], which keeps the Rust checks' failures.)
+/// The first `pcpu_cpu_check` that failed: its code (0: none), its CPU stored in `*cpu`.
+///
+/// `*cpu` is left alone when none failed. (The C twin of [`Zone::first_failed_check`], which
+/// keeps the Rust checks' failures.)
 ///
 /// For a kernel that runs `pcpu_cpu_check` before its console exists: once it can print, it
 /// calls this, and reports and stops on a nonzero code (`pcpu_strerror` names it). The first

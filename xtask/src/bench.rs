@@ -1,6 +1,10 @@
 //! `cargo xtask bench [--quick] [--from FILE] [--docs DIR]`: runs the benchmarks against the
 //! peers (benches/peers) and writes docs/BENCHMARKS.md and docs/throughput.svg (or into DIR).
 //!
+//! docs/BENCHMARKS.md is written by hand around generated blocks: the bench replaces only the
+//! text between each `<!-- bench:NAME -->` and `<!-- /bench -->` (`markers`), the blocks made
+//! by `report` and the sections `linux`, `approx` and `lazy`, which share `table`'s formats.
+//!
 //! It builds the bench in release with the cargo that runs it, runs the binary (a full run
 //! takes about two minutes on the 2-core machines here) and the C fast path's bench
 //! (`benches/c/c_add.c`, with gcc), disassembles the single-thread loops
@@ -12,36 +16,18 @@ mod approx;
 mod c;
 mod lazy;
 mod linux;
+mod markers;
 mod plot;
 mod report;
 mod results;
+mod table;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use markers::Block;
+use report::{Code, Machine};
 use results::Results;
-
-/// What the report says about the machine.
-pub struct Machine {
-    pub cpu: String,
-    pub cores: usize,
-    pub kernel: String,
-    pub rustc: String,
-    pub date: String,
-    pub load_before: String,
-    pub load_after: String,
-    /// Whether the kernel shares the CPU between sessions first (`sched_autogroup_enabled`).
-    pub autogroup: bool,
-}
-
-/// What the report says about the bench's machine code.
-pub struct Code {
-    /// The single-thread loops, disassembled.
-    pub disassembly: String,
-    /// Whether the compiler emitted one function for the protected loop and the plain
-    /// 8-counter loop (`None`: `nm` is not installed).
-    pub protected_is_plain: Option<bool>,
-}
 
 /// The single-thread loops shown in the report.
 const LOOPS: [&str; 4] = ["pcpu_one", "plain_one", "atomic_one", "static_eight"];
@@ -134,21 +120,32 @@ pub fn run(args: &[String]) -> Result<(), String> {
         disassembly: disassemble(&exe),
         protected_is_plain: same_address(&exe, "pcpu_protected", "pcpu_eight"),
     };
-    let markdown = report::markdown(&results, &machine, "throughput.svg", &code)?;
+    let blocks = all_blocks(&results, &machine, &code)?;
+    let template = root.join("docs/BENCHMARKS.md");
+    let template = std::fs::read_to_string(&template)
+        .map_err(|e| format!("read {}: {e}", template.display()))?;
+    let markdown =
+        markers::fill(&template, &blocks).map_err(|e| format!("docs/BENCHMARKS.md: {e}"))?;
     std::fs::write(docs.join("BENCHMARKS.md"), &markdown)
         .map_err(|e| format!("write BENCHMARKS.md: {e}"))?;
     // The headline: the targets table.
-    if let Some(start) = markdown.find("## Targets") {
-        let end = markdown[start..]
-            .find("\n## Throughput")
-            .map_or(markdown.len(), |e| start + e);
-        eprintln!("{}", &markdown[start..end]);
+    if let Some((_, targets)) = blocks.iter().find(|(name, _)| *name == "targets") {
+        eprintln!("{targets}");
     }
     eprintln!(
         "xtask bench: wrote BENCHMARKS.md and throughput.svg in {}",
         docs.display()
     );
     Ok(())
+}
+
+/// Every generated block of docs/BENCHMARKS.md, from the results of one run.
+fn all_blocks(results: &Results, machine: &Machine, code: &Code) -> Result<Vec<Block>, String> {
+    let mut blocks = report::blocks(results, machine, code)?;
+    blocks.extend(linux::blocks(results)?);
+    blocks.extend(approx::blocks(results)?);
+    blocks.extend(lazy::blocks(results)?);
+    Ok(blocks)
 }
 
 /// Where cargo puts the build: `CARGO_TARGET_DIR` or `<root>/target`.
@@ -255,4 +252,69 @@ fn output(program: &str, args: &[&str]) -> String {
             || "unknown".into(),
             |o| String::from_utf8_lossy(&o.stdout).trim().into(),
         )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The machine of the saved run (`bench/quick-run.tsv`, a `--quick` run's result lines).
+    fn machine() -> Machine {
+        Machine {
+            cpu: "a CPU".into(),
+            cores: 2,
+            kernel: "a kernel".into(),
+            rustc: "rustc".into(),
+            date: "2026-12-07 20:15".into(),
+            load_before: "1.00".into(),
+            load_after: "2.00".into(),
+            autogroup: false,
+        }
+    }
+
+    /// The document with the text of each block left out, markers kept.
+    fn prose(document: &str) -> String {
+        markers::fill(
+            document,
+            &all_blocks(&saved_run(), &machine(), &code())
+                .unwrap()
+                .into_iter()
+                .map(|(name, _)| (name, String::new()))
+                .collect::<Vec<_>>(),
+        )
+        .unwrap()
+    }
+
+    fn saved_run() -> Results {
+        Results::parse(include_str!("bench/quick-run.tsv")).unwrap()
+    }
+
+    fn code() -> Code {
+        Code {
+            disassembly: "the loops\n".into(),
+            protected_is_plain: Some(true),
+        }
+    }
+
+    /// The committed docs/BENCHMARKS.md takes a run's blocks: one marker for each block, and
+    /// only the blocks change.
+    #[test]
+    fn a_saved_run_fills_the_committed_report_between_its_markers_only() {
+        let template = include_str!("../../docs/BENCHMARKS.md");
+        let blocks = all_blocks(&saved_run(), &machine(), &code()).unwrap();
+        let filled = markers::fill(template, &blocks).unwrap();
+        assert_ne!(filled, template);
+        assert_eq!(prose(&filled), prose(template));
+        assert_eq!(markers::fill(&filled, &blocks).unwrap(), filled);
+        for (name, text) in &blocks {
+            if !text.is_empty() {
+                assert!(
+                    filled.contains(text.as_str()),
+                    "block {name} is not in the report"
+                );
+            }
+        }
+        assert!(filled.contains("| Throughput rounds | 3 rounds of"));
+        assert!(filled.contains("> This is a `--quick` run"));
+    }
 }

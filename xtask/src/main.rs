@@ -2,14 +2,18 @@
 //!
 //! - `cargo xtask cross [--only <step>]`: the host suite on aarch64, riscv64 and i686 (under
 //!   qemu-user), and no_std builds for the bare-metal targets.
-//! - `cargo xtask qemu [x86_64|aarch64|i386|riscv64|riscv64-broken|riscv64-platform-base|percpu|<arch>-percpu|c-x86_64|c-aarch64|c-i386|c-riscv64|c|all]`:
-//!   builds and boots the QEMU test kernels (Rust, and C-only with the C library).
-//! - `cargo xtask bench`: runs the benchmarks and writes docs/BENCHMARKS.md.
+//! - `cargo xtask qemu [<kernel>|all]`: builds and boots the QEMU test kernels (Rust, C-only
+//!   with the C library, and the Cortex-M firmware), each with its broken builds; the usage
+//!   line lists the kernels (`qemu::usage`).
+//! - `cargo xtask bench [--quick] [--from FILE] [--docs DIR]`: runs the benchmarks and fills
+//!   docs/BENCHMARKS.md's generated blocks (and docs/throughput.svg).
 //! - `cargo xtask stack [--markdown] [target ...]`: the worst-case stack of every function of
 //!   the C libraries under `target/capi-lib/`, callees included, against the stated bounds.
 //! - `cargo xtask verify [--only <step>]`: the loom models (each against its broken variants),
 //!   ThreadSanitizer on the simulation suite, Miri on the portable core (or the next best),
 //!   and the property tests and their longer fuzz run.
+//! - `cargo xtask toolchain [--c-library] [--build-std|--prebuilt] [--cargo <path>] <target>`:
+//!   the toolchain that builds for a target, for scripts (`testbeds/capi-kernel/build.sh`).
 
 mod bench;
 mod ckernel;
@@ -36,7 +40,10 @@ fn main() -> ExitCode {
         "toolchain" => toolchain::run(rest),
         _ => {
             eprintln!(
-                "usage: cargo xtask <cross [--only <step>] | qemu [x86_64|aarch64|i386|riscv64|riscv64-broken|riscv64-platform-base|percpu|<arch>-percpu|c-x86_64|c-aarch64|c-i386|c-riscv64|c|all] | bench | verify [--only <step>] | stack [--markdown] [target ...] | toolchain [--c-library] [--build-std|--prebuilt] [--cargo <path>] <target>>"
+                "usage: cargo xtask <cross [--only <step>] | {} | bench [--quick] [--from FILE] [--docs DIR] | verify [--only <step>] | \
+                 stack [--markdown] [target ...] | toolchain [--c-library] [--build-std|--prebuilt] \
+                 [--cargo <path>] <target>>",
+                qemu::usage()
             );
             return ExitCode::from(2);
         }

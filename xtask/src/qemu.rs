@@ -593,29 +593,35 @@ fn machine_args(boot: &Boot) -> &'static [&'static str] {
     }
 }
 
-pub fn run(args: &[String]) -> Result<(), String> {
-    const KERNELS: [&str; 9] = [
-        "x86_64",
-        "aarch64",
-        "i386",
-        "riscv64",
-        "percpu",
-        "c-x86_64",
-        "c-aarch64",
-        "c-i386",
-        "c-riscv64",
-    ];
-    let which = match args {
-        [] => "all",
-        [one] => one.as_str(),
-        _ => {
-            return Err(format!(
-                "usage: cargo xtask qemu [{}|riscv64-broken|<arch>-percpu|c|{}|cortex-m|all]",
-                KERNELS.join("|"),
-                cortexm::KINDS.join("|")
-            ))
-        }
-    };
+/// The kernels `all` runs, each a name `cargo xtask qemu` takes (with its broken builds).
+const KERNELS: [&str; 9] = [
+    "x86_64",
+    "aarch64",
+    "i386",
+    "riscv64",
+    "percpu",
+    "c-x86_64",
+    "c-aarch64",
+    "c-i386",
+    "c-riscv64",
+];
+
+/// The runs of one name alone, beyond `KERNELS`, the `percpu` runs and the Cortex-M kinds.
+const SINGLE_RUNS: [&str; 2] = ["riscv64-broken", "riscv64-platform-base"];
+
+/// What `cargo xtask qemu` takes: every name, `|`-separated (the usage of `main.rs` too).
+pub fn usage() -> String {
+    let mut names: Vec<&str> = KERNELS.to_vec();
+    names.extend(SINGLE_RUNS);
+    names.extend(PERCPU_RUNS.map(|kind| percpu_boot(kind).name));
+    names.push("c");
+    names.extend(cortexm::KINDS);
+    names.extend(["cortex-m", "all"]);
+    format!("qemu [{}]", names.join("|"))
+}
+
+/// The builds and boots a name of `usage()` runs; `None` for a name it does not list.
+fn plan(which: &str) -> Option<Vec<(Kernel, Vec<Boot>)>> {
     // Cortex-M firmware kinds: the images and their broken builds.
     let firmware = |kind: &str| -> Vec<(Kernel, Vec<Boot>)> {
         cortexm::plan(kind)
@@ -623,7 +629,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
             .map(|(build, boots)| (Kernel::Firmware(build), boots))
             .collect()
     };
-    let plan: Vec<(Kernel, Vec<Boot>)> = match which {
+    Some(match which {
         "all" => KERNELS
             .into_iter()
             .flat_map(plan_for)
@@ -631,25 +637,34 @@ pub fn run(args: &[String]) -> Result<(), String> {
             .collect(),
         "cortex-m" => cortexm::KINDS.into_iter().flat_map(firmware).collect(),
         one if cortexm::KINDS.contains(&one) => firmware(one),
-        "c" => ["c-x86_64", "c-aarch64", "c-i386", "c-riscv64"]
+        "c" => KERNELS
             .into_iter()
+            .filter(|k| k.starts_with("c-"))
             .flat_map(plan_for)
             .collect(),
         one if KERNELS.contains(&one)
-            || matches!(one, "riscv64-broken" | "riscv64-platform-base")
+            || SINGLE_RUNS.contains(&one)
             || percpu_run(one).is_some() =>
         {
             plan_for(one)
         }
-        other => {
-            return Err(format!(
-                "unknown kernel `{other}`: use {}, riscv64-broken, riscv64-platform-base, <arch>-percpu, c (every C kernel), {}, \
-                 cortex-m (the three firmware images) or all",
-                KERNELS.join(", "),
-                cortexm::KINDS.join(", ")
-            ))
-        }
+        _ => return None,
+    })
+}
+
+pub fn run(args: &[String]) -> Result<(), String> {
+    let which = match args {
+        [] => "all",
+        [one] => one.as_str(),
+        _ => return Err(format!("usage: cargo xtask {}", usage())),
     };
+    let plan = plan(which).ok_or_else(|| {
+        format!(
+            "unknown kernel `{which}`: use cargo xtask {} (c: every C kernel, cortex-m: the \
+             firmware images)",
+            usage()
+        )
+    })?;
     // Every tool first, so that a missing one is reported before minutes of building.
     for (kernel, boots) in &plan {
         match kernel {
@@ -1263,4 +1278,38 @@ fn starts_with_pattern(line: &str, pattern: &str) -> bool {
         }
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each name the usage lists runs something, and a name it does not list is refused: the
+    /// usage and the runs come from the same lists.
+    #[test]
+    fn the_usage_lists_exactly_the_names_that_run() {
+        let usage = usage();
+        let names = usage
+            .strip_prefix("qemu [")
+            .and_then(|u| u.strip_suffix(']'))
+            .unwrap();
+        let names: Vec<&str> = names.split('|').collect();
+        for name in [
+            "percpu",
+            "c-riscv64",
+            "c",
+            "x86_64-percpu",
+            "cortex-m",
+            "thumbv6m",
+        ] {
+            assert!(names.contains(&name), "the usage omits `{name}`: {usage}");
+        }
+        for name in &names {
+            assert!(
+                plan(name).is_some_and(|p| !p.is_empty()),
+                "`{name}` runs nothing"
+            );
+        }
+        assert!(plan("x86_64-percpu-nothing").is_none());
+    }
 }

@@ -6,25 +6,11 @@
 //!   `LOOM_MAX_PREEMPTIONS` overrides), then each of its broken variants, which loom must
 //!   fail. Prints the test's one line per model.
 //! - `broken`: the suites whose broken variant lives in the crate behind a `--cfg
-//!   pcpu_counter_broken` value (never a feature): `tests/early.rs` with
-//!   `pcpu_counter_broken="early_init_without_waiting"` (an `init` that does not wait for
-//!   early adds in flight), whose test must catch the lost adds, and `tests/approx.rs` with
-//!   `pcpu_counter_broken="approx_racy_carry"` (the approximate counter's carry as a load and
-//!   a store), whose carry race must catch a lost carry, and `tests/rseq.rs` with
-//!   `pcpu_counter_broken="static_first_use_keeps_own_slot"` (a static counter's first use
-//!   whose loser adds to its own, freed slot), whose first-use race must catch a lost add,
-//!   and `tests/lazy.rs` with `pcpu_counter_broken="lazy_move_takes_word"` (a lazy counter's
-//!   move that takes the shared word into its slot without waiting for adds in flight), whose
-//!   race must catch a lost add or a fetch that goes back, `tests/statics.rs` with
-//!   `pcpu_counter_broken="static_shared_add"` (a per-CPU static's add without `gs:`, to the
-//!   shared template), whose harness must catch lost adds, and `tests/slots.rs` with
-//!   `pcpu_counter_broken="slot_summary_stale"` (a free that leaves a full word's summary bit
-//!   set), whose model test must find a slot never handed out again, and `tests/grow.rs` and
-//!   `tests/rseq.rs` with `pcpu_counter_broken="chunk_slot_not_cleared"` (a reused chunk slot
-//!   that keeps its old count), whose chunk churns must see a wrong sum; one build with all
-//!   seven (own target dir `target/broken`).
-//! - `property`: `cargo test --test model --test config_fuzz --test approx --test slots
-//!   --test grow` (256 cases per property).
+//!   pcpu_counter_broken` value (never a feature), each test that must catch its variant
+//!   ([`BROKEN`]: the binary, the test, the value and what it breaks); one build with every
+//!   value (own target dir `target/broken`), and each test must pass by catching it.
+//! - `property`: `cargo test` of the property tests ([`PROPERTY_TESTS`]; 256 cases per
+//!   property).
 //! - `fuzz`: the same property tests with `PROPTEST_CASES` cases (default 2000,
 //!   `PCPU_FUZZ_CASES` overrides), reusing the same binaries.
 //! - `tsan`: the host simulation suite (`--tests`) built with `-Zsanitizer=thread`, which
@@ -45,9 +31,8 @@
 //!   `refused_memory_*` (its child's address-space limit leaves no room for TSan's shadow
 //!   memory), and the tests of `sim::Machine::with_statics` (`tests/statics.rs`, the static
 //!   add's pin in `tests/disasm.rs`: the copies' fixed addresses lie in TSan's shadow).
-//! - `miri`: `cargo +nightly miri test` of the portable core ([`PORTABLE_CORE`]: the lib's unit
-//!   tests, `tests/zone.rs`, `area.rs`, `array.rs`, `early.rs`, `ratecheck.rs`,
-//!   `registry.rs`, `grow.rs`) for `powerpc64le-unknown-linux-gnu` ([`MIRI_TARGET`]), a target with no
+//! - `miri`: `cargo +nightly miri test` of the portable core (the lib's unit tests and
+//!   [`PORTABLE_CORE`]) for `powerpc64le-unknown-linux-gnu` ([`MIRI_TARGET`]), a target with no
 //!   arch module of its own, so the portable arch (a plain add under local protection) runs,
 //!   not inline assembly that Miri cannot execute (own target dir `target/miri`; the sysroot
 //!   is `cargo miri setup`'s, built once from the nightly's `rust-src`). Three runs, all with
@@ -76,43 +61,85 @@ use std::time::Instant;
 
 use crate::toolchain;
 
-/// The portable-core test selection (Miri, and its fallback): the lib's unit tests (bitmap,
-/// the C API's protection nesting), the zone (layout, baselines, bitmap, static memory, a
-/// kernel's own blocks), areas, arrays, early counters, ratecheck and the registry.
-const PORTABLE_CORE: &[&str] = &[
-    "--lib",
-    "--test",
+/// The portable-core test binaries (Miri, and its fallback), run with the lib's unit tests
+/// (bitmap, the C API's protection nesting): the zone (layout, baselines, bitmap, static
+/// memory, a kernel's own blocks), arrays, the registry, early counters, areas, ratecheck and
+/// growth.
+const PORTABLE_CORE: [&str; 7] = [
     "zone",
-    "--test",
     "array",
-    "--test",
     "registry",
-    "--test",
     "early",
-    "--test",
     "area",
-    "--test",
     "ratecheck",
-    "--test",
     "grow",
 ];
 
-/// The concurrent tests of [`PORTABLE_CORE`] (libtest name filters) that Miri reruns with
-/// several scheduler seeds.
-const MIRI_CONCURRENT: &[&str] = &[
-    "alloc_free_reuse_under_concurrency",
-    "exact_sums_from_migrating_threads",
-    "fetch_and_zero_all_is_lossless_under_concurrent_adds",
-    "the_same_check_catches_a_two_step_fetch_then_zero",
-    "counts_before_init_move_into_the_initialising_cpus_slot",
-    "init_racing_with_adds_loses_and_doubles_nothing",
-    "fetch_never_goes_back_during_init",
-    "concurrent_events_within_a_second_are_all_counted",
-    "the_limit_holds_at_every_batch",
-    "one_cpu_wins_each_reset",
-    "the_same_check_catches_a_reset_without_the_lock",
-    "snapshots_while_cpus_add_are_monotonic_and_end_exact",
+/// The concurrent tests of [`PORTABLE_CORE`] that Miri reruns with several scheduler seeds:
+/// (test binary, libtest name filter). The seeds run starts only these binaries.
+const MIRI_CONCURRENT: [(&str, &str); 12] = [
+    ("zone", "alloc_free_reuse_under_concurrency"),
+    ("array", "exact_sums_from_migrating_threads"),
+    (
+        "array",
+        "fetch_and_zero_all_is_lossless_under_concurrent_adds",
+    ),
+    ("array", "the_same_check_catches_a_two_step_fetch_then_zero"),
+    (
+        "early",
+        "counts_before_init_move_into_the_initialising_cpus_slot",
+    ),
+    ("early", "init_racing_with_adds_loses_and_doubles_nothing"),
+    ("early", "fetch_never_goes_back_during_init"),
+    (
+        "ratecheck",
+        "concurrent_events_within_a_second_are_all_counted",
+    ),
+    ("ratecheck", "the_limit_holds_at_every_batch"),
+    ("ratecheck", "one_cpu_wins_each_reset"),
+    (
+        "ratecheck",
+        "the_same_check_catches_a_reset_without_the_lock",
+    ),
+    (
+        "registry",
+        "snapshots_while_cpus_add_are_monotonic_and_end_exact",
+    ),
 ];
+
+/// Cargo's arguments that select test binaries: `--lib` where `lib`, then `--test <name>` for
+/// each binary (once, in order).
+fn test_args(lib: bool, binaries: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = if lib {
+        vec!["--lib".into()]
+    } else {
+        Vec::new()
+    };
+    let mut seen: Vec<&str> = Vec::new();
+    for binary in binaries {
+        if !seen.contains(binary) {
+            seen.push(binary);
+            args.extend(["--test".to_string(), binary.to_string()]);
+        }
+    }
+    args
+}
+
+/// The portable core's selection: the lib's unit tests and [`PORTABLE_CORE`].
+fn portable_core_args() -> Vec<String> {
+    test_args(true, &PORTABLE_CORE)
+}
+
+/// The binaries of [`MIRI_CONCURRENT`], each once.
+fn miri_concurrent_args() -> Vec<String> {
+    let binaries: Vec<&str> = MIRI_CONCURRENT.iter().map(|(binary, _)| *binary).collect();
+    test_args(false, &binaries)
+}
+
+/// The names of [`MIRI_CONCURRENT`]'s tests.
+fn miri_concurrent_names() -> impl Iterator<Item = &'static str> {
+    MIRI_CONCURRENT.iter().map(|(_, name)| *name)
+}
 
 /// Tests of [`PORTABLE_CORE`] (libtest name filters) that Tree Borrows leaves out, for time:
 /// tests of safe code alone (no `unsafe`, no raw pointer, no reference into shared memory),
@@ -274,63 +301,122 @@ fn loom(root: &Path) -> (bool, String) {
     )
 }
 
+/// The broken variants the crate holds and the test that must catch each: (test binary, test
+/// name, `pcpu_counter_broken` value, what the variant breaks and how the test sees it).
+const BROKEN: [(&str, &str, &str, &str); 8] = [
+    (
+        "early",
+        "init_that_does_not_wait",
+        "early_init_without_waiting",
+        "an early counter's `init` that does not wait for adds in flight: lost adds",
+    ),
+    (
+        "approx",
+        "carry_that_is_not_atomic",
+        "approx_racy_carry",
+        "the approximate counter's carry as a load and a store: a lost carry",
+    ),
+    (
+        "rseq",
+        "loser_that_keeps_its_slot",
+        "static_first_use_keeps_own_slot",
+        "a static counter's first use whose loser adds to its own, freed slot: a lost add",
+    ),
+    (
+        "lazy",
+        "move_that_takes_the_word",
+        "lazy_move_takes_word",
+        "a lazy counter's move that takes the shared word into its slot: a lost add or a \
+         fetch that goes back",
+    ),
+    (
+        "statics",
+        "harness_catches_a_shared_static_add",
+        "static_shared_add",
+        "a per-CPU static's add without `gs:`, to the shared template: lost adds",
+    ),
+    (
+        "slots",
+        "catches_a_stale_summary",
+        "slot_summary_stale",
+        "a free that leaves a full word's summary bit set: a slot never handed out again",
+    ),
+    (
+        "rseq",
+        "chunk_churn_catches_an_uncleared_slot",
+        "chunk_slot_not_cleared",
+        "a reused chunk slot that keeps its old count: a wrong sum",
+    ),
+    (
+        "grow",
+        "churn_catches_a_chunk_slot_not_cleared",
+        "chunk_slot_not_cleared",
+        "a reused chunk slot that keeps its old count: a wrong sum",
+    ),
+];
+
+/// `RUSTFLAGS` with each of [`BROKEN`]'s values once (a cfg may hold several values).
+fn broken_rustflags() -> String {
+    let mut values: Vec<&str> = BROKEN.iter().map(|(_, _, value, _)| *value).collect();
+    values.sort_unstable();
+    values.dedup();
+    values
+        .iter()
+        .map(|v| format!("--cfg pcpu_counter_broken=\"{v}\""))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 fn broken(root: &Path) -> (bool, String) {
+    let binaries: Vec<&str> = BROKEN.iter().map(|(binary, ..)| *binary).collect();
     let mut cmd = cargo(root);
-    // Both broken variants in one build (a cfg may hold several values), each suite running
-    // only its test that must catch its variant.
-    cmd.args(["test", "--test", "early", "--test", "approx"])
-        .args(["--test", "rseq", "--test", "lazy", "--test", "statics", "--test", "slots"])
-        .args(["--test", "grow", "--"])
-        .args([
-            "init_that_does_not_wait",
-            "carry_that_is_not_atomic",
-            "loser_that_keeps_its_slot",
-            "move_that_takes_the_word",
-            "harness_catches_a_shared_static_add",
-            "catches_a_stale_summary",
-            "chunk_churn_catches_an_uncleared_slot",
-            "churn_catches_a_chunk_slot_not_cleared",
-        ])
-        .env(
-            "RUSTFLAGS",
-            r#"--cfg pcpu_counter_broken="early_init_without_waiting" --cfg pcpu_counter_broken="approx_racy_carry" --cfg pcpu_counter_broken="static_first_use_keeps_own_slot" --cfg pcpu_counter_broken="lazy_move_takes_word" --cfg pcpu_counter_broken="static_shared_add" --cfg pcpu_counter_broken="slot_summary_stale" --cfg pcpu_counter_broken="chunk_slot_not_cleared""#,
-        )
+    // Every broken variant in one build, each suite running only its test that must catch
+    // its variant.
+    cmd.arg("test")
+        .args(test_args(false, &binaries))
+        .arg("--")
+        .args(BROKEN.iter().map(|(_, test, ..)| *test))
+        .env("RUSTFLAGS", broken_rustflags())
         .env("CARGO_TARGET_DIR", root.join("target/broken"));
     let (ok, text) = capture(cmd, false);
     let (passed, failed) = test_counts(&text);
+    let caught: Vec<String> = BROKEN
+        .iter()
+        .map(|(binary, test, value, _)| format!("tests/{binary}.rs {test} ({value})"))
+        .collect();
     (
-        ok && passed == 8,
-        format!("tests/early.rs against the init that does not wait, tests/approx.rs against the carry that is not atomic, tests/rseq.rs against a static counter's first use that keeps the loser's slot, tests/lazy.rs against the move that takes the word, tests/statics.rs against a per-CPU static's add without gs:, tests/slots.rs against a free that leaves a full word's summary bit set, tests/rseq.rs's and tests/grow.rs's chunk churns against a reused chunk slot not cleared: {passed} passed (each test caught its variant), {failed} failed"),
+        ok && passed == BROKEN.len() as u64,
+        format!(
+            "{}: {passed} passed (each test caught its variant), {failed} failed",
+            caught.join(", ")
+        ),
     )
 }
 
 /// The property tests' binaries, run by `property` and again by `fuzz` with more cases.
-const PROPERTY_TESTS: [&str; 11] = [
-    "test",
-    "--test",
-    "model",
-    "--test",
-    "config_fuzz",
-    "--test",
-    "approx",
-    "--test",
-    "slots",
-    "--test",
-    "grow",
-];
+const PROPERTY_TESTS: [&str; 5] = ["model", "config_fuzz", "approx", "slots", "grow"];
 
 fn property(root: &Path) -> (bool, String) {
     let mut cmd = cargo(root);
-    cmd.args(PROPERTY_TESTS);
+    cmd.arg("test").args(test_args(false, &PROPERTY_TESTS));
     let (ok, text) = capture(cmd, false);
     let (passed, failed) = test_counts(&text);
-    (ok, format!("tests/model.rs + tests/config_fuzz.rs + tests/approx.rs + tests/slots.rs: {passed} passed, {failed} failed (256 cases per property)"))
+    let binaries: Vec<String> = PROPERTY_TESTS.map(|t| format!("tests/{t}.rs")).to_vec();
+    (
+        ok,
+        format!(
+            "{}: {passed} passed, {failed} failed (256 cases per property)",
+            binaries.join(" + ")
+        ),
+    )
 }
 
 fn fuzz(root: &Path) -> (bool, String) {
     let cases = std::env::var("PCPU_FUZZ_CASES").unwrap_or_else(|_| "2000".into());
     let mut cmd = cargo(root);
-    cmd.args(PROPERTY_TESTS).env("PROPTEST_CASES", &cases);
+    cmd.arg("test")
+        .args(test_args(false, &PROPERTY_TESTS))
+        .env("PROPTEST_CASES", &cases);
     let (ok, text) = capture(cmd, false);
     let (passed, failed) = test_counts(&text);
     (
@@ -569,7 +655,7 @@ fn per_binary(text: &str) -> Vec<(String, u64, u64, u64)> {
 /// `cargo miri test` of `tests` for [`MIRI_TARGET`] with `miriflags` and libtest `args`;
 /// returns success and the output, cargo's stderr and the tests' stdout interleaved as they
 /// were written (one file for both), so that each `test result:` follows its `Running` line.
-fn miri_test(root: &Path, miriflags: &str, tests: &[&str], args: &[&str]) -> (bool, String) {
+fn miri_test(root: &Path, miriflags: &str, tests: &[String], args: &[&str]) -> (bool, String) {
     let log = root.join("target/miri/last-run.log");
     let file = std::fs::create_dir_all(root.join("target/miri"))
         .and_then(|()| std::fs::File::create(&log))
@@ -627,17 +713,17 @@ fn miri(root: &Path) -> (bool, String) {
         }
     }
     let mut cmd = cargo(root);
-    cmd.arg("test").args(PORTABLE_CORE);
+    cmd.arg("test").args(portable_core_args());
     let (ok, text) = capture(cmd, false);
     let (passed, failed) = test_counts(&text);
     (
         ok,
         format!(
-            "Miri NOT run: missing {}; next best: the portable-core tests (lib, zone, array, \
-             registry, early, area, ratecheck) with debug assertions and overflow checks on the \
-             host arch: {passed} passed, {failed} failed (the protocols themselves: the loom \
-             models)",
-            missing.join(" and ")
+            "Miri NOT run: missing {}; next best: the portable-core tests (lib, {}) with debug \
+             assertions and overflow checks on the host arch: {passed} passed, {failed} failed \
+             (the protocols themselves: the loom models)",
+            missing.join(" and "),
+            PORTABLE_CORE.join(", ")
         ),
     )
 }
@@ -675,9 +761,8 @@ fn run_miri(root: &Path) -> (bool, String) {
     // Tree Borrows leaves out the concurrent tests, for time: they run the same pointer code
     // as the others (zone, slots, baselines), which it does check; and the tests of safe code
     // alone ([`TREE_BORROWS_SKIP`]), where it has nothing to check.
-    let skip_for_tree_borrows: Vec<&str> = MIRI_CONCURRENT
-        .iter()
-        .chain(TREE_BORROWS_SKIP)
+    let skip_for_tree_borrows: Vec<&str> = miri_concurrent_names()
+        .chain(TREE_BORROWS_SKIP.iter().copied())
         .flat_map(|name| ["--skip", name])
         .collect();
     for (model, flags, args) in [
@@ -689,7 +774,7 @@ fn run_miri(root: &Path) -> (bool, String) {
         ),
     ] {
         let t = Instant::now();
-        let (ok, text) = miri_test(root, &flags, PORTABLE_CORE, args);
+        let (ok, text) = miri_test(root, &flags, &portable_core_args(), args);
         all_ok &= ok;
         let (passed, failed) = test_counts(&text);
         println!(
@@ -707,7 +792,7 @@ fn run_miri(root: &Path) -> (bool, String) {
         if args.is_empty() {
             // Every name the seeds run filters on is a test that passed here (a renamed test
             // would otherwise drop out of the seeds run unseen).
-            for name in MIRI_CONCURRENT {
+            for name in miri_concurrent_names() {
                 if !text.contains(&format!("test {name} ... ok")) {
                     println!("    FAIL: concurrent test {name} did not pass (or does not exist)");
                     all_ok = false;
@@ -733,19 +818,8 @@ fn run_miri(root: &Path) -> (bool, String) {
     let t = Instant::now();
     let flags = format!("{base} -Zmiri-many-seeds=1..{}", seeds + 1);
     // Only the binaries that have concurrent tests (each seed starts every binary again).
-    let with_concurrent = [
-        "--test",
-        "zone",
-        "--test",
-        "array",
-        "--test",
-        "registry",
-        "--test",
-        "early",
-        "--test",
-        "ratecheck",
-    ];
-    let (ok, text) = miri_test(root, &flags, &with_concurrent, MIRI_CONCURRENT);
+    let names: Vec<&str> = miri_concurrent_names().collect();
+    let (ok, text) = miri_test(root, &flags, &miri_concurrent_args(), &names);
     all_ok &= ok;
     // The seeds' outputs interleave: count the markers, not lines.
     let tried = text.matches("Trying seed:").count();
@@ -755,7 +829,7 @@ fn run_miri(root: &Path) -> (bool, String) {
         if ok { "all passed" } else { "FAILED" },
         t.elapsed().as_secs_f64()
     );
-    for name in MIRI_CONCURRENT {
+    for name in miri_concurrent_names() {
         println!("    {name}");
     }
     summary.push(format!(
@@ -766,9 +840,85 @@ fn run_miri(root: &Path) -> (bool, String) {
     (
         all_ok,
         format!(
-            "cargo miri test, portable arch ({MIRI_TARGET}; lib, zone, array, registry, early, \
-             area, ratecheck): {}",
+            "cargo miri test, portable arch ({MIRI_TARGET}; lib, {}): {}",
+            PORTABLE_CORE.join(", "),
             summary.join("; ")
         ),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn crate_file(path: &str) -> String {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        std::fs::read_to_string(root.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    /// Whether `tests/<binary>.rs` has a function whose name contains `filter` (libtest's
+    /// filters match a part of the name).
+    fn defines(binary: &str, filter: &str) -> bool {
+        crate_file(&format!("tests/{binary}.rs"))
+            .split("fn ")
+            .skip(1)
+            .filter_map(|rest| rest.split_once('(').map(|(name, _)| name))
+            .any(|name| name.contains(filter))
+    }
+
+    #[test]
+    fn each_named_test_is_in_its_binary() {
+        for binary in PORTABLE_CORE.iter().chain(&PROPERTY_TESTS) {
+            crate_file(&format!("tests/{binary}.rs"));
+        }
+        for (binary, name) in MIRI_CONCURRENT {
+            assert!(
+                PORTABLE_CORE.contains(&binary),
+                "{binary} is not portable core"
+            );
+            assert!(
+                defines(binary, name),
+                "tests/{binary}.rs has no test {name}"
+            );
+        }
+        let check_cfg = crate_file("Cargo.toml");
+        for (binary, name, value, _) in BROKEN {
+            assert!(
+                defines(binary, name),
+                "tests/{binary}.rs has no test {name}"
+            );
+            assert!(
+                check_cfg.contains(&format!("\"{value}\"")),
+                "Cargo.toml's check-cfg lacks pcpu_counter_broken=\"{value}\""
+            );
+        }
+    }
+
+    #[test]
+    fn the_selections_name_each_binary_once() {
+        assert_eq!(
+            test_args(true, &["zone", "array", "zone"]),
+            ["--lib", "--test", "zone", "--test", "array"]
+        );
+        assert_eq!(
+            miri_concurrent_args(),
+            [
+                "--test",
+                "zone",
+                "--test",
+                "array",
+                "--test",
+                "early",
+                "--test",
+                "ratecheck",
+                "--test",
+                "registry"
+            ]
+        );
+        assert_eq!(
+            broken_rustflags().matches("chunk_slot_not_cleared").count(),
+            1
+        );
+        assert_eq!(broken_rustflags().matches("--cfg").count(), 7);
+    }
 }

@@ -1,11 +1,13 @@
-//! The report's "Approximate counter" section (benches/peers/approx.rs): the O(1) read,
-//! `compare` far from and near its threshold, the precise sum, a rate check, the memory and
-//! the bound against the CPU count, the add against the plain add, and issue 21's targets.
+//! docs/BENCHMARKS.md's blocks of the "Approximate counter" section (benches/peers/approx.rs):
+//! the O(1) read, `compare` far from and near its threshold, the precise sum, a rate check,
+//! the memory and the bound against the CPU count, the add against the plain add, and issue
+//! 21's targets.
 
 use std::fmt::Write;
 
-use super::report::verdict;
+use super::markers::Block;
 use super::results::Results;
+use super::table::verdict;
 
 /// The issue's targets: the approximate read at most this many ns at any CPU count...
 const READ_NS: f64 = 5.0;
@@ -14,27 +16,16 @@ const COMPARE_SPEEDUP: f64 = 10.0;
 /// ... and the add at most this much slower than the plain add.
 const ADD_RATIO: f64 = 1.3;
 
-/// Writes the section, or says it was not measured.
-pub fn section(o: &mut String, r: &Results) -> Result<(), String> {
-    writeln!(o, "## Approximate counter: O(1) bounded read\n").unwrap();
+/// The section's blocks: `approx` (the batch and the table by CPU count) and `approx-add`
+/// (the add and the targets), or what says it was not measured.
+pub fn blocks(r: &Results) -> Result<Vec<Block>, String> {
     if r.section("approx").next().is_none() {
-        writeln!(o, "Not measured in this run.\n").unwrap();
-        return Ok(());
+        let none = "Not measured in this run.\n".to_string();
+        return Ok(vec![("approx", none), ("approx-add", String::new())]);
     }
     let batch = r.get("approx", "batch", "-", None)?;
-    writeln!(
-        o,
-        "`ApproxCounter` with batch {batch:.0}: the plain per-CPU slot, and a shared word that \
-         a CPU's add carries into only when its slot crosses a multiple of the batch. \
-         `approximate` is one load of that word, at most `ncpus * (batch - 1)` under the \
-         precise value (the bound column); `compare` answers from it when the threshold is \
-         outside that interval (\"far\": the threshold `bound + 1000` above the value) and sums \
-         every CPU otherwise (\"near\": the threshold equal to the value). The rate check is \
-         `CounterRate::check` far below its limit (an add, a fence, one load). Memory: 16 \
-         bytes per CPU (the slot, and its count of multiples of 16) plus the 256-byte handle (the shared word has a 128-byte line of its own). \
-         Nanoseconds per call.\n"
-    )
-    .unwrap();
+    let mut o = String::new();
+    writeln!(o, "Batch {batch:.0}, nanoseconds per call:\n").unwrap();
     writeln!(
         o,
         "| CPUs | approximate | compare far | compare near | precise | precise / compare far | ratecheck | bound | memory (bytes) |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
@@ -61,15 +52,15 @@ pub fn section(o: &mut String, r: &Results) -> Result<(), String> {
         )
         .unwrap();
     }
+    let table = o;
     let plain = r.get("approx-add", "Counter::add", "1", None)?;
     let approx = r.get("approx-add", "ApproxCounter::add", "1", None)?;
     let ratio = approx / plain;
+    let mut o = String::new();
     writeln!(
         o,
-        "\nThe add, one thread on one CPU (8 adds per loop iteration, median of the rounds): \
-         `Counter::add` {plain:.3} ns, `ApproxCounter::add` {approx:.3} ns ({ratio:.2}x; on \
-         x86_64 the same `add gs:[off]` then `lahf; test ah, 0x10; jnz` on its carry out of the \
-         low 4 bits, after a cached check that the CPU has `lahf` (none in a build for x86-64-v2); every 16th add an `xadd` to the count of sixteens, every {batch:.0}th a locked add to the shared word).\n"
+        "`Counter::add` {plain:.3} ns, `ApproxCounter::add` {approx:.3} ns ({ratio:.2}x); every \
+         {batch:.0}th add a locked add to the shared word.\n"
     )
     .unwrap();
     writeln!(
@@ -94,9 +85,9 @@ pub fn section(o: &mut String, r: &Results) -> Result<(), String> {
     }
     writeln!(
         o,
-        "| add vs the plain add | <= {ADD_RATIO}x | {ratio:.2}x | {} |\n",
+        "| add vs the plain add | <= {ADD_RATIO}x | {ratio:.2}x | {} |",
         verdict(ratio <= ADD_RATIO)
     )
     .unwrap();
-    Ok(())
+    Ok(vec![("approx", table), ("approx-add", o)])
 }

@@ -1,21 +1,22 @@
-//! The report's "Lazy counter" section (benches/peers/lazy.rs): the memory of an idle and of
-//! a moved lazy counter against the plain counter's, its add before and after the move
-//! against the plain add, and issue 31's targets.
+//! docs/BENCHMARKS.md's blocks of the "Lazy counter" section (benches/peers/lazy.rs): the
+//! memory of an idle and of a moved lazy counter against the plain counter's, its add before
+//! and after the move against the plain add, and issue 31's targets.
 
 use std::fmt::Write;
 
-use super::report::verdict;
+use super::markers::Block;
 use super::results::Results;
+use super::table::verdict;
 
 /// The issue's target: the add after the move at most this much slower than the plain add.
 const ADD_RATIO: f64 = 1.3;
 
-/// Writes the section, or says it was not measured.
-pub fn section(o: &mut String, r: &Results) -> Result<(), String> {
-    writeln!(o, "## Lazy counter: one shared word until contended\n").unwrap();
+/// The section's blocks: `lazy-memory` and `lazy-add` (the add's table and the targets), or
+/// what says it was not measured.
+pub fn blocks(r: &Results) -> Result<Vec<Block>, String> {
     if r.section("lazy").next().is_none() {
-        writeln!(o, "Not measured in this run.\n").unwrap();
-        return Ok(());
+        let none = "Not measured in this run.\n".to_string();
+        return Ok(vec![("lazy-memory", none), ("lazy-add", String::new())]);
     }
     let cpus = r.params("lazy").into_iter().next().unwrap_or_default();
     let idle = r.get("lazy", "memory idle", &cpus, None)?;
@@ -26,15 +27,10 @@ pub fn section(o: &mut String, r: &Results) -> Result<(), String> {
         .parse()
         .map_err(|_| format!("lazy: CPU count {cpus:?}"))?;
     let target = 8.0 + (counter - 8.0 * n);
-    writeln!(
-        o,
-        "`LazyCounter`: one shared 8-byte word and its handle (the zone and a state word) until \
-         an add finds the word contended or a chosen number of adds is reached, then a slot of \
-         its zone; the word keeps the counts from before the move, so nothing moves and \
-         nothing waits. Memory on {cpus} CPUs: idle {idle:.0} bytes, moved {moved:.0} bytes \
-         (the plain `Counter`: {counter:.0} bytes).\n"
-    )
-    .unwrap();
+    let memory = format!(
+        "Memory on {cpus} CPUs: idle {idle:.0} bytes, moved {moved:.0} bytes (the plain \
+         `Counter`: {counter:.0} bytes).\n"
+    );
     // Parameter 1: one counter in a loop; the other: that many counters in turn.
     let many = r
         .params("lazy-add")
@@ -47,19 +43,7 @@ pub fn section(o: &mut String, r: &Results) -> Result<(), String> {
         "LazyCounter::add after the move",
     );
     let mut ratios = Vec::new();
-    writeln!(
-        o,
-        "The add, one thread on one CPU, every loop once per round in turn (median of the \
-         rounds, ns per add). One counter: a loop of adds to it, where the compiler keeps the \
-         plain counter's offset and zone in registers but must reload the lazy counter's state \
-         (an atomic another CPU's move may change) and, under the simulation, its zone for the \
-         add's check. {many} counters in turn: every add loads its counter's handle, as an add \
-         to another object's counter does. Before the move the add is a load and a \
-         `lock cmpxchg` on the shared word (uncontended here); after it a load of the state, a \
-         `test` and a branch, and the same `add gs:[off]` (`tests/disasm.rs` pins that \
-         shape): the ratio is what one more test and branch cost in a loop this tight.\n"
-    )
-    .unwrap();
+    let mut o = String::new();
     writeln!(
         o,
         "| counters | `Counter::add` | lazy, before the move | ratio | lazy, after the move | ratio |\n|---:|---:|---:|---:|---:|---:|"
@@ -107,6 +91,5 @@ pub fn section(o: &mut String, r: &Results) -> Result<(), String> {
         )
         .unwrap();
     }
-    writeln!(o).unwrap();
-    Ok(())
+    Ok(vec![("lazy-memory", memory), ("lazy-add", o)])
 }

@@ -1,35 +1,42 @@
-//! The report's "Linux programs" section: the rseq backend against what a program would
-//! otherwise use, in free-running threads (benches/peers/free_running.rs), and its targets.
+//! docs/BENCHMARKS.md's blocks of the "Linux programs" section: the rseq backend against
+//! what a program would otherwise use, in free-running threads
+//! (benches/peers/free_running.rs), and its targets.
 
 use std::fmt::Write;
 
-use super::report::{param_table, verdict};
+use super::markers::Block;
 use super::results::Results;
+use super::table::{param_table, verdict};
 
 const RSEQ: &str = "pcpu-counter rseq";
 const PLAIN: &str = "plain add to a global";
 const GETCPU: &str = "sched_getcpu + locked add";
 const CELL: &str = "thread_local! Cell<u64>";
 
-/// Writes the section, or says why it was not measured.
-pub fn section(o: &mut String, r: &Results, cores: usize) -> Result<(), String> {
-    writeln!(o, "## Linux programs: free-running threads (rseq)\n").unwrap();
+/// The blocks of the section, each named here; where the rseq backend did not run, the first
+/// says so and the others are empty.
+const BLOCKS: [&str; 5] = [
+    "linux-path",
+    "linux-targets",
+    "linux-single",
+    "linux-throughput",
+    "linux-read",
+];
+
+/// The section's blocks, or what says why it was not measured.
+pub fn blocks(r: &Results) -> Result<Vec<Block>, String> {
     if r.section("linux single").next().is_none() {
-        writeln!(
-            o,
-            "Not measured in this run (the rseq backend is Linux x86_64 and aarch64 only).\n"
-        )
-        .unwrap();
-        return Ok(());
+        let none =
+            "Not measured in this run (the rseq backend is Linux x86_64 and aarch64 only).\n";
+        return Ok(BLOCKS
+            .iter()
+            .enumerate()
+            .map(|(i, name)| (*name, if i == 0 { none.into() } else { String::new() }))
+            .collect());
     }
     let path = r.text("meta", "rseq path", "-", None).unwrap_or("?");
-    writeln!(
-        o,
-        "`pcpu_counter::rseq`: `Counter::add` from any thread of an ordinary program, no \
-         binding; the threads run where the scheduler puts them (and migrate). Path in use: \
-         **{path}**. Every peer's count is asserted exact after every round.\n"
-    )
-    .unwrap();
+    let mut out: Vec<Block> = vec![("linux-path", format!("Path in use: **{path}**.\n"))];
+    let mut o = String::new();
 
     let single = |name: &str| r.get("linux single", name, "1", None);
     let tp = |name: &str, w: &str| r.get("linux throughput", name, w, None);
@@ -43,7 +50,6 @@ pub fn section(o: &mut String, r: &Results, cores: usize) -> Result<(), String> 
     let eight = |name: &str| r.get("linux single", name, "8", None);
     let (rseq8, plain8, cell8) = (eight(RSEQ)?, eight(PLAIN)?, eight(CELL)?);
 
-    writeln!(o, "### Targets\n").unwrap();
     writeln!(o, "| Target | Goal | Measured | |\n|---|---|---|---|").unwrap();
     // Each target: what, goal, measured, met, and why it can be missed (printed only then).
     let rows = [
@@ -138,14 +144,8 @@ pub fn section(o: &mut String, r: &Results, cores: usize) -> Result<(), String> 
             writeln!(o, "- {why}").unwrap();
         }
     }
-    writeln!(o).unwrap();
+    out.push(("linux-targets", std::mem::take(&mut o)));
 
-    writeln!(o, "### One thread: ns per add\n").unwrap();
-    writeln!(
-        o,
-        "Inlined loops of 8 adds, the median of many short rounds, every variant in turn.\n"
-    )
-    .unwrap();
     writeln!(
         o,
         "| Counter | ns per add, 1 counter | vs plain add | ns per add, 8 counters in turn | vs plain add |\n|---|---:|---:|---:|---:|"
@@ -160,29 +160,14 @@ pub fn section(o: &mut String, r: &Results, cores: usize) -> Result<(), String> 
             Err(_) => writeln!(o, " | |").unwrap(),
         }
     }
-    writeln!(
-        o,
-        "\nOn one counter every add waits for the previous add's store to the same slot; the \
-         plain add to a global escapes that wait (the CPU forwards or renames the same address \
-         in the same register), the per-CPU slot, whose address is computed anew in every add, \
-         cannot. On 8 counters in turn the waits overlap, and what is left is each add's own \
-         work: for the rseq add, arming the critical section (a store), the index load and \
-         check and the slot address, from the counter's values.\n"
-    )
-    .unwrap();
+    out.push(("linux-single", std::mem::take(&mut o)));
 
-    writeln!(
-        o,
-        "\n### Throughput: N free-running threads, one counter (M adds/s)\n\nThe machine has \
-         {cores} cores: past {cores} threads they are time-sliced.\n"
-    )
-    .unwrap();
     let (threads, counters) = (r.params("linux throughput"), r.names("linux throughput"));
-    param_table(o, "Counter", &threads, &counters, |name, w| {
+    param_table(&mut o, "Counter", &threads, &counters, |name, w| {
         Ok(format!("{:.1}", tp(name, w)? / 1e6))
     })?;
+    out.push(("linux-throughput", std::mem::take(&mut o)));
 
-    writeln!(o, "\n### Read cost and memory\n").unwrap();
     writeln!(
         o,
         "| Counter | ns per read (after 2 threads added) |\n|---|---:|"
@@ -202,6 +187,7 @@ pub fn section(o: &mut String, r: &Results, cores: usize) -> Result<(), String> 
             writeln!(o, "| {} | {} |", row.name, row.value).unwrap();
         }
     }
-    writeln!(o).unwrap();
-    Ok(())
+    out.push(("linux-read", o));
+    debug_assert!(out.iter().map(|(name, _)| *name).eq(BLOCKS));
+    Ok(out)
 }

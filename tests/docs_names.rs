@@ -34,7 +34,17 @@ const ROOTS: [&str; 11] = [
 
 /// Mentions that name what is not the crate's on purpose: (file, mention, why). Each must still
 /// be in its file and still be dead without this list, so the list cannot go stale.
-const EXEMPT: [(&str, &str, &str); 5] = [
+const EXEMPT: [(&str, &str, &str); 7] = [
+    (
+        "docs/mutation.md",
+        "src/platform.rs",
+        "a mutation run's record of a file since split into src/platform/",
+    ),
+    (
+        "docs/fuzzing.md",
+        "platform.rs",
+        "a coverage record of a file since split into src/platform/",
+    ),
     (
         "docs/mutation.md",
         "src/registry.rs",

@@ -113,7 +113,7 @@ impl<S: StaticSlots, const N: usize> StaticArray<S, N> {
     }
 
     /// The raw value of element `i` on CPU `cpu` (not adjusted by zeroes):
-    /// [`Error::NotInstalled`] before `install`, [`Error::CpuOutOfRange`] past its CPUs.
+    /// [`Error::NotInstalled`] before [`install_section`](super::install_section), [`Error::CpuOutOfRange`] past its CPUs.
     pub fn cpu_slot(&self, i: usize, cpu: usize) -> Result<u64, Error> {
         let off = self.offset(i);
         let shape = installed().ok_or(Error::NotInstalled)?;

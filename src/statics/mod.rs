@@ -23,7 +23,7 @@
 //! base plus the slot under protection.
 //!
 //! The registers are `base + i * stride` with `base = block_0 - start`: an area's shape
-//! ([`AreaShape`]). [`install`] tells the crate that shape and carves the template's range
+//! ([`AreaShape`]). [`install_section`] tells the crate that shape and carves the template's range
 //! (`start..stop`, register-relative) out of the kernel's [`Area`], so that a zone that would
 //! need other register values ([`Error::AreaMismatch`]), or whose counter area some CPU's
 //! copy would overlap ([`Error::ZoneOverlap`]), is refused, and the other way round.
@@ -32,7 +32,7 @@
 //!
 //! While a CPU's register still holds 0 (the reset value of GS base and `TPIDR_EL1`), its
 //! add reaches the template itself: a static counts from the first instruction of the
-//! kernel, on the boot CPU, before any zone or block exists. [`install`] does not copy the
+//! kernel, on the boot CPU, before any zone or block exists. [`install_section`] does not copy the
 //! template into the blocks (a copy made after adds would count them once per CPU): it clears
 //! every block, and [`StaticCounter::fetch`] sums the template with the blocks, so the early
 //! counts are kept, once. A kernel may also make CPU 0's block the template itself
@@ -203,7 +203,7 @@ impl<S: StaticSlot> StaticCounter<S> {
     }
 
     /// The raw value of CPU `cpu`'s copy (not adjusted by zeroes): [`Error::NotInstalled`]
-    /// before [`install`], [`Error::CpuOutOfRange`] past the installed CPUs.
+    /// before [`install_section`], [`Error::CpuOutOfRange`] past the installed CPUs.
     pub fn cpu_slot(&self, cpu: usize) -> Result<u64, Error> {
         let shape = installed().ok_or(Error::NotInstalled)?;
         if cpu >= shape.ncpus {
@@ -226,7 +226,7 @@ impl<S: StaticSlot> core::fmt::Debug for StaticCounter<S> {
     }
 }
 
-/// The area [`install`] carved the template from (null before): its lock-free register
+/// The area [`install_section`] carved the template from (null before): its lock-free register
 /// values are the installed shape.
 static AREA: AtomicPtr<Area> = AtomicPtr::new(core::ptr::null_mut());
 
@@ -237,7 +237,7 @@ fn installed_area() -> Option<&'static Area> {
     unsafe { AREA.load(Ordering::Acquire).as_ref() }
 }
 
-/// The shape [`install`] recorded, if any.
+/// The shape [`install_section`] recorded, if any.
 pub fn installed() -> Option<AreaShape> {
     installed_area().and_then(Area::shape)
 }
@@ -321,16 +321,28 @@ pub(crate) unsafe fn fetch_and_zero_at(off: usize, word: *mut u64) -> u64 {
 /// For every CPU `i`, the bytes from `shape.base + i * shape.stride + start` to `+ (stop -
 /// start)` (wrapping) are valid for reads and writes for ever and used by nothing else; no
 /// CPU adds to them yet.
-pub unsafe fn install(area: &'static Area, shape: AreaShape) -> Result<(), Error> {
+pub unsafe fn install_section(area: &'static Area, shape: AreaShape) -> Result<(), Error> {
     // SAFETY: the caller's contract; the area lives for ever.
     unsafe { install_in(area, shape) }
 }
 
-/// As [`install`], in an area that [`uninstall`] is called for before it goes (the
+/// Renamed [`install_section`] (`freebsd::install` installs the global zone).
+///
+/// # Safety
+/// As [`install_section`].
+#[deprecated(
+    note = "renamed to `statics::install_section` (`freebsd::install` installs the global zone)"
+)]
+pub unsafe fn install(area: &'static Area, shape: AreaShape) -> Result<(), Error> {
+    // SAFETY: the caller's contract is `install_section`'s.
+    unsafe { install_section(area, shape) }
+}
+
+/// As [`install_section`], in an area that [`uninstall`] is called for before it goes (the
 /// simulation's machines).
 ///
 /// # Safety
-/// As [`install`], for as long as installed; `area` outlives the install.
+/// As [`install_section`], for as long as installed; `area` outlives the install.
 pub(crate) unsafe fn install_in(area: &Area, shape: AreaShape) -> Result<(), Error> {
     let (start, stop) = template();
     let len = stop - start;

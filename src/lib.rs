@@ -83,6 +83,15 @@ pub mod rseq;
 #[cfg_attr(docsrs, doc(cfg(feature = "sim")))]
 pub mod sim;
 
+// What the statics' macros name in the user's crate (the slot, the marker traits, the
+// initialisers, the add's helpers): public only so that an expansion can name it, in this one
+// hidden module; not an API. (The macros' own per-arch helpers are `macro_export`ed, so they
+// sit at the root, hidden: `__pcpu_static_section`, `__pcpu_static_add`, `__pcpu_static_inc`.)
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::statics::private::*;
+}
+
 // The manuals, where the crate's docs are read (docs.rs), their Rust examples doctests.
 #[cfg(any(doc, doctest))]
 pub mod manual;

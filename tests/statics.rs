@@ -10,8 +10,9 @@
 mod common;
 
 use common::Workload;
+use pcpu_counter::__private::StaticSlot;
 use pcpu_counter::sim::Machine;
-use pcpu_counter::statics::{self, StaticCounter, StaticSlot};
+use pcpu_counter::statics::{self, StaticCounter};
 use pcpu_counter::{Area, AreaShape, Error, ZoneLayout};
 use std::sync::Mutex;
 

@@ -121,5 +121,5 @@ pub unsafe extern "C" fn pcpu_static_zero(s: *mut pcpu_static) -> c_int {
 /// CPU before bring-up).
 #[no_mangle]
 pub unsafe extern "C" fn pcpu_static_add(slot: *mut u64, v: i64) {
-    statics::__add_at(slot as usize, v)
+    statics::private::add_at(slot as usize, v)
 }

@@ -3,7 +3,7 @@
 //!
 //! One instruction needs the slot's symbol in the instruction (an `asm!` `sym` operand): a
 //! method on a shared type can only take the slot's address from a register. So the macro
-//! generates, per counter, a marker type whose [`StaticSlot`](super::StaticSlot) impl holds
+//! generates, per counter, a marker type whose [`StaticSlot`](super::private::StaticSlot) impl holds
 //! the add compiled against that counter's slot. The form of the add is chosen by this
 //! crate's build (its arch and cfgs), not the user's: each form is a `#[doc(hidden)]`
 //! exported macro defined under this crate's `cfg`, so the expansion holds the right arch's
@@ -32,15 +32,15 @@ macro_rules! percpu_counter {
     ($(#[$attr:meta])* $vis:vis static $name:ident: [$n:literal]) => {
         $(#[$attr])*
         $vis static $name: $crate::statics::StaticArray<$name::Marker, $n> =
-            $crate::statics::StaticArray::new();
+            $crate::__private::static_array();
 
         #[doc(hidden)]
         #[allow(non_snake_case)]
         $vis mod $name {
             $crate::__pcpu_static_section! {
                 /// The array's template slots, adjacent in the per-CPU section.
-                pub static SLOTS: [$crate::statics::Slot; $n] =
-                    [const { $crate::statics::Slot::new() }; $n];
+                pub static SLOTS: [$crate::__private::Slot; $n] =
+                    [const { $crate::__private::Slot::new() }; $n];
             }
 
             /// The array's marker type.
@@ -48,9 +48,9 @@ macro_rules! percpu_counter {
 
             // SAFETY: `SLOTS` are adjacent slots in the per-CPU section, used by this type
             // alone.
-            unsafe impl $crate::statics::StaticSlots for Marker {
+            unsafe impl $crate::__private::StaticSlots for Marker {
                 #[inline(always)]
-                fn first() -> &'static $crate::statics::Slot {
+                fn first() -> &'static $crate::__private::Slot {
                     &SLOTS[0]
                 }
             }
@@ -59,14 +59,14 @@ macro_rules! percpu_counter {
     ($(#[$attr:meta])* $vis:vis static $name:ident) => {
         $(#[$attr])*
         $vis static $name: $crate::statics::StaticCounter<$name::Marker> =
-            $crate::statics::StaticCounter::new();
+            $crate::__private::static_counter();
 
         #[doc(hidden)]
         #[allow(non_snake_case)]
         $vis mod $name {
             $crate::__pcpu_static_section! {
                 /// The counter's template slot, in the per-CPU section.
-                pub static SLOT: $crate::statics::Slot = $crate::statics::Slot::new();
+                pub static SLOT: $crate::__private::Slot = $crate::__private::Slot::new();
             }
 
             /// The counter's marker type: its adds, against `SLOT`'s symbol.
@@ -74,9 +74,9 @@ macro_rules! percpu_counter {
 
             // SAFETY: `SLOT` is in the per-CPU section and used by this type alone; the
             // adds are the crate's per-CPU adds of it.
-            unsafe impl $crate::statics::StaticSlot for Marker {
+            unsafe impl $crate::__private::StaticSlot for Marker {
                 #[inline(always)]
-                fn slot() -> &'static $crate::statics::Slot {
+                fn slot() -> &'static $crate::__private::Slot {
                     &SLOT
                 }
                 #[inline(always)]
@@ -124,7 +124,7 @@ macro_rules! __pcpu_static_section {
 #[macro_export]
 macro_rules! __pcpu_static_add {
     ($slot:path, $v:expr) => {{
-        $crate::statics::__check();
+        $crate::__private::check();
         // SAFETY: GS base plus the slot's link-time address is the running CPU's copy (the
         // `statics` module's contract); one instruction, which neither an interrupt nor a
         // migration can split.
@@ -149,7 +149,7 @@ macro_rules! __pcpu_static_add {
 #[macro_export]
 macro_rules! __pcpu_static_inc {
     ($slot:path) => {{
-        $crate::statics::__check();
+        $crate::__private::check();
         // SAFETY: as in `__pcpu_static_add`.
         unsafe {
             ::core::arch::asm!(
@@ -169,7 +169,7 @@ macro_rules! __pcpu_static_inc {
 #[macro_export]
 macro_rules! __pcpu_static_add {
     ($slot:path, $v:expr) => {{
-        $crate::statics::__check();
+        $crate::__private::check();
         // SAFETY: the template slot, in the image for ever (racy on purpose).
         unsafe {
             ::core::arch::asm!(
@@ -200,7 +200,7 @@ macro_rules! __pcpu_static_inc {
 #[macro_export]
 macro_rules! __pcpu_static_add {
     ($slot:path, $v:expr) => {
-        $crate::statics::__add_at($slot.offset(), $v)
+        $crate::__private::add_at($slot.offset(), $v)
     };
 }
 
@@ -210,6 +210,6 @@ macro_rules! __pcpu_static_add {
 #[macro_export]
 macro_rules! __pcpu_static_inc {
     ($slot:path) => {
-        $crate::statics::__add_at($slot.offset(), 1)
+        $crate::__private::add_at($slot.offset(), 1)
     };
 }

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #![doc = include_str!("../README.md")]
+#![doc = include_str!(concat!(env!("OUT_DIR"), "/manual/counters.md"))]
 #![no_std]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(

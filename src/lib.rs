@@ -86,8 +86,8 @@ pub mod sim;
 
 // What the statics' macros name in the user's crate (the slot, the marker traits, the
 // initialisers, the add's helpers): public only so that an expansion can name it, in this one
-// hidden module; not an API. (The macros' own per-arch helpers are `macro_export`ed, so they
-// sit at the root, hidden: `__pcpu_static_section`, `__pcpu_static_add`, `__pcpu_static_inc`.)
+// hidden module; not an API. (The per-arch add that the expansion needs as a macro is
+// `macro_export`ed, so it sits at the root, hidden: `__pcpu_static_add`.)
 #[doc(hidden)]
 pub mod __private {
     pub use crate::statics::private::*;

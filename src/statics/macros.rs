@@ -5,9 +5,10 @@
 //! method on a shared type can only take the slot's address from a register. So the macro
 //! generates, per counter, a marker type whose [`StaticSlot`](super::private::StaticSlot) impl holds
 //! the add compiled against that counter's slot. The form of the add is chosen by this
-//! crate's build (its arch and cfgs), not the user's: each form is a `#[doc(hidden)]`
-//! exported macro defined under this crate's `cfg`, so the expansion holds the right arch's
-//! code only.
+//! crate's build (its arch and cfgs), not the user's: the form is the one `#[doc(hidden)]`
+//! exported macro `__pcpu_static_add`, defined under this crate's `cfg`, so the expansion
+//! holds the right arch's code only. The slot's section is chosen in the expansion itself
+//! (a `cfg_attr` on the target, which the user's crate shares).
 
 /// Declares a per-CPU counter as a `static`, its slot in the per-CPU section (see the
 /// `statics` module): no allocation, usable before any zone exists, from any crate.
@@ -37,11 +38,13 @@ macro_rules! percpu_counter {
         #[doc(hidden)]
         #[allow(non_snake_case)]
         $vis mod $name {
-            $crate::__pcpu_static_section! {
-                /// The array's template slots, adjacent in the per-CPU section.
-                pub static SLOTS: [$crate::__private::Slot; $n] =
-                    [const { $crate::__private::Slot::new() }; $n];
-            }
+            /// The array's template slots, adjacent in the per-CPU section.
+            #[cfg_attr(
+                not(any(target_vendor = "apple", target_os = "windows", target_family = "wasm")),
+                unsafe(link_section = "pcpu_counter_statics")
+            )]
+            pub static SLOTS: [$crate::__private::Slot; $n] =
+                [const { $crate::__private::Slot::new() }; $n];
 
             /// The array's marker type.
             pub struct Marker;
@@ -64,10 +67,12 @@ macro_rules! percpu_counter {
         #[doc(hidden)]
         #[allow(non_snake_case)]
         $vis mod $name {
-            $crate::__pcpu_static_section! {
-                /// The counter's template slot, in the per-CPU section.
-                pub static SLOT: $crate::__private::Slot = $crate::__private::Slot::new();
-            }
+            /// The counter's template slot, in the per-CPU section.
+            #[cfg_attr(
+                not(any(target_vendor = "apple", target_os = "windows", target_family = "wasm")),
+                unsafe(link_section = "pcpu_counter_statics")
+            )]
+            pub static SLOT: $crate::__private::Slot = $crate::__private::Slot::new();
 
             /// The counter's marker type: its adds, against `SLOT`'s symbol.
             pub struct Marker;
@@ -85,36 +90,16 @@ macro_rules! percpu_counter {
                 }
                 #[inline(always)]
                 fn inc() {
-                    $crate::__pcpu_static_inc!(SLOT)
+                    $crate::__pcpu_static_add!(SLOT)
                 }
             }
         }
     };
 }
 
-/// Puts a slot in the per-CPU section (an ELF section: on Mach-O, COFF and wasm hosts, where
-/// no kernel runs, it stays a plain static).
-#[cfg(not(any(target_vendor = "apple", target_os = "windows", target_family = "wasm")))]
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __pcpu_static_section {
-    ($item:item) => {
-        #[unsafe(link_section = "pcpu_counter_statics")]
-        $item
-    };
-}
-
-/// Puts a slot in the per-CPU section (here: a plain static, see the ELF variant).
-#[cfg(any(target_vendor = "apple", target_os = "windows", target_family = "wasm"))]
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __pcpu_static_section {
-    ($item:item) => {
-        $item
-    };
-}
-
-/// x86_64: one `add qword ptr gs:[rip + SLOT], v`.
+/// The add of a static's slot (`$slot`, the template slot's path) to the running CPU's copy:
+/// `(SLOT, v)` adds `v`, `(SLOT)` adds 1. x86_64: one `add qword ptr gs:[rip + SLOT], v` (or
+/// `, 1`, an immediate).
 #[cfg(all(
     target_arch = "x86_64",
     not(pcpu_no_cpu_register),
@@ -137,20 +122,9 @@ macro_rules! __pcpu_static_add {
             )
         }
     }};
-}
-
-/// x86_64: one `add qword ptr gs:[rip + SLOT], 1`.
-#[cfg(all(
-    target_arch = "x86_64",
-    not(pcpu_no_cpu_register),
-    not(pcpu_counter_broken = "static_shared_add")
-))]
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __pcpu_static_inc {
     ($slot:path) => {{
         $crate::__private::check();
-        // SAFETY: as in `__pcpu_static_add`.
+        // SAFETY: as the add of `v` above.
         unsafe {
             ::core::arch::asm!(
                 "add qword ptr gs:[rip + {slot}], 1",
@@ -180,13 +154,6 @@ macro_rules! __pcpu_static_add {
             )
         }
     }};
-}
-
-/// TEST ONLY: see the broken `__pcpu_static_add`.
-#[cfg(all(target_arch = "x86_64", pcpu_counter_broken = "static_shared_add"))]
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __pcpu_static_inc {
     ($slot:path) => {
         $crate::__pcpu_static_add!($slot, 1i64)
     };
@@ -202,13 +169,6 @@ macro_rules! __pcpu_static_add {
     ($slot:path, $v:expr) => {
         $crate::__private::add_at($slot.offset(), $v)
     };
-}
-
-/// Every other arch: the add of 1.
-#[cfg(not(all(target_arch = "x86_64", not(pcpu_no_cpu_register))))]
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __pcpu_static_inc {
     ($slot:path) => {
         $crate::__private::add_at($slot.offset(), 1)
     };

@@ -18,7 +18,8 @@ use std::path::Path;
 
 /// The manuals in `docs/` rendered into the crate's docs (`pcpu_counter::manual`): the file,
 /// and the module that shows it.
-const MANUALS: [(&str, &str); 11] = [
+const MANUALS: [(&str, &str); 12] = [
+    ("counters.md", "counters"),
     ("kernel.md", "kernel"),
     ("c.md", "c"),
     ("linux.md", "linux"),

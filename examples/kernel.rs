@@ -49,7 +49,7 @@ impl<'z> NetStats<'z> {
 
 // A per-CPU static: its slot in the per-CPU section, no zone or allocation needed. Before
 // bring-up (GS base 0) its add reaches the section's template; a kernel with several CPUs
-// copies the section per CPU and calls `pcpu_counter::statics::install` (docs/kernel.md).
+// copies the section per CPU and calls `pcpu_counter::statics::install_section` (docs/kernel.md).
 pcpu_counter::percpu_counter!(
     /// Interrupts taken.
     pub static IRQS

@@ -8,7 +8,7 @@
 use pcpu_counter::rseq;
 
 /// A static counter: one line, allocated from the process-wide zone on first use.
-static ERRORS: rseq::StaticCounter = rseq::StaticCounter::new();
+static ERRORS: rseq::RseqStaticCounter = rseq::RseqStaticCounter::new();
 
 const WORKERS: u64 = 8;
 const REQUESTS: u64 = 250_000;
@@ -17,8 +17,8 @@ fn main() -> Result<(), pcpu_counter::Error> {
     // Before any counter: this program asks for no particular path, so `Auto` (what
     // `PCPU_COUNTER_RSEQ` would choose); `rseq::Choice::CpuId` and the others pin one.
     rseq::set_path(rseq::Choice::Auto)?;
-    // A zone of our own (room for 64 counters); `rseq::Counter::new()` uses the process's.
-    let zone = rseq::Zone::new(64)?;
+    // A zone of our own (room for 64 counters); `rseq::RseqCounter::new()` uses the process's.
+    let zone = rseq::RseqZone::new(64)?;
     let (requests, bytes, in_flight) = (zone.alloc()?, zone.alloc()?, zone.alloc()?);
     std::thread::scope(|s| {
         for worker in 0..WORKERS {

@@ -3,7 +3,7 @@
 //! names it). The set-up checks that use it are `AddressSpace::check_copies` (`layout.rs`).
 
 /// Which addresses a CPU can reach: the rule that set-up checks
-/// ([`ZoneLayout::validate`](crate::ZoneLayout::validate), `statics::install`) apply to every CPU's counter area or copy before anything is written,
+/// ([`ZoneLayout::validate`](crate::ZoneLayout::validate), `statics::install_section`) apply to every CPU's counter area or copy before anything is written,
 /// so that an address the CPU cannot write is an error at set-up, never a fault (a `#GP`, a
 /// store page fault) in the middle of it. Pure address arithmetic: every rule is usable, and
 /// testable, on any host.

@@ -45,6 +45,34 @@ use crate::{Counter, Error, Zone};
 /// assert_eq!(BOOT_EVENTS.fetch(), 7);
 /// assert_eq!(BOOT_EVENTS.counter().unwrap().cpu_slot(0), Ok(3)); // moved to CPU 0's slot
 /// ```
+///
+/// # Why not the lazy counter's protocol
+/// An early counter and a [`LazyCounter`](crate::LazyCounter) are one idea, a shared word
+/// and then a per-CPU slot, run by two protocols. The lazy counter *keeps* its word: `fetch`
+/// is the word plus the slots, so an add that read the old state lands in the word and is
+/// still counted, and the move never waits. The early counter *takes* its word into a slot
+/// at `init`, so `init` must first wait for the adds that read "not live" (the announcement
+/// in the module docs), and `fetch` retries across the move.
+///
+/// It takes its word because of what it promises today: after `init`,
+/// [`counter`](EarlyCounter::counter) is a plain [`Counter`] that holds every count (the
+/// early ones in `init`'s CPU's slot), so its `cpu_slot`, `zero` and `fetch_and_zero`, and
+/// the registry's zero of an early counter, need no word beside the slot. Keeping the word
+/// would make that `Counter` miss the early counts. The C early counters
+/// (`COUNTER_U64_DEFINE_EARLY`, feature `capi`) cannot share either protocol: a C
+/// `counter_u64_t` is one word that the header's inline add uses as a register-relative
+/// address with no test, the early word's before the zone and the slot's after, so there is
+/// no state to test and nowhere to keep a word; they move their word once, in
+/// `pcpu_zone_init`, before other CPUs start.
+///
+/// One protocol for the two Rust types is possible, and is the plan: the lazy counter's
+/// word-and-state core shared by both, the early counter's zone published by `init` (an
+/// atomic pointer, stored before the state's release) instead of given at construction; the
+/// early add after `init` becomes one load of the state, a test and the per-CPU add (no
+/// slower than today's `live` flag and `Once`), `init` no longer waits (so an interrupt
+/// handler may run it), the early counter gains its own lossless `zero` and
+/// `fetch_and_zero` (also before `init`), and `counter()` no longer exists as a complete
+/// `Counter`: a change a user sees, for a release that announces it.
 pub struct EarlyCounter {
     /// Set once `counter` holds the slot and adds must go there.
     live: AtomicBool,

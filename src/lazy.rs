@@ -51,7 +51,9 @@ const NEVER: usize = usize::MAX >> TAGS;
 /// [`EarlyCounter::init`](crate::early::EarlyCounter::init) takes its word: that needs the
 /// mover to wait for the adds that read the old state (the early counter's announce and
 /// wait), and a move that an add in an interrupt handler starts cannot wait for the add it
-/// interrupted. The word costs nothing more: it is the 8 bytes the counter had before.
+/// interrupted. The word costs nothing more: it is the 8 bytes the counter had before. (Why
+/// the early counter still takes its word, and the plan for one protocol serving both: see
+/// [`EarlyCounter`](crate::early::EarlyCounter#why-not-the-lazy-counters-protocol).)
 ///
 /// The move never waits either: it takes the zone's allocator lock only if it is free (an
 /// add in an interrupt handler may have interrupted its own CPU's `alloc` or `free`); if it

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 #![doc = include_str!("../README.md")]
+#![doc = include_str!(concat!(env!("OUT_DIR"), "/manual/counters.md"))]
 #![no_std]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(
@@ -82,6 +83,15 @@ pub mod rseq;
 #[cfg(feature = "sim")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sim")))]
 pub mod sim;
+
+// What the statics' macros name in the user's crate (the slot, the marker traits, the
+// initialisers, the add's helpers): public only so that an expansion can name it, in this one
+// hidden module; not an API. (The per-arch add that the expansion needs as a macro is
+// `macro_export`ed, so it sits at the root, hidden: `__pcpu_static_add`.)
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::statics::private::*;
+}
 
 // The manuals, where the crate's docs are read (docs.rs), their Rust examples doctests.
 #[cfg(any(doc, doctest))]

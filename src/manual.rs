@@ -8,6 +8,12 @@
 //! formula may be an indented block, which rustdoc's lints for API docs would flag.
 #![allow(rustdoc::invalid_html_tags, rustdoc::invalid_rust_codeblocks)]
 
+/// Which counter: the ten counter types, and when to use each (`docs/counters.md`; also at
+/// the end of the crate's front page).
+pub mod counters {
+    #![doc = include_str!(concat!(env!("OUT_DIR"), "/manual/counters.md"))]
+}
+
 /// A Rust kernel: zones, the per-CPU register, the hooks, counters, early counters, arrays,
 /// ratecheck and the registry (`docs/kernel.md`).
 pub mod kernel {

@@ -531,7 +531,7 @@ impl<'m> Zone<'m> {
                 let addr = self.slot_addr(cpu, slot_off);
                 // Only a slot that reads non-zero is written: a fresh counter does not fault
                 // in (or dirty) every CPU's page of a lazily backed zone or chunk
-                // (`rseq::Zone`): a load of an untouched page reads the shared zero page.
+                // (`rseq::RseqZone`): a load of an untouched page reads the shared zero page.
                 // SAFETY: the slot is inside the zone (its first blocks or a chunk, whose
                 // memory the source gave initialised) and newly allocated, so no CPU adds to
                 // it; the handle that publishes it to other CPUs carries the happens-before

@@ -24,14 +24,14 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn zone() -> &'static rseq::Zone {
-    static Z: OnceLock<rseq::Zone> = OnceLock::new();
-    Z.get_or_init(|| rseq::Zone::new(512).unwrap())
+fn zone() -> &'static rseq::RseqZone {
+    static Z: OnceLock<rseq::RseqZone> = OnceLock::new();
+    Z.get_or_init(|| rseq::RseqZone::new(512).unwrap())
 }
 
 /// What the harness adds to: a counter's slots, through some add function.
 struct Target {
-    counter: rseq::Counter<'static>,
+    counter: rseq::RseqCounter<'static>,
     add: fn(&Target, i64),
 }
 
@@ -314,7 +314,7 @@ fn reports_the_path() {
 
 #[test]
 fn simple_case_global_counter() {
-    let c = rseq::Counter::new().unwrap();
+    let c = rseq::RseqCounter::new().unwrap();
     std::thread::scope(|s| {
         for _ in 0..8 {
             s.spawn(|| (0..10_000).for_each(|_| c.inc()));
@@ -500,8 +500,8 @@ fn oversized_zones_are_errors() {
         (Some(1 << 50), 1, Error::AddressOverflow),
     ] {
         let got = match nslots {
-            None => rseq::Zone::new(counters),
-            Some(n) => rseq::Zone::with_slots(n, counters),
+            None => rseq::RseqZone::new(counters),
+            Some(n) => rseq::RseqZone::with_slots(n, counters),
         };
         assert_eq!(
             got.unwrap_err(),
@@ -518,7 +518,7 @@ fn oversized_zones_are_errors() {
         "4000000000 counters asked for, but a zone holds at most 268435456"
     );
     // The largest zone: 2 blocks of 2 GiB of address space, 2.2 GB of lazily zeroed metadata.
-    let big = rseq::Zone::with_slots(1, MAX).unwrap();
+    let big = rseq::RseqZone::with_slots(1, MAX).unwrap();
     assert_eq!(
         (big.capacity(), big.stride(), big.mapped_bytes()),
         (MAX, 1 << 31, 1 << 32)
@@ -528,7 +528,7 @@ fn oversized_zones_are_errors() {
     assert_eq!(c.fetch(), 7);
     drop(c);
     drop(big);
-    let z = rseq::Zone::new(512).unwrap();
+    let z = rseq::RseqZone::new(512).unwrap();
     let c = z.alloc().unwrap();
     std::thread::scope(|s| {
         for _ in 0..4 {
@@ -578,11 +578,11 @@ fn refused_memory_child() {
     let _ = rseq::path();
     // 128 MiB of room: a zone of 2^26 counters maps 2 blocks of 512 MiB.
     limit_as(vm_size() + 128 * MIB);
-    let mapping = rseq::Zone::with_slots(1, 1 << 26).map(|_| ());
+    let mapping = rseq::RseqZone::with_slots(1, 1 << 26).map(|_| ());
     // 352 MiB of room: a zone of 2^24 counters maps 2 blocks of 128 MiB, then its metadata
     // needs 136 MiB more.
     limit_as(vm_size() + 352 * MIB);
-    let meta = rseq::Zone::with_slots(1, 1 << 24).map(|_| ());
+    let meta = rseq::RseqZone::with_slots(1, 1 << 24).map(|_| ());
     limit_as(libc::RLIM_INFINITY);
     assert_eq!(
         mapping,
@@ -600,7 +600,7 @@ fn refused_memory_child() {
         Error::OutOfMemory { bytes }.to_string(),
         "out of memory: the 136348168 bytes the zone asked for could not be had"
     );
-    let z = rseq::Zone::with_slots(1, 1 << 24).unwrap();
+    let z = rseq::RseqZone::with_slots(1, 1 << 24).unwrap();
     let c = z.alloc().unwrap();
     c.add(3);
     assert_eq!(c.fetch(), 3);
@@ -650,7 +650,7 @@ fn env_value_child() {
     let value = std::env::var_os("PCPU_COUNTER_RSEQ").unwrap();
     let value = value.to_string_lossy();
     if std::env::var("EXPECT").unwrap() == "bad" {
-        let err = rseq::Zone::new(8).unwrap_err();
+        let err = rseq::RseqZone::new(8).unwrap_err();
         let Error::BadEnvVar {
             var,
             value: v,
@@ -668,15 +668,15 @@ fn env_value_child() {
              values: auto, cpu, cid, off, force"
         );
         assert_eq!(err.to_string(), text);
-        assert_eq!(rseq::Zone::with_slots(1, 1).unwrap_err(), err);
-        assert_eq!(rseq::Counter::new().unwrap_err(), err);
+        assert_eq!(rseq::RseqZone::with_slots(1, 1).unwrap_err(), err);
+        assert_eq!(rseq::RseqCounter::new().unwrap_err(), err);
         assert_eq!(rseq::path(), Path::Unusable { error: err });
         assert_eq!(
             rseq::path().to_string(),
             format!("none: no zone can be made ({text})")
         );
     } else {
-        let z = rseq::Zone::new(8).unwrap();
+        let z = rseq::RseqZone::new(8).unwrap();
         let c = z.alloc().unwrap();
         c.add(5);
         assert_eq!(c.fetch(), 5);
@@ -719,7 +719,7 @@ fn env_value_child() {
 #[test]
 fn memory_is_lazy() {
     let _g = serial();
-    let z = rseq::Zone::new(512).unwrap();
+    let z = rseq::RseqZone::new(512).unwrap();
     if std::fs::metadata("/proc/self/smaps").is_err() {
         eprintln!("no /proc/self/smaps: skipped");
         return;
@@ -790,7 +790,7 @@ fn blocks_used_by_wandering_threads() {
     const ADDS: u64 = 40_000;
     let _g = serial();
     for threads in [1u64, 2, 4, 8] {
-        let z = rseq::Zone::new(8).unwrap();
+        let z = rseq::RseqZone::new(8).unwrap();
         let c = z.alloc().unwrap();
         // All start together: the threads add at the same time, not one after another.
         let start = std::sync::Barrier::new(threads as usize);
@@ -830,7 +830,7 @@ fn blocks_used_by_wandering_threads() {
 
 #[test]
 fn zone_full_and_reuse() {
-    let z = rseq::Zone::with_slots(1, 1).unwrap();
+    let z = rseq::RseqZone::with_slots(1, 1).unwrap();
     assert_eq!(z.capacity(), 512);
     let cs: Vec<_> = (0..512).map(|_| z.alloc().unwrap()).collect();
     assert!(z.alloc().is_err());
@@ -1130,7 +1130,7 @@ mod broken {
 /// same bits through `fetch`.
 #[test]
 fn signed_reads() {
-    let c = rseq::Counter::new().unwrap();
+    let c = rseq::RseqCounter::new().unwrap();
     std::thread::scope(|s| {
         for _ in 0..4 {
             s.spawn(|| (0..1000).for_each(|_| c.add(-3)));
@@ -1143,13 +1143,13 @@ fn signed_reads() {
     assert_eq!(c.fetch_i64(), i64::MAX - 11_993);
     assert_eq!(c.fetch_and_zero() as i64, i64::MAX - 11_993);
     assert_eq!(c.fetch_i64(), 0);
-    static S: rseq::StaticCounter = rseq::StaticCounter::new();
+    static S: rseq::RseqStaticCounter = rseq::RseqStaticCounter::new();
     S.add(-5);
     assert_eq!((S.fetch_i64(), S.fetch()), (-5, (-5i64) as u64));
 }
 
-static HITS: rseq::StaticCounter = rseq::StaticCounter::new();
-static BY_KIND: [rseq::StaticCounter; 3] = [const { rseq::StaticCounter::new() }; 3];
+static HITS: rseq::RseqStaticCounter = rseq::RseqStaticCounter::new();
+static BY_KIND: [rseq::RseqStaticCounter; 3] = [const { rseq::RseqStaticCounter::new() }; 3];
 
 /// Static counters, as an outside crate declares them: one line, const, counted from many
 /// migrating threads; an array's elements are separate counters; zero and fetch_and_zero.
@@ -1195,13 +1195,13 @@ fn static_counter_mmap_fails_child() {
     if !in_child("static_counter_mmap_fails_child") {
         return;
     }
-    static LATE: rseq::StaticCounter = rseq::StaticCounter::new();
-    static EARLY: rseq::StaticCounter = rseq::StaticCounter::new();
+    static LATE: rseq::RseqStaticCounter = rseq::RseqStaticCounter::new();
+    static EARLY: rseq::RseqStaticCounter = rseq::RseqStaticCounter::new();
     EARLY.inc();
-    let zone = rseq::global_zone().unwrap();
+    let zone = rseq::process_zone().unwrap();
     assert!(zone.grows());
     let mut held: Vec<_> = (0..rseq::GLOBAL_CAPACITY - 1)
-        .map(|_| rseq::Counter::new().unwrap())
+        .map(|_| rseq::RseqCounter::new().unwrap())
         .collect();
     assert_eq!(zone.in_use(), rseq::GLOBAL_CAPACITY);
     assert_eq!(zone.capacity(), rseq::GLOBAL_CAPACITY, "no chunk yet");
@@ -1210,7 +1210,7 @@ fn static_counter_mmap_fails_child() {
     };
     // No room for one more mapping: the next alloc would need a chunk.
     limit_as(vm_size());
-    let new = rseq::Counter::new().map(|_| ());
+    let new = rseq::RseqCounter::new().map(|_| ());
     let late = LATE.error();
     limit_as(libc::RLIM_INFINITY);
     assert_eq!(new, Err(refused));
@@ -1234,7 +1234,7 @@ fn static_counter_mmap_fails_child() {
     LATE.zero();
     assert_eq!(LATE.fetch(), 0);
     // With the limit lifted the zone grows again, but a spilled counter keeps its atomic.
-    held.push(rseq::Counter::new().unwrap());
+    held.push(rseq::RseqCounter::new().unwrap());
     assert_eq!(zone.capacity(), 2 * rseq::GLOBAL_CAPACITY, "one chunk");
     held.last().unwrap().add(7);
     assert_eq!(held.last().unwrap().fetch(), 7);
@@ -1259,7 +1259,7 @@ fn hundred_thousand_statics_child() {
     }
     const N: usize = 100_000;
     const THREADS: usize = 4;
-    static MANY: [rseq::StaticCounter; N] = [const { rseq::StaticCounter::new() }; N];
+    static MANY: [rseq::RseqStaticCounter; N] = [const { rseq::RseqStaticCounter::new() }; N];
     std::thread::scope(|s| {
         for t in 0..THREADS {
             s.spawn(move || {
@@ -1283,7 +1283,7 @@ fn hundred_thousand_statics_child() {
         &wrong[..wrong.len().min(8)]
     );
     assert!(MANY.iter().all(|c| c.error().is_none()), "none spilled");
-    let zone = rseq::global_zone().unwrap();
+    let zone = rseq::process_zone().unwrap();
     assert_eq!(
         zone.in_use(),
         N,
@@ -1300,7 +1300,7 @@ fn hundred_thousand_statics_child() {
 }
 
 /// The chunk (its address) that holds `c`'s slots in `zone`.
-fn chunk_of(zone: &rseq::Zone, c: &rseq::Counter<'_>) -> usize {
+fn chunk_of(zone: &rseq::RseqZone, c: &rseq::RseqCounter<'_>) -> usize {
     zone.layout().base.wrapping_add(c.offset()) & !(zone.chunk_layout().align() - 1)
 }
 
@@ -1329,10 +1329,10 @@ fn chunk_churn() -> usize {
     const THREADS: usize = 4;
     const ROUNDS: usize = 8;
     const BATCH: usize = 2000;
-    let zone = rseq::global_zone().unwrap();
+    let zone = rseq::process_zone().unwrap();
     let per_chunk = zone.stride() / 8;
     let keep: Vec<_> = (0..rseq::GLOBAL_CAPACITY + per_chunk * 3 / 2)
-        .map(|_| rseq::Counter::new().unwrap())
+        .map(|_| rseq::RseqCounter::new().unwrap())
         .collect();
     let bad = AtomicUsize::new(0);
     std::thread::scope(|s| {
@@ -1342,7 +1342,7 @@ fn chunk_churn() -> usize {
                 for round in 0..ROUNDS {
                     pin(Some(t + round));
                     let mut mine: Vec<_> = (0..BATCH)
-                        .map(|i| (rseq::Counter::new().unwrap(), i + round))
+                        .map(|i| (rseq::RseqCounter::new().unwrap(), i + round))
                         .collect();
                     mine.iter().for_each(|(c, v)| c.add(*v as i64));
                     let mut i = 0;
@@ -1351,7 +1351,7 @@ fn chunk_churn() -> usize {
                         i % 2 == 0
                     });
                     for i in 0..BATCH / 2 {
-                        let c = rseq::Counter::new().unwrap();
+                        let c = rseq::RseqCounter::new().unwrap();
                         c.add((3 * i + 1) as i64);
                         mine.push((c, 3 * i + 1));
                     }
@@ -1383,11 +1383,11 @@ fn chunks_churn_child() {
     if !in_child("chunks_churn_child") {
         return;
     }
-    let zone = rseq::global_zone().unwrap();
+    let zone = rseq::process_zone().unwrap();
     let per_chunk = zone.stride() / 8;
     // The first blocks and three chunks, filled; each chunk's counters add like the others.
     let all: Vec<_> = (0..rseq::GLOBAL_CAPACITY + 3 * per_chunk)
-        .map(|_| rseq::Counter::new().unwrap())
+        .map(|_| rseq::RseqCounter::new().unwrap())
         .collect();
     assert_eq!(zone.capacity(), 4 * rseq::GLOBAL_CAPACITY);
     let mut chunks: Vec<usize> = all[rseq::GLOBAL_CAPACITY..]
@@ -1418,7 +1418,7 @@ fn chunks_churn_child() {
     );
     // The next chunk needed is the spare.
     let first: Vec<_> = (0..=rseq::GLOBAL_CAPACITY)
-        .map(|_| rseq::Counter::new().unwrap())
+        .map(|_| rseq::RseqCounter::new().unwrap())
         .collect();
     assert_eq!(chunk_of(zone, first.last().unwrap()), *kept[0]);
     drop(first);
@@ -1457,7 +1457,7 @@ fn broken_chunk_churn_child() {
 #[test]
 fn own_zone_grows_when_asked() {
     use std::sync::Arc;
-    let zone = Arc::new(rseq::Zone::new(1).unwrap());
+    let zone = Arc::new(rseq::RseqZone::new(1).unwrap());
     let slots = zone.capacity();
     let first: Vec<_> = (0..slots).map(|_| zone.alloc().unwrap()).collect();
     assert!(matches!(zone.alloc(), Err(Error::ZoneFull { .. })));
@@ -1466,7 +1466,7 @@ fn own_zone_grows_when_asked() {
     zone.grow().unwrap();
     assert_eq!(zone.grow(), Err(Error::SourceAlreadySet));
     let many: Vec<_> = (0..3 * slots + 5)
-        .map(|_| rseq::OwnedCounter::new(&zone).unwrap())
+        .map(|_| rseq::RseqOwnedCounter::new(&zone).unwrap())
         .collect();
     assert_eq!(
         zone.capacity(),
@@ -1488,12 +1488,12 @@ fn own_zone_grows_when_asked() {
         .all(|(i, c)| c.fetch() == 4 * i as u64));
     assert_eq!(
         zone.adds_inline(),
-        rseq::global_zone().unwrap().adds_inline()
+        rseq::process_zone().unwrap().adds_inline()
     );
     drop(zone);
     drop(many);
     // One per-CPU block: the other CPUs' adds are locked adds to the chunks' shared parts.
-    let zone = rseq::Zone::with_slots(1, 1).unwrap();
+    let zone = rseq::RseqZone::with_slots(1, 1).unwrap();
     zone.grow().unwrap();
     let many: Vec<_> = (0..3 * slots).map(|_| zone.alloc().unwrap()).collect();
     std::thread::scope(|s| {
@@ -1532,10 +1532,14 @@ fn adds_inline_where_the_path_allows() {
     );
     let z = zone();
     assert_eq!(z.adds_inline(), inline, "{path}");
-    assert_eq!(rseq::global_zone().unwrap().adds_inline(), inline, "{path}");
-    let more = rseq::Zone::with_slots(z.nslots() + 1, 8).unwrap();
+    assert_eq!(
+        rseq::process_zone().unwrap().adds_inline(),
+        inline,
+        "{path}"
+    );
+    let more = rseq::RseqZone::with_slots(z.nslots() + 1, 8).unwrap();
     assert_eq!(more.adds_inline(), inline, "{path}: more blocks than CPUs");
-    let one = rseq::Zone::with_slots(1, 8).unwrap();
+    let one = rseq::RseqZone::with_slots(1, 8).unwrap();
     assert_eq!(
         one.adds_inline(),
         inline && z.nslots() == 1,
@@ -1562,9 +1566,9 @@ fn adds_inline_where_the_path_allows() {
 #[test]
 fn handles_are_two_words() {
     let word = std::mem::size_of::<usize>();
-    assert_eq!(std::mem::size_of::<rseq::Counter<'_>>(), 2 * word);
-    assert_eq!(std::mem::size_of::<rseq::StaticCounter>(), 2 * word);
-    assert_eq!(std::mem::size_of::<rseq::OwnedCounter>(), 3 * word);
+    assert_eq!(std::mem::size_of::<rseq::RseqCounter<'_>>(), 2 * word);
+    assert_eq!(std::mem::size_of::<rseq::RseqStaticCounter>(), 2 * word);
+    assert_eq!(std::mem::size_of::<rseq::RseqOwnedCounter>(), 3 * word);
 }
 
 /// Static counters first used by several threads at once, each thread adding right at its
@@ -1578,8 +1582,8 @@ fn static_counters_first_used_at_once() {
 /// The first uses raced: per counter, the adds, and the process-wide zone's slots taken.
 fn race_first_uses() -> (Vec<u64>, usize) {
     const N: usize = 512;
-    static RACED: [rseq::StaticCounter; N] = [const { rseq::StaticCounter::new() }; N];
-    let zone = rseq::global_zone().unwrap();
+    static RACED: [rseq::RseqStaticCounter; N] = [const { rseq::RseqStaticCounter::new() }; N];
+    let zone = rseq::process_zone().unwrap();
     let before = zone.in_use();
     // Two threads on two CPUs (where there are two), meeting at every counter's first use
     // (a spinning barrier: both leave it at once).
@@ -1641,12 +1645,13 @@ fn broken_static_first_use_child() {
 #[test]
 fn owned_counters_keep_their_zone() {
     use std::sync::Arc;
-    static KEPT: OnceLock<rseq::OwnedCounter> = OnceLock::new();
-    let zone = Arc::new(rseq::Zone::new(16).unwrap());
+    static KEPT: OnceLock<rseq::RseqOwnedCounter> = OnceLock::new();
+    let zone = Arc::new(rseq::RseqZone::new(16).unwrap());
     let counters: Vec<_> = (0..4)
-        .map(|_| rseq::OwnedCounter::new(&zone).unwrap())
+        .map(|_| rseq::RseqOwnedCounter::new(&zone).unwrap())
         .collect();
-    KEPT.set(rseq::OwnedCounter::new(&zone).unwrap()).unwrap();
+    KEPT.set(rseq::RseqOwnedCounter::new(&zone).unwrap())
+        .unwrap();
     assert_eq!((zone.in_use(), Arc::strong_count(&zone)), (5, 6));
     let weak = Arc::downgrade(&zone);
     drop(zone);
@@ -1670,18 +1675,18 @@ fn owned_counters_keep_their_zone() {
     // The four thread's counters are gone, their slots freed; the zone lives on in `KEPT`.
     assert_eq!((kept.zone().in_use(), weak.strong_count()), (1, 1));
     let zone = kept.zone();
-    let c = rseq::OwnedCounter::new(zone).unwrap();
+    let c = rseq::RseqOwnedCounter::new(zone).unwrap();
     assert_eq!(c.fetch(), 0, "a reused slot reads 0");
     assert_eq!(
         format!("{c:?}"),
-        format!("Counter {{ offset: {}, value: 0 }}", c.offset())
+        format!("RseqCounter {{ offset: {}, value: 0 }}", c.offset())
     );
     let full: Vec<_> = (1..zone.capacity())
-        .map(|_| rseq::OwnedCounter::new(zone))
+        .map(|_| rseq::RseqOwnedCounter::new(zone))
         .collect();
     assert_eq!(full.iter().filter(|r| r.is_err()).count(), 1);
     assert_eq!(
-        rseq::OwnedCounter::new(zone).unwrap_err(),
+        rseq::RseqOwnedCounter::new(zone).unwrap_err(),
         Error::ZoneFull {
             capacity: zone.capacity()
         }
@@ -1689,8 +1694,8 @@ fn owned_counters_keep_their_zone() {
     drop(full);
     drop(c);
     // A zone with no other handle goes with its last counter.
-    let z = Arc::new(rseq::Zone::new(8).unwrap());
-    let c = rseq::OwnedCounter::new(&z).unwrap();
+    let z = Arc::new(rseq::RseqZone::new(8).unwrap());
+    let c = rseq::RseqOwnedCounter::new(&z).unwrap();
     let weak = Arc::downgrade(&z);
     drop(z);
     c.inc();
@@ -1775,7 +1780,7 @@ fn set_path_child() {
             if gate.is_some() {
                 // Forced on a kernel that loses adds of threads racing on a block: one
                 // thread's adds only (nothing races them), then no storm.
-                let c = rseq::Counter::new().unwrap();
+                let c = rseq::RseqCounter::new().unwrap();
                 (0..1000).for_each(|_| c.inc());
                 assert_eq!(c.fetch(), 1000);
                 eprintln!("{case}: {p} (known broken: {gate:?})");
@@ -1918,7 +1923,7 @@ fn set_path_child() {
                 p
             }
             "bad-env" => {
-                let e = rseq::Zone::new(1).unwrap_err();
+                let e = rseq::RseqZone::new(1).unwrap_err();
                 assert!(matches!(e, Error::BadEnvVar { .. }), "{e:?}");
                 assert_eq!(rseq::set_path(rseq::Choice::Fallback), Err(e));
                 assert_eq!(rseq::set_path(rseq::Choice::Auto), Err(e));
@@ -2022,7 +2027,7 @@ fn registers_the_length_the_kernel_asks_for() {
         }
     }
     let glibc_size = glibc_rseq_size().unwrap_or(0);
-    let c = rseq::Counter::new().unwrap();
+    let c = rseq::RseqCounter::new().unwrap();
     // A new thread, registered by glibc at its start or by the crate at its first add.
     let len = std::thread::spawn(move || {
         c.inc();
@@ -2068,7 +2073,7 @@ fn kernel_feature_size_is_the_auxv_value() {
 /// fetch_and_zero, Debug; and the zone's Debug.
 #[test]
 fn counter_offsets_zero_and_debug() {
-    let z = rseq::Zone::with_slots(1, 16).unwrap();
+    let z = rseq::RseqZone::with_slots(1, 16).unwrap();
     let cs: Vec<_> = (0..3).map(|_| z.alloc().unwrap()).collect();
     let offs: Vec<usize> = cs.iter().map(|c| c.offset()).collect();
     assert!(
@@ -2099,7 +2104,7 @@ fn counter_offsets_zero_and_debug() {
     let c = &cs[1];
     assert_eq!(
         format!("{c:?}"),
-        format!("Counter {{ offset: {}, value: 11 }}", offs[1])
+        format!("RseqCounter {{ offset: {}, value: 11 }}", offs[1])
     );
     c.zero();
     assert_eq!(c.fetch(), 0);
@@ -2111,7 +2116,7 @@ fn counter_offsets_zero_and_debug() {
     assert_eq!(
         format!("{z:?}"),
         format!(
-            "Zone {{ nslots: 1, stride: 4096, capacity: 512, path: {:?} }}",
+            "RseqZone {{ nslots: 1, stride: 4096, capacity: 512, path: {:?} }}",
             rseq::path()
         )
     );
@@ -2124,7 +2129,7 @@ fn counter_offsets_zero_and_debug() {
 #[test]
 fn adds_land_in_the_current_block() {
     let _g = serial();
-    let z = rseq::Zone::new(8).unwrap();
+    let z = rseq::RseqZone::new(8).unwrap();
     let n = z.nslots();
     let path = rseq::path();
     for k in 0..ncpus().min(4) {
@@ -2164,7 +2169,7 @@ fn fallback_blocks_child() {
         return;
     }
     rseq::set_path(rseq::Choice::Fallback).unwrap();
-    let z = rseq::Zone::with_slots(1, 8).unwrap();
+    let z = rseq::RseqZone::with_slots(1, 8).unwrap();
     for k in 0..ncpus().min(4) {
         let c = z.alloc().unwrap();
         let cpu = allowed_cpus()[k];
@@ -2219,11 +2224,11 @@ fn dropped_zone_unmaps_child() {
             })
     }
     // A first zone and a warm-up of what the reads allocate.
-    drop(rseq::Zone::new(8).unwrap());
+    drop(rseq::RseqZone::new(8).unwrap());
     let _ = (vm_kib(), mapped(0));
     let before = vm_kib();
     // 2^22 counters: 32 MiB blocks each, and about 32.5 MiB of metadata (its own mmap).
-    let z = rseq::Zone::with_slots(1, 1 << 22).unwrap();
+    let z = rseq::RseqZone::with_slots(1, 1 << 22).unwrap();
     let (base, end) = (z.layout().base, z.layout().base + z.mapped_bytes() - 1);
     let guard_after = end + 1;
     assert!(mapped(base) && mapped(end));
@@ -2322,7 +2327,7 @@ fn no_rseq_child() {
             reason: ENOSYS_REASON
         }
     );
-    let c = rseq::Counter::new().unwrap();
+    let c = rseq::RseqCounter::new().unwrap();
     std::thread::scope(|s| {
         for _ in 0..4 {
             s.spawn(|| (0..1000).for_each(|_| c.add(2)));
@@ -2375,9 +2380,9 @@ static ALLOCATOR: Counting = Counting;
 /// so that other tests' allocations do not show).
 #[test]
 fn dropped_zone_frees_its_heap() {
-    drop(rseq::Zone::new(8).unwrap());
+    drop(rseq::RseqZone::new(8).unwrap());
     let before = net_heap();
-    let z = rseq::Zone::with_slots(1, 1 << 16).unwrap();
+    let z = rseq::RseqZone::with_slots(1, 1 << 16).unwrap();
     let c = z.alloc().unwrap();
     c.inc();
     drop(c);
@@ -2457,4 +2462,30 @@ fn rseq_path(cid_offered: bool, glibc_off: bool) -> Path {
         index,
         glibc_registered: !glibc_off,
     }
+}
+
+/// The face's former names still build and are the same types and zone as the `Rseq` names:
+/// a counter made through them counts, and the old process-wide zone is the new one.
+#[test]
+#[allow(deprecated)]
+fn former_names_are_the_rseq_names() {
+    static OLD_STATIC: rseq::StaticCounter = rseq::StaticCounter::new();
+    OLD_STATIC.add(3);
+    let new_static: &rseq::RseqStaticCounter = &OLD_STATIC;
+    assert_eq!(new_static.fetch(), 3);
+
+    let old: rseq::Counter<'static> = rseq::Counter::new().unwrap();
+    old.add(5);
+    let new: &rseq::RseqCounter<'static> = &old;
+    assert_eq!(new.fetch(), 5);
+
+    assert!(std::ptr::eq(
+        rseq::global_zone().unwrap(),
+        rseq::process_zone().unwrap()
+    ));
+
+    let zone: std::sync::Arc<rseq::Zone> = std::sync::Arc::new(rseq::RseqZone::new(4).unwrap());
+    let owned: rseq::OwnedCounter = rseq::RseqOwnedCounter::new(&zone).unwrap();
+    owned.add(7);
+    assert_eq!((owned.fetch(), zone.in_use()), (7, 1));
 }

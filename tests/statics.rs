@@ -10,8 +10,9 @@
 mod common;
 
 use common::Workload;
+use pcpu_counter::__private::StaticSlot;
 use pcpu_counter::sim::Machine;
-use pcpu_counter::statics::{self, StaticCounter, StaticSlot};
+use pcpu_counter::statics::{self, StaticCounter};
 use pcpu_counter::{Area, AreaShape, Error, ZoneLayout};
 use std::sync::Mutex;
 
@@ -408,7 +409,7 @@ mod unwritable {
         };
         // SAFETY: every shape here is refused before any write (a write would fault or
         // change `KEPT`, which the tests check).
-        unsafe { statics::install(Area::global(), shape) }
+        unsafe { statics::install_section(Area::global(), shape) }
     }
 
     /// The template's bounds, with an early count in `KEPT` and no install in force.
@@ -531,6 +532,27 @@ mod unwritable {
                  apart from it",
                 start + 8
             )
+        );
+        nothing_changed(kept);
+    }
+
+    /// The former name `statics::install` is `install_section`: the same refusals, nothing
+    /// installed.
+    #[test]
+    #[allow(deprecated)]
+    fn the_former_name_installs_as_install_section() {
+        let _one = one_machine();
+        template_with_an_early_count();
+        let kept = KEPT.fetch();
+        let shape = AreaShape {
+            base: 0,
+            stride: 256,
+            ncpus: 0,
+        };
+        // SAFETY: refused before any write (no CPUs).
+        assert_eq!(
+            unsafe { statics::install(Area::global(), shape) },
+            Err(Error::NoCpus)
         );
         nothing_changed(kept);
     }

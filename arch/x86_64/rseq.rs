@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-2-Clause
-//! The x86_64 rseq critical section of `pcpu_counter::rseq::Counter::add` (included with
+//! The x86_64 rseq critical section of `pcpu_counter::rseq::RseqCounter::add` (included with
 //! `#[path]` by `src/rseq/counter.rs`).
 //!
 //! ```text

@@ -70,7 +70,7 @@ fn per_thread_add(locals: &PerThread) {
 
 /// The rseq backend through its public API, 8n times.
 #[inline(never)]
-pub fn rseq_one(counter: &rseq::Counter<'_>, n: u64) {
+pub fn rseq_one(counter: &rseq::RseqCounter<'_>, n: u64) {
     for _ in 0..n {
         eight!(counter.add(1));
     }
@@ -79,7 +79,7 @@ pub fn rseq_one(counter: &rseq::Counter<'_>, n: u64) {
 /// The rseq add on 8 counters in turn, n rounds (8n adds): no add waits for the one before
 /// it to the same slot (store-to-load forwarding), so this shows the add's own cost.
 #[inline(never)]
-pub fn rseq_eight(counters: &[rseq::Counter<'_>; 8], n: u64) {
+pub fn rseq_eight(counters: &[rseq::RseqCounter<'_>; 8], n: u64) {
     for _ in 0..n {
         for c in counters {
             c.add(1);
@@ -142,10 +142,10 @@ fn cell_eight(n: u64) {
     }
 }
 
-static STATIC_ONE: rseq::StaticCounter = rseq::StaticCounter::new();
-static STATIC_EIGHT: [rseq::StaticCounter; 8] = [const { rseq::StaticCounter::new() }; 8];
+static STATIC_ONE: rseq::RseqStaticCounter = rseq::RseqStaticCounter::new();
+static STATIC_EIGHT: [rseq::RseqStaticCounter; 8] = [const { rseq::RseqStaticCounter::new() }; 8];
 
-/// The rseq add through a `static` [`rseq::StaticCounter`], 8n times.
+/// The rseq add through a `static` [`rseq::RseqStaticCounter`], 8n times.
 #[inline(never)]
 fn static_one(n: u64) {
     for _ in 0..n {
@@ -153,7 +153,7 @@ fn static_one(n: u64) {
     }
 }
 
-/// 8 `static` [`rseq::StaticCounter`]s in turn, n rounds.
+/// 8 `static` [`rseq::RseqStaticCounter`]s in turn, n rounds.
 #[inline(never)]
 fn static_eight(n: u64) {
     for _ in 0..n {
@@ -231,14 +231,14 @@ const PEERS: [&str; 7] = [
 
 pub fn run(sink: &mut Sink, quick: bool) {
     sink.record("meta", "rseq path", "-", rseq::path(), "");
-    let zone = rseq::Zone::new(64).expect("rseq zone");
+    let zone = rseq::RseqZone::new(64).expect("rseq zone");
     single(sink, quick, &zone);
     throughput(sink, quick, &zone);
     reads(sink, quick, &zone);
     memory(sink, &zone);
 }
 
-fn single(sink: &mut Sink, quick: bool, zone: &rseq::Zone) {
+fn single(sink: &mut Sink, quick: bool, zone: &rseq::RseqZone) {
     let (rounds, n) = add_rounds(quick);
     let n: u64 = black_box(n);
     let calls = rounds as u64 * 8 * n;
@@ -248,7 +248,8 @@ fn single(sink: &mut Sink, quick: bool, zone: &rseq::Zone) {
     let fast = fast_counter::ConcurrentCounter::new(1);
     let tl: ThreadLocal<AtomicU64> = ThreadLocal::new();
     let slots = GetcpuSlots::new();
-    let counters: [rseq::Counter<'_>; 8] = std::array::from_fn(|_| zone.alloc().expect("alloc"));
+    let counters: [rseq::RseqCounter<'_>; 8] =
+        std::array::from_fn(|_| zone.alloc().expect("alloc"));
     let tls: [ThreadLocal<AtomicU64>; 8] = Default::default();
     let (cell_before, static_before) = (CELL.with(Cell::get), STATIC_ONE.fetch());
     let cells_before = CELLS.with(|c| c.iter().map(Cell::get).collect::<Vec<_>>());
@@ -313,7 +314,7 @@ fn single(sink: &mut Sink, quick: bool, zone: &rseq::Zone) {
 }
 
 /// One round of peer `p` with `writers` free-running threads: (adds made, adds counted, s).
-fn round(p: usize, writers: usize, window: Duration, zone: &rseq::Zone) -> (u64, u64, f64) {
+fn round(p: usize, writers: usize, window: Duration, zone: &rseq::RseqZone) -> (u64, u64, f64) {
     let (adds, counted, time) = match p {
         0 => {
             let c = zone.alloc().expect("alloc");
@@ -369,7 +370,7 @@ fn round(p: usize, writers: usize, window: Duration, zone: &rseq::Zone) -> (u64,
     (adds, counted, time.wall.as_secs_f64())
 }
 
-fn throughput(sink: &mut Sink, quick: bool, zone: &rseq::Zone) {
+fn throughput(sink: &mut Sink, quick: bool, zone: &rseq::RseqZone) {
     let (rounds, window) = if quick {
         (3, Duration::from_millis(30))
     } else {
@@ -402,7 +403,7 @@ fn throughput(sink: &mut Sink, quick: bool, zone: &rseq::Zone) {
 }
 
 /// The cost of one read after 2 threads added (ns per fetch or sum).
-fn reads(sink: &mut Sink, quick: bool, zone: &rseq::Zone) {
+fn reads(sink: &mut Sink, quick: bool, zone: &rseq::RseqZone) {
     let (rounds, reads) = if quick { (3, 2_000) } else { (9, 50_000) };
     let c = zone.alloc().expect("alloc");
     let stripes: Vec<CachePadded<AtomicU64>> = (0..2)
@@ -448,7 +449,7 @@ fn reads(sink: &mut Sink, quick: bool, zone: &rseq::Zone) {
 
 /// Bytes per counter, from each layout: the rseq zone's slots (one per slot index, plus the
 /// shared block), and the peers' cells for `threads` threads on this machine's CPUs.
-fn memory(sink: &mut Sink, zone: &rseq::Zone) {
+fn memory(sink: &mut Sink, zone: &rseq::RseqZone) {
     let padded = std::mem::size_of::<CachePadded<AtomicU64>>();
     let threads = 16;
     sink.record(MEMORY, PEERS[0], "-", 8 * (zone.nslots() + 1), "bytes");

@@ -27,7 +27,7 @@ pub struct pcpu_static {
 /// That is (wrapping) CPU `i`'s copy of the per-CPU section minus the section's start
 /// (`__start_pcpu_counter_statics`). Clears every block that is not the section itself; call
 /// it once, on the boot CPU, before any CPU's register holds its block (the Rust
-/// `statics::install` in the kernel's one area).
+/// `statics::install_section` in the kernel's one area).
 ///
 /// Returns 0 or a `PCPU_E*` code, having written nothing: a second call (`PCPU_EINSTALLED`),
 /// no CPUs, a stride not a multiple of 8 or below the section's length, a misaligned base, a
@@ -37,7 +37,7 @@ pub struct pcpu_static {
 /// or a zone's counters (`PCPU_EOVERLAP`), or a zone that needs other register values.
 ///
 /// # Safety
-/// As `statics::install`: for every CPU `i`, the section's length of bytes at
+/// As `statics::install_section`: for every CPU `i`, the section's length of bytes at
 /// `base + i * stride + start` is memory for ever the statics', and no CPU adds to it yet.
 #[no_mangle]
 pub unsafe extern "C" fn pcpu_statics_install(base: usize, stride: usize, ncpus: usize) -> c_int {
@@ -47,7 +47,7 @@ pub unsafe extern "C" fn pcpu_statics_install(base: usize, stride: usize, ncpus:
         ncpus,
     };
     // SAFETY: the caller's contract.
-    match unsafe { statics::install(Area::global(), shape) } {
+    match unsafe { statics::install_section(Area::global(), shape) } {
         Ok(()) => PCPU_OK,
         Err(e) => code(e),
     }
@@ -121,5 +121,5 @@ pub unsafe extern "C" fn pcpu_static_zero(s: *mut pcpu_static) -> c_int {
 /// CPU before bring-up).
 #[no_mangle]
 pub unsafe extern "C" fn pcpu_static_add(slot: *mut u64, v: i64) {
-    statics::__add_at(slot as usize, v)
+    statics::private::add_at(slot as usize, v)
 }

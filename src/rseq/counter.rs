@@ -5,24 +5,24 @@ use core::mem::ManuallyDrop;
 
 use super::fast::{self, imp};
 use super::registration::{self, Config, Path, CPU_ID_OFFSET, MM_CID_OFFSET};
-use super::Zone;
+use super::RseqZone;
 
-/// A per-CPU counter of a [`Zone`] (see the [module docs](super)); dropping it frees the
+/// A per-CPU counter of an [`RseqZone`] (see the [module docs](super)); dropping it frees the
 /// slot.
 ///
 /// Two words: the zone (for the reads, the slow path and the free) and the packed word the
-/// add reads (the slot's address and the block stride). [`add`](Counter::add) may be called
+/// add reads (the slot's address and the block stride). [`add`](RseqCounter::add) may be called
 /// from any thread, and from signal handlers, with no binding or setup.
-pub struct Counter<'z> {
-    zone: &'z Zone,
+pub struct RseqCounter<'z> {
+    zone: &'z RseqZone,
     /// The add's word: the slot in block 0 and the stride's shift (`fast::counter_word`).
     word: usize,
 }
 
-impl<'z> Counter<'z> {
+impl<'z> RseqCounter<'z> {
     /// The handle of the slot at `off`, just allocated and cleared in `zone`, which it owns.
-    pub(crate) fn new_in(zone: &'z Zone, off: usize) -> Self {
-        Counter {
+    pub(crate) fn new_in(zone: &'z RseqZone, off: usize) -> Self {
+        RseqCounter {
             zone,
             word: zone.counter_word(off),
         }
@@ -32,11 +32,11 @@ impl<'z> Counter<'z> {
     ///
     /// # Safety
     /// `word` is the word of a counter of `zone` that stays allocated while the view lives.
-    pub(super) unsafe fn view(zone: &'z Zone, word: usize) -> ManuallyDrop<Self> {
-        ManuallyDrop::new(Counter { zone, word })
+    pub(super) unsafe fn view(zone: &'z RseqZone, word: usize) -> ManuallyDrop<Self> {
+        ManuallyDrop::new(RseqCounter { zone, word })
     }
 
-    /// The add's word, kept by a [`StaticCounter`](super::StaticCounter) (which then forgets
+    /// The add's word, kept by an [`RseqStaticCounter`](super::RseqStaticCounter) (which then forgets
     /// the counter: its slot is never freed).
     pub(super) fn word(&self) -> usize {
         self.word
@@ -64,7 +64,7 @@ impl<'z> Counter<'z> {
         self.zone.core().fetch(self.offset())
     }
 
-    /// The signed count since the last zero: [`fetch`](Counter::fetch) read as two's
+    /// The signed count since the last zero: [`fetch`](RseqCounter::fetch) read as two's
     /// complement, for counters whose adds may be negative (a gauge, a balance). The sum is
     /// kept modulo 2^64 either way, so `fetch_i64` is exact while the true total lies in
     /// `i64`'s range.
@@ -90,13 +90,13 @@ impl<'z> Counter<'z> {
     /// The slot's offset in every block: block `i`'s slot is at
     /// `zone.layout().base + i * zone.stride() + offset`, wrapping (a counter of a chunk
     /// that lies below the zone's first mapping has a "negative" offset; see
-    /// [`Zone::grow`]).
+    /// [`RseqZone::grow`]).
     pub fn offset(&self) -> usize {
         fast::slot0(self.word).wrapping_sub(self.zone.slot0(0))
     }
 }
 
-impl Drop for Counter<'_> {
+impl Drop for RseqCounter<'_> {
     fn drop(&mut self) {
         self.zone.core().free_run(self.offset(), 1);
     }
@@ -104,9 +104,9 @@ impl Drop for Counter<'_> {
 
 /// The add of the counter whose word is `word` in `zone`: the fast path, else [`add_slow`].
 #[inline(always)]
-pub(super) fn add(zone: &Zone, word: usize, v: i64) {
+pub(super) fn add(zone: &RseqZone, word: usize, v: i64) {
     // SAFETY: `word` is a live counter's word of `zone`, whose shift is not 0 only when the
-    // zone has the blocks the process word says (`Zone::counter_word`); on the rseq paths
+    // zone has the blocks the process word says (`RseqZone::counter_word`); on the rseq paths
     // only rseq adds write those blocks.
     if !unsafe { fast::try_add(word, v) } {
         add_slow(zone, word, v)
@@ -119,7 +119,7 @@ pub(super) fn add(zone: &Zone, word: usize, v: i64) {
 /// (locked add on `sched_getcpu()`'s block).
 #[cold]
 #[inline(never)]
-fn add_slow(zone: &Zone, word: usize, v: i64) {
+fn add_slow(zone: &RseqZone, word: usize, v: i64) {
     let cfg = zone.config();
     let (nslots, shift, slot0) = (
         zone.nslots(),
@@ -168,9 +168,9 @@ fn add_slow(zone: &Zone, word: usize, v: i64) {
     }
 }
 
-impl core::fmt::Debug for Counter<'_> {
+impl core::fmt::Debug for RseqCounter<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Counter")
+        f.debug_struct("RseqCounter")
             .field("offset", &self.offset())
             .field("value", &self.fetch())
             .finish()

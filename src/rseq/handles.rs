@@ -1,39 +1,39 @@
 // SPDX-License-Identifier: BSD-2-Clause
-//! Counters that need no borrow: [`StaticCounter`] (a `static`, allocated on first use from
-//! the process-wide zone) and [`OwnedCounter`] (a counter that keeps its zone alive).
+//! Counters that need no borrow: [`RseqStaticCounter`] (a `static`, allocated on first use from
+//! the process-wide zone) and [`RseqOwnedCounter`] (a counter that keeps its zone alive).
 
 use core::mem::ManuallyDrop;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use super::{fast, Counter, Zone};
+use super::{fast, RseqCounter, RseqZone};
 use crate::Error;
 
 /// A per-CPU counter declared as a `static`, in one line:
 ///
 /// ```
-/// use pcpu_counter::rseq::StaticCounter;
+/// use pcpu_counter::rseq::RseqStaticCounter;
 ///
-/// static HITS: StaticCounter = StaticCounter::new();
-/// static BY_STATUS: [StaticCounter; 4] = [const { StaticCounter::new() }; 4];
+/// static HITS: RseqStaticCounter = RseqStaticCounter::new();
+/// static BY_STATUS: [RseqStaticCounter; 4] = [const { RseqStaticCounter::new() }; 4];
 ///
 /// HITS.inc();
 /// BY_STATUS[2].add(3);
 /// assert_eq!((HITS.fetch(), BY_STATUS[2].fetch()), (1, 3));
 /// ```
 ///
-/// Its slot is allocated from the process-wide zone ([`global_zone`](super::global_zone))
+/// Its slot is allocated from the process-wide zone ([`process_zone`](super::process_zone))
 /// at its first use (any method), once, and kept for the life of the process; from then on
-/// it adds as a [`Counter`] does. An array of them, as above, allocates each element at its
+/// it adds as an [`RseqCounter`] does. An array of them, as above, allocates each element at its
 /// own first use.
 ///
 /// # When no slot can be had
-/// The process-wide zone grows by `mmap` ([`Zone::grow`]), so a first use gets a slot
+/// The process-wide zone grows by `mmap` ([`RseqZone::grow`]), so a first use gets a slot
 /// whatever the number of counters in use. A static counter whose first use finds no chunk
 /// can be mapped (`mmap` fails: an address-space limit, no memory) or the zone cannot be
 /// made (an unknown `PCPU_COUNTER_RSEQ` value) does not panic: it counts with one shared
 /// `AtomicU64` instead, a locked add per add, slower under contention but exact, and
-/// [`error`](StaticCounter::error) says why. A counter declared as a `static` sits on paths
+/// [`error`](RseqStaticCounter::error) says why. A counter declared as a `static` sits on paths
 /// that cannot handle a failure (a hot path, a library's internals, a signal handler): a
 /// panic there because memory ran out would be worse than a slower counter that still
 /// counts right.
@@ -41,8 +41,8 @@ use crate::Error;
 /// # Signal handlers
 /// The first use allocates (it takes the zone's lock): use the counter once (`fetch`)
 /// before a signal handler can be the first to touch it. After that every method is
-/// async-signal-safe, as [`Counter`]'s are.
-pub struct StaticCounter {
+/// async-signal-safe, as [`RseqCounter`]'s are.
+pub struct RseqStaticCounter {
     /// [`UNSET`] before the first use, [`SPILLED`] when counting on `spill`, else the add
     /// word of its counter in the process-wide zone (which is never freed).
     word: AtomicUsize,
@@ -50,18 +50,18 @@ pub struct StaticCounter {
     spill: AtomicU64,
 }
 
-/// A [`StaticCounter`] with no slot yet (a counter word is an address in a zone's mapping,
+/// An [`RseqStaticCounter`] with no slot yet (a counter word is an address in a zone's mapping,
 /// never 0 or 1).
 const UNSET: usize = 0;
-/// A [`StaticCounter`] counting on its own atomic.
+/// An [`RseqStaticCounter`] counting on its own atomic.
 const SPILLED: usize = 1;
 // The fast path refuses both: they are below any counter word.
 const _: () = assert!(UNSET < fast::ADDR_LIMIT && SPILLED < fast::ADDR_LIMIT);
 
-impl StaticCounter {
+impl RseqStaticCounter {
     /// A counter reading 0, with no slot yet (it is allocated on first use).
-    pub const fn new() -> StaticCounter {
-        StaticCounter {
+    pub const fn new() -> RseqStaticCounter {
+        RseqStaticCounter {
             word: AtomicUsize::new(UNSET),
             spill: AtomicU64::new(0),
         }
@@ -83,8 +83,8 @@ impl StaticCounter {
     #[cold]
     #[inline(never)]
     fn first_use(&self) -> usize {
-        let counter = Counter::new();
-        let word = counter.as_ref().map_or(SPILLED, Counter::word);
+        let counter = RseqCounter::new();
+        let word = counter.as_ref().map_or(SPILLED, RseqCounter::word);
         match self
             .word
             .compare_exchange(UNSET, word, Ordering::AcqRel, Ordering::Acquire)
@@ -104,15 +104,15 @@ impl StaticCounter {
     }
 
     /// The per-CPU counter as a view, `None` when the counter spills to its atomic.
-    fn counter(&self) -> Option<ManuallyDrop<Counter<'static>>> {
+    fn counter(&self) -> Option<ManuallyDrop<RseqCounter<'static>>> {
         let word = self.word();
-        let zone = super::global_zone().ok().filter(|_| word != SPILLED)?;
+        let zone = super::process_zone().ok().filter(|_| word != SPILLED)?;
         // SAFETY: a word other than SPILLED is the word of a counter of the process-wide
         // zone that was forgotten, so it stays allocated for the life of the process.
-        Some(unsafe { Counter::view(zone, word) })
+        Some(unsafe { RseqCounter::view(zone, word) })
     }
 
-    /// Adds `v` (which may be negative), as [`Counter::add`]: two loads (the counter's word
+    /// Adds `v` (which may be negative), as [`RseqCounter::add`]: two loads (the counter's word
     /// and the process's) and the critical section.
     #[inline(always)]
     pub fn add(&self, v: i64) {
@@ -144,7 +144,7 @@ impl StaticCounter {
         self.add(1)
     }
 
-    /// The count since the last zero, as [`Counter::fetch`].
+    /// The count since the last zero, as [`RseqCounter::fetch`].
     pub fn fetch(&self) -> u64 {
         match self.counter() {
             Some(c) => c.fetch(),
@@ -152,12 +152,12 @@ impl StaticCounter {
         }
     }
 
-    /// The count read as signed, as [`Counter::fetch_i64`].
+    /// The count read as signed, as [`RseqCounter::fetch_i64`].
     pub fn fetch_i64(&self) -> i64 {
         self.fetch() as i64
     }
 
-    /// Resets the counter to 0, losslessly, as [`Counter::zero`].
+    /// Resets the counter to 0, losslessly, as [`RseqCounter::zero`].
     pub fn zero(&self) {
         self.fetch_and_zero();
     }
@@ -178,7 +178,7 @@ impl StaticCounter {
         if self.word() != SPILLED {
             return None;
         }
-        Some(match super::global_zone() {
+        Some(match super::process_zone() {
             Err(e) => e,
             // The zone grows, so its alloc failed for a chunk alone.
             Ok(zone) => Error::OutOfMemory {
@@ -188,15 +188,15 @@ impl StaticCounter {
     }
 }
 
-impl Default for StaticCounter {
+impl Default for RseqStaticCounter {
     fn default() -> Self {
-        StaticCounter::new()
+        RseqStaticCounter::new()
     }
 }
 
-impl core::fmt::Debug for StaticCounter {
+impl core::fmt::Debug for RseqStaticCounter {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("StaticCounter")
+        f.debug_struct("RseqStaticCounter")
             .field("value", &self.fetch())
             .field("error", &self.error())
             .finish()
@@ -206,62 +206,63 @@ impl core::fmt::Debug for StaticCounter {
 /// A counter of a zone of one's own that keeps the zone alive (it holds an [`Arc`] of it):
 /// no borrow, so it can live in a `static`, a thread-local, a struct with no lifetime, or
 /// be moved to another thread, and the zone is unmapped when its last counter and the last
-/// other `Arc` are dropped. It derefs to [`Counter`] for the add and the reads.
+/// other `Arc` are dropped. It derefs to [`RseqCounter`] for the add and the reads.
 ///
 /// ```
-/// use pcpu_counter::rseq::{OwnedCounter, Zone};
+/// use pcpu_counter::rseq::{RseqOwnedCounter, RseqZone};
 /// use std::sync::Arc;
 ///
-/// let zone = Arc::new(Zone::new(64).unwrap());
-/// let sent = OwnedCounter::new(&zone).unwrap();
+/// let zone = Arc::new(RseqZone::new(64).unwrap());
+/// let sent = RseqOwnedCounter::new(&zone).unwrap();
 /// drop(zone); // `sent` keeps it
 /// std::thread::spawn(move || sent.add(2)).join().unwrap();
 /// ```
-pub struct OwnedCounter {
+pub struct RseqOwnedCounter {
     /// Dropped first (it frees its slot in the zone), in `drop`.
-    counter: ManuallyDrop<Counter<'static>>,
-    zone: Arc<Zone>,
+    counter: ManuallyDrop<RseqCounter<'static>>,
+    zone: Arc<RseqZone>,
 }
 
-impl OwnedCounter {
-    /// A counter of `zone` reading 0; fails as [`Zone::alloc`]: [`Error::ZoneFull`] when
+impl RseqOwnedCounter {
+    /// A counter of `zone` reading 0; fails as [`RseqZone::alloc`]: [`Error::ZoneFull`] when
     /// every slot is in use, or in a zone that grows [`Error::OutOfMemory`] when no chunk
     /// can be mapped.
-    pub fn new(zone: &Arc<Zone>) -> Result<OwnedCounter, Error> {
+    pub fn new(zone: &Arc<RseqZone>) -> Result<RseqOwnedCounter, Error> {
         let counter = zone.alloc()?;
         // SAFETY: the counter borrows the zone in the `Arc`'s allocation, which does not move
         // and lives at least as long as the clone of the `Arc` stored beside the counter; the
         // counter is dropped before that clone (`drop`), and its `'static` never leaves this
-        // type: `Counter` has no method that returns the borrow.
-        let counter = unsafe { core::mem::transmute::<Counter<'_>, Counter<'static>>(counter) };
-        Ok(OwnedCounter {
+        // type: `RseqCounter` has no method that returns the borrow.
+        let counter =
+            unsafe { core::mem::transmute::<RseqCounter<'_>, RseqCounter<'static>>(counter) };
+        Ok(RseqOwnedCounter {
             counter: ManuallyDrop::new(counter),
             zone: Arc::clone(zone),
         })
     }
 
     /// The zone the counter belongs to.
-    pub fn zone(&self) -> &Arc<Zone> {
+    pub fn zone(&self) -> &Arc<RseqZone> {
         &self.zone
     }
 }
 
-impl core::ops::Deref for OwnedCounter {
-    type Target = Counter<'static>;
+impl core::ops::Deref for RseqOwnedCounter {
+    type Target = RseqCounter<'static>;
 
-    fn deref(&self) -> &Counter<'static> {
+    fn deref(&self) -> &RseqCounter<'static> {
         &self.counter
     }
 }
 
-impl Drop for OwnedCounter {
+impl Drop for RseqOwnedCounter {
     fn drop(&mut self) {
         // SAFETY: dropped once, here, while `self.zone` still keeps the zone alive.
         unsafe { ManuallyDrop::drop(&mut self.counter) };
     }
 }
 
-impl core::fmt::Debug for OwnedCounter {
+impl core::fmt::Debug for RseqOwnedCounter {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         (*self.counter).fmt(f)
     }

@@ -7,7 +7,7 @@
 //! ```
 //! use pcpu_counter::rseq;
 //!
-//! let requests = rseq::Counter::new().unwrap();
+//! let requests = rseq::RseqCounter::new().unwrap();
 //! std::thread::scope(|s| {
 //!     for _ in 0..8 {
 //!         s.spawn(|| (0..1000).for_each(|_| requests.inc()));
@@ -18,17 +18,17 @@
 //! ```
 //!
 //! A counter is one 8-byte slot in each of `nslots + 1` page-aligned blocks (`nslots` = the
-//! possible CPUs); [`Counter::add`] adds to the current CPU's slot with one rseq critical
+//! possible CPUs); [`RseqCounter::add`] adds to the current CPU's slot with one rseq critical
 //! section whose commit is a single non-locked add, with no lock and no binding: the kernel
 //! restarts the section if the thread is preempted, migrated or signalled inside it.
-//! [`Counter::fetch`] sums the blocks; `zero` and `fetch_and_zero` are the core's lossless
-//! baselines. For counters of your own lifetime and capacity, make a [`Zone`].
+//! [`RseqCounter::fetch`] sums the blocks; `zero` and `fetch_and_zero` are the core's lossless
+//! baselines. For counters of your own lifetime and capacity, make an [`RseqZone`].
 //!
-//! A [`Counter`] is two words (its zone, and the add's word: the slot's address and the
-//! block stride, packed), a [`StaticCounter`] two (that word, and the atomic it counts on
+//! An [`RseqCounter`] is two words (its zone, and the add's word: the slot's address and the
+//! block stride, packed), an [`RseqStaticCounter`] two (that word, and the atomic it counts on
 //! when no slot can be had: see [Growth](#growth)). The add loads that word and one word of the process
 //! (the rseq area's offset, the index field, the block count) and runs the section; where it
-//! cannot ([`Zone::adds_inline`]: the paths that check every add, a zone with fewer blocks
+//! cannot ([`RseqZone::adds_inline`]: the paths that check every add, a zone with fewer blocks
 //! than CPUs) it calls the out-of-line path, exact all the same.
 //!
 //! # The path
@@ -82,10 +82,10 @@
 //! memory only once a thread adds to it (a new counter's slots are cleared only where they
 //! read non-zero). Resident cost: at most `stride` per block some thread ever added to, so
 //! with `cpu_id` the CPUs the process ran on, with `mm_cid` the concurrency IDs it used.
-//! [`Zone::resident_bytes`] reports it.
+//! [`RseqZone::resident_bytes`] reports it.
 //!
 //! # Growth
-//! The process-wide zone, and a zone whose owner calls [`Zone::grow`], grows when its slots
+//! The process-wide zone, and a zone whose owner calls [`RseqZone::grow`], grows when its slots
 //! are all in use: an alloc maps a *chunk* of as many slots, `nslots + 1` parts of `stride`
 //! bytes (the shared block's part included) and the chunk's metadata, anonymous, private and
 //! lazily backed as the first mapping, at a multiple of `stride`. A counter's add word holds
@@ -93,11 +93,11 @@
 //! section as a first-block counter's, inline wherever those are. A chunk that empties is
 //! unmapped, but one kept as a spare. The process-wide zone's allocs therefore fail only
 //! when `mmap` does ([`Error::OutOfMemory`], as under `ulimit -v`): only then does a
-//! [`StaticCounter`] spill to a shared atomic.
+//! [`RseqStaticCounter`] spill to a shared atomic.
 //!
 //! # Signed totals
-//! [`Counter::add`] takes an `i64` and the sum is kept modulo 2^64: [`Counter::fetch`] reads
-//! it as a `u64`, [`Counter::fetch_i64`] as an `i64` (a gauge that goes up and down, a
+//! [`RseqCounter::add`] takes an `i64` and the sum is kept modulo 2^64: [`RseqCounter::fetch`] reads
+//! it as a `u64`, [`RseqCounter::fetch_i64`] as an `i64` (a gauge that goes up and down, a
 //! balance), exact while the true total lies in `i64`'s range.
 //!
 //! # Signal handlers
@@ -109,7 +109,7 @@
 //! is counted by a later `fetch`, never twice and never lost. A handler's `fetch_and_zero`
 //! that interrupts the same thread's `fetch_and_zero` makes the interrupted one retry: the
 //! two deltas still add up to every add. What a handler must not do first is what allocates:
-//! making a zone, [`Counter::new`], and the first use of a [`StaticCounter`] (which
+//! making a zone, [`RseqCounter::new`], and the first use of an [`RseqStaticCounter`] (which
 //! allocates its slot; touch it once before installing the handler).
 //!
 //! # Fork
@@ -118,7 +118,7 @@
 //! on its own copy: the child's adds (and zeroes) never show in the parent, nor the parent's
 //! in the child. The child's thread keeps its rseq registration (the kernel copies it) and
 //! the process's add path. Until it calls `exec`, a child of a multi-threaded parent may only
-//! do async-signal-safe work: [`Counter::add`], `inc`, `fetch`, `zero` and `fetch_and_zero`
+//! do async-signal-safe work: [`RseqCounter::add`], `inc`, `fetch`, `zero` and `fetch_and_zero`
 //! are (the rseq section, atomic loads and a compare-and-swap; on the fallback path
 //! `sched_getcpu` and a locked add: no lock, no allocation), while making a zone, allocating
 //! a counter and dropping one are not (they take the zone's slot lock, which a parent thread
@@ -133,25 +133,56 @@ mod zone;
 
 use std::sync::OnceLock;
 
-pub use counter::Counter;
-pub use handles::{OwnedCounter, StaticCounter};
+pub use counter::RseqCounter;
+pub use handles::{RseqOwnedCounter, RseqStaticCounter};
 pub use registration::{Choice, Index, Path};
-pub use zone::Zone;
+pub use zone::RseqZone;
+
+// The face's former names, deprecated aliases of the `Rseq` names (each also named a type or
+// function of another meaning at the crate root or in `freebsd`).
+
+/// Renamed [`RseqCounter`].
+#[deprecated(
+    note = "renamed to `rseq::RseqCounter` (`pcpu_counter::Counter` is a kernel zone's counter)"
+)]
+pub type Counter<'z> = RseqCounter<'z>;
+
+/// Renamed [`RseqZone`].
+#[deprecated(note = "renamed to `rseq::RseqZone` (`pcpu_counter::Zone` is a kernel's zone)")]
+pub type Zone = RseqZone;
+
+/// Renamed [`RseqStaticCounter`].
+#[deprecated(
+    note = "renamed to `rseq::RseqStaticCounter` (`pcpu_counter::StaticCounter` is a per-CPU-section static)"
+)]
+pub type StaticCounter = RseqStaticCounter;
+
+/// Renamed [`RseqOwnedCounter`].
+#[deprecated(note = "renamed to `rseq::RseqOwnedCounter`")]
+pub type OwnedCounter = RseqOwnedCounter;
+
+/// Renamed [`process_zone`].
+#[deprecated(
+    note = "renamed to `rseq::process_zone` (`freebsd::global_zone` is the kernel's global zone)"
+)]
+pub fn global_zone() -> Result<&'static RseqZone, Error> {
+    process_zone()
+}
 
 use crate::Error;
 
 /// Counters in the process-wide zone's first blocks; it grows by chunks of as many
-/// ([`Zone::grow`]) when they are all in use.
+/// ([`RseqZone::grow`]) when they are all in use.
 pub const GLOBAL_CAPACITY: usize = 4096;
 
-static GLOBAL: OnceLock<Result<Zone, Error>> = OnceLock::new();
+static GLOBAL: OnceLock<Result<RseqZone, Error>> = OnceLock::new();
 
 /// The process-wide zone, made on first use: [`GLOBAL_CAPACITY`] counters, and a chunk of as
-/// many mapped whenever those in use fill it ([`Zone::grow`]).
-pub fn global_zone() -> Result<&'static Zone, Error> {
+/// many mapped whenever those in use fill it ([`RseqZone::grow`]).
+pub fn process_zone() -> Result<&'static RseqZone, Error> {
     GLOBAL
         .get_or_init(|| {
-            let zone = Zone::new(GLOBAL_CAPACITY)?;
+            let zone = RseqZone::new(GLOBAL_CAPACITY)?;
             zone.grow()?;
             Ok(zone)
         })
@@ -159,15 +190,15 @@ pub fn global_zone() -> Result<&'static Zone, Error> {
         .map_err(|e| *e)
 }
 
-/// A counter from the process-wide zone (as [`Counter::new`]).
-pub fn alloc() -> Result<Counter<'static>, Error> {
-    global_zone()?.alloc()
+/// A counter from the process-wide zone (as [`RseqCounter::new`]).
+pub fn alloc() -> Result<RseqCounter<'static>, Error> {
+    process_zone()?.alloc()
 }
 
-impl Counter<'static> {
-    /// A counter from the process-wide zone ([`global_zone`]), reading 0. Fails with
+impl RseqCounter<'static> {
+    /// A counter from the process-wide zone ([`process_zone`]), reading 0. Fails with
     /// [`Error::OutOfMemory`] when its slots are all in use and a chunk for more cannot be
-    /// mapped, and as [`Zone::new`] when that zone cannot be made (every call then returns
+    /// mapped, and as [`RseqZone::new`] when that zone cannot be made (every call then returns
     /// that error).
     pub fn new() -> Result<Self, Error> {
         alloc()
@@ -182,7 +213,7 @@ pub fn path() -> Path {
 
 /// Fixes the add path of the process in code, beside (and over) `PCPU_COUNTER_RSEQ`: for a
 /// program or library that knows which path it needs. Call it before the process's first
-/// zone, [`Counter::new`], [`StaticCounter`] use or [`path`] call, which choose the path
+/// zone, [`RseqCounter::new`], [`RseqStaticCounter`] use or [`path`] call, which choose the path
 /// (from the environment variable) for the rest of the process; once this call has fixed
 /// it, the variable is not read.
 ///

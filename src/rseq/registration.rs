@@ -53,7 +53,7 @@ pub enum Index {
     ConcurrencyId,
 }
 
-/// How [`Counter::add`](super::Counter::add) reaches a slot in this process; chosen once
+/// How [`RseqCounter::add`](super::RseqCounter::add) reaches a slot in this process; chosen once
 /// (see [`path`](super::path)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Path {
@@ -115,7 +115,7 @@ pub(crate) struct Config {
     pub(crate) rseq_offset: isize,
     /// Offset of the index field in the area (`cpu_id` or `mm_cid`).
     pub(crate) index_offset: usize,
-    /// The possible CPUs: the blocks of a zone made with [`Zone::new`](super::Zone::new).
+    /// The possible CPUs: the blocks of a zone made with [`RseqZone::new`](super::RseqZone::new).
     pub(crate) nslots: usize,
 }
 

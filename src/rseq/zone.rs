@@ -10,7 +10,7 @@ use std::alloc::Layout;
 use crate::ChunkSource;
 
 use super::registration::{config, Config};
-use super::{fast, Counter, Path};
+use super::{fast, Path, RseqCounter};
 use crate::{Error, ZoneLayout};
 
 /// The page size the blocks are aligned to.
@@ -25,9 +25,9 @@ const MAX_COUNTERS: usize = 1 << 28;
 ///
 /// Blocks `0..nslots` are per-CPU (or per-concurrency-ID) blocks; block `nslots` is the
 /// *shared* block, written only by locked adds (threads whose rseq registration failed).
-/// [`fetch`](Counter::fetch) sums all of them. The mapping is anonymous and private: a block
+/// [`fetch`](RseqCounter::fetch) sums all of them. The mapping is anonymous and private: a block
 /// costs memory only once some thread adds to it.
-pub struct Zone {
+pub struct RseqZone {
     /// Dropped first, in `drop`: it uses the mapping and the metadata.
     core: ManuallyDrop<crate::zone::Zone<'static>>,
     map: Mapping,
@@ -39,14 +39,14 @@ pub struct Zone {
 
 // SAFETY: the core zone is Send and Sync; the mapping and the metadata are owned by the zone
 // and only released on drop (`&mut self`).
-unsafe impl Send for Zone {}
+unsafe impl Send for RseqZone {}
 // SAFETY: as above.
-unsafe impl Sync for Zone {}
+unsafe impl Sync for RseqZone {}
 
-impl Zone {
+impl RseqZone {
     /// A zone for at least `counters` counters, one block per possible CPU plus the shared
     /// block, each `8 * counters` bytes rounded up to a power of two of at least a page
-    /// ([`capacity`](Zone::capacity) reports the rounded count).
+    /// ([`capacity`](RseqZone::capacity) reports the rounded count).
     ///
     /// The first zone of the process also chooses the add path ([`path`](super::path)).
     /// Fails, with nothing left allocated, with:
@@ -58,18 +58,18 @@ impl Zone {
     ///   address space for it (`mmap` fails, as under `ulimit -v`);
     /// - [`Error::OutOfMemory`] when the mapping cannot be made writable or the metadata
     ///   (8 bytes and a bit per counter) cannot be allocated.
-    pub fn new(counters: usize) -> Result<Zone, Error> {
+    pub fn new(counters: usize) -> Result<RseqZone, Error> {
         Self::with_slots(config()?.nslots, counters)
     }
 
-    /// As [`new`](Zone::new) with `nslots` per-CPU blocks instead of the possible CPUs
+    /// As [`new`](RseqZone::new) with `nslots` per-CPU blocks instead of the possible CPUs
     /// ([`Error::NoCpus`] for 0).
     ///
     /// A thread whose index (CPU or concurrency ID) is not below `nslots` adds to the shared
     /// block with a locked add, so any `nslots >= 1` counts exactly. With fewer blocks than
     /// the possible CPUs every add of the zone goes through the add's out-of-line path (a
     /// call, and the zone's values loaded there): meant for tests and odd sizes, not speed.
-    pub fn with_slots(nslots: usize, counters: usize) -> Result<Zone, Error> {
+    pub fn with_slots(nslots: usize, counters: usize) -> Result<RseqZone, Error> {
         let cfg = config()?;
         if nslots == 0 {
             return Err(Error::NoCpus);
@@ -108,7 +108,7 @@ impl Zone {
         // any number of rseq zones live side by side.
         let core = unsafe { crate::zone::Zone::from_raw_parts_own_area(layout, words) }?;
         fast::publish(cfg);
-        Ok(Zone {
+        Ok(RseqZone {
             core: ManuallyDrop::new(core),
             map,
             _meta: meta,
@@ -119,15 +119,15 @@ impl Zone {
     }
 
     /// Lets the zone grow: once every slot is in use, an alloc maps a *chunk* of as many
-    /// slots (`nslots + 1` parts of [`stride`](Zone::stride) bytes, then the chunk's
-    /// metadata: [`chunk_layout`](Zone::chunk_layout)) with `mmap`, anonymous, private and
+    /// slots (`nslots + 1` parts of [`stride`](RseqZone::stride) bytes, then the chunk's
+    /// metadata: [`chunk_layout`](RseqZone::chunk_layout)) with `mmap`, anonymous, private and
     /// lazily backed as the zone's own mapping. Its counters add exactly as the first
     /// blocks' do, inline where those do: a counter's add word holds its slot's address, which
     /// lies in the chunk. A chunk that empties is unmapped, but for one kept as a spare;
     /// dropping the zone unmaps them all.
     ///
-    /// The process-wide zone ([`global_zone`](super::global_zone)) always grows; a zone of
-    /// one's own grows only when asked, so that its [`capacity`](Zone::capacity) stays the
+    /// The process-wide zone ([`process_zone`](super::process_zone)) always grows; a zone of
+    /// one's own grows only when asked, so that its [`capacity`](RseqZone::capacity) stays the
     /// bound it was made with unless its owner wants otherwise. An alloc of a zone that
     /// grows fails only when the chunk cannot be mapped ([`Error::OutOfMemory`]).
     ///
@@ -137,7 +137,7 @@ impl Zone {
         self.core.grow_from(&MMAP)
     }
 
-    /// Whether the zone grows ([`grow`](Zone::grow)).
+    /// Whether the zone grows ([`grow`](RseqZone::grow)).
     pub fn grows(&self) -> bool {
         self.core.grows()
     }
@@ -153,15 +153,15 @@ impl Zone {
     }
 
     /// Allocates a counter that reads 0. Fails with [`Error::ZoneFull`] when every slot is
-    /// in use and the zone does not [`grow`](Zone::grow); in one that grows, with
+    /// in use and the zone does not [`grow`](RseqZone::grow); in one that grows, with
     /// [`Error::OutOfMemory`] when a chunk cannot be mapped.
-    pub fn alloc(&self) -> Result<Counter<'_>, Error> {
+    pub fn alloc(&self) -> Result<RseqCounter<'_>, Error> {
         let off = self.core.alloc_run(1, crate::Wait::NoWait)?;
-        Ok(Counter::new_in(self, off))
+        Ok(RseqCounter::new_in(self, off))
     }
 
     /// Where the blocks lie: `nslots + 1` blocks (the last the shared one) of
-    /// [`stride`](Zone::stride) bytes from `base`.
+    /// [`stride`](RseqZone::stride) bytes from `base`.
     pub fn layout(&self) -> &ZoneLayout {
         self.core.layout()
     }
@@ -196,7 +196,7 @@ impl Zone {
     /// process's) and the critical section. `false`, their adds going through an out-of-line
     /// call that loads the zone's values (exact all the same), on the paths that check every
     /// add (the fallback, this crate's own registration with `mm_cid`) and for a zone with
-    /// fewer blocks than the possible CPUs ([`with_slots`](Zone::with_slots)).
+    /// fewer blocks than the possible CPUs ([`with_slots`](RseqZone::with_slots)).
     pub fn adds_inline(&self) -> bool {
         fast::is_inline(self.counter_word(0)) && fast::block_count() == self.cfg.nslots
     }
@@ -272,7 +272,7 @@ impl Zone {
     }
 }
 
-impl Drop for Zone {
+impl Drop for RseqZone {
     fn drop(&mut self) {
         // SAFETY: dropped once, here; no counter outlives the zone (they borrow it). The
         // mapping and the metadata it used are released after this, as fields.
@@ -336,7 +336,7 @@ impl Drop for Mapping {
     }
 }
 
-/// The chunks of the zones that grow ([`Zone::grow`]): anonymous private mappings, lazily
+/// The chunks of the zones that grow ([`RseqZone::grow`]): anonymous private mappings, lazily
 /// backed (a page costs memory once written), aligned to the chunk's alignment by mapping
 /// that much more and unmapping the ends; `free_chunk` unmaps.
 struct MmapChunks;
@@ -446,9 +446,9 @@ impl Drop for Meta {
     }
 }
 
-impl core::fmt::Debug for Zone {
+impl core::fmt::Debug for RseqZone {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Zone")
+        f.debug_struct("RseqZone")
             .field("nslots", &self.nslots)
             .field("stride", &self.stride)
             .field("capacity", &self.capacity())

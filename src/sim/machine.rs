@@ -62,7 +62,7 @@ impl Machine {
 
     /// A machine whose CPUs also hold copies of the per-CPU statics
     /// ([`percpu_counter!`](crate::percpu_counter)), installed over the same registers (see
-    /// [`statics::install`](crate::statics::install)), and a zone of at least `counters`
+    /// [`statics::install_section`](crate::statics::install_section)), and a zone of at least `counters`
     /// counters. One such machine at a time: [`Error::AlreadyInstalled`] while another
     /// lives. The statics' template keeps what threads holding no CPU added before.
     pub fn with_statics(ncpus: usize, counters: usize) -> Result<Self, Error> {

@@ -5,20 +5,9 @@
 use core::cell::UnsafeCell;
 use core::marker::PhantomData;
 
-use super::{__add_at, copy, fetch_and_zero_at, fetch_at, installed, Slot};
+use super::private::{add_at, StaticSlots};
+use super::{copy, fetch_and_zero_at, fetch_at, installed};
 use crate::{arch, Error};
-
-/// What an array's marker type gives its [`StaticArray`]: the first of its `N` adjacent
-/// slots. Implemented by [`percpu_counter!`](crate::percpu_counter) only.
-///
-/// # Safety
-/// `first` is the first of `N` adjacent [`Slot`]s (the array's length) in the section
-/// `pcpu_counter_statics`, used by this type alone.
-#[doc(hidden)]
-pub unsafe trait StaticSlots {
-    /// The first template slot.
-    fn first() -> &'static Slot;
-}
 
 /// `N` per-CPU counters declared as one `static` with
 /// [`percpu_counter!`](crate::percpu_counter)`(static NAME: [N])`: adjacent slots of the
@@ -34,10 +23,8 @@ pub struct StaticArray<S, const N: usize> {
 unsafe impl<S, const N: usize> Sync for StaticArray<S, N> {}
 
 impl<S, const N: usize> StaticArray<S, N> {
-    /// An array that reads 0 (the macro's initialiser).
-    #[doc(hidden)]
-    #[allow(clippy::new_without_default)]
-    pub const fn new() -> Self {
+    /// An array that reads 0 (the macro's initialiser, [`static_array`](super::private::static_array)).
+    pub(super) const fn new() -> Self {
         StaticArray {
             baselines: [const { UnsafeCell::new(0) }; N],
             _slots: PhantomData,
@@ -68,7 +55,7 @@ impl<S: StaticSlots, const N: usize> StaticArray<S, N> {
     /// Adds `v` to element `i` on the running CPU.
     #[inline(always)]
     pub fn add(&self, i: usize, v: i64) {
-        __add_at(self.offset(i), v)
+        add_at(self.offset(i), v)
     }
 
     /// Adds 1 to element `i` on the running CPU.
@@ -113,7 +100,7 @@ impl<S: StaticSlots, const N: usize> StaticArray<S, N> {
     }
 
     /// The raw value of element `i` on CPU `cpu` (not adjusted by zeroes):
-    /// [`Error::NotInstalled`] before `install`, [`Error::CpuOutOfRange`] past its CPUs.
+    /// [`Error::NotInstalled`] before [`install_section`](super::install_section), [`Error::CpuOutOfRange`] past its CPUs.
     pub fn cpu_slot(&self, i: usize, cpu: usize) -> Result<u64, Error> {
         let off = self.offset(i);
         let shape = installed().ok_or(Error::NotInstalled)?;

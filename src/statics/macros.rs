@@ -3,11 +3,12 @@
 //!
 //! One instruction needs the slot's symbol in the instruction (an `asm!` `sym` operand): a
 //! method on a shared type can only take the slot's address from a register. So the macro
-//! generates, per counter, a marker type whose [`StaticSlot`](super::StaticSlot) impl holds
+//! generates, per counter, a marker type whose [`StaticSlot`](super::private::StaticSlot) impl holds
 //! the add compiled against that counter's slot. The form of the add is chosen by this
-//! crate's build (its arch and cfgs), not the user's: each form is a `#[doc(hidden)]`
-//! exported macro defined under this crate's `cfg`, so the expansion holds the right arch's
-//! code only.
+//! crate's build (its arch and cfgs), not the user's: the form is the one `#[doc(hidden)]`
+//! exported macro `__pcpu_static_add`, defined under this crate's `cfg`, so the expansion
+//! holds the right arch's code only. The slot's section is chosen in the expansion itself
+//! (a `cfg_attr` on the target, which the user's crate shares).
 
 /// Declares a per-CPU counter as a `static`, its slot in the per-CPU section (see the
 /// `statics` module): no allocation, usable before any zone exists, from any crate.
@@ -32,25 +33,27 @@ macro_rules! percpu_counter {
     ($(#[$attr:meta])* $vis:vis static $name:ident: [$n:literal]) => {
         $(#[$attr])*
         $vis static $name: $crate::statics::StaticArray<$name::Marker, $n> =
-            $crate::statics::StaticArray::new();
+            $crate::__private::static_array();
 
         #[doc(hidden)]
         #[allow(non_snake_case)]
         $vis mod $name {
-            $crate::__pcpu_static_section! {
-                /// The array's template slots, adjacent in the per-CPU section.
-                pub static SLOTS: [$crate::statics::Slot; $n] =
-                    [const { $crate::statics::Slot::new() }; $n];
-            }
+            /// The array's template slots, adjacent in the per-CPU section.
+            #[cfg_attr(
+                not(any(target_vendor = "apple", target_os = "windows", target_family = "wasm")),
+                unsafe(link_section = "pcpu_counter_statics")
+            )]
+            pub static SLOTS: [$crate::__private::Slot; $n] =
+                [const { $crate::__private::Slot::new() }; $n];
 
             /// The array's marker type.
             pub struct Marker;
 
             // SAFETY: `SLOTS` are adjacent slots in the per-CPU section, used by this type
             // alone.
-            unsafe impl $crate::statics::StaticSlots for Marker {
+            unsafe impl $crate::__private::StaticSlots for Marker {
                 #[inline(always)]
-                fn first() -> &'static $crate::statics::Slot {
+                fn first() -> &'static $crate::__private::Slot {
                     &SLOTS[0]
                 }
             }
@@ -59,24 +62,26 @@ macro_rules! percpu_counter {
     ($(#[$attr:meta])* $vis:vis static $name:ident) => {
         $(#[$attr])*
         $vis static $name: $crate::statics::StaticCounter<$name::Marker> =
-            $crate::statics::StaticCounter::new();
+            $crate::__private::static_counter();
 
         #[doc(hidden)]
         #[allow(non_snake_case)]
         $vis mod $name {
-            $crate::__pcpu_static_section! {
-                /// The counter's template slot, in the per-CPU section.
-                pub static SLOT: $crate::statics::Slot = $crate::statics::Slot::new();
-            }
+            /// The counter's template slot, in the per-CPU section.
+            #[cfg_attr(
+                not(any(target_vendor = "apple", target_os = "windows", target_family = "wasm")),
+                unsafe(link_section = "pcpu_counter_statics")
+            )]
+            pub static SLOT: $crate::__private::Slot = $crate::__private::Slot::new();
 
             /// The counter's marker type: its adds, against `SLOT`'s symbol.
             pub struct Marker;
 
             // SAFETY: `SLOT` is in the per-CPU section and used by this type alone; the
             // adds are the crate's per-CPU adds of it.
-            unsafe impl $crate::statics::StaticSlot for Marker {
+            unsafe impl $crate::__private::StaticSlot for Marker {
                 #[inline(always)]
-                fn slot() -> &'static $crate::statics::Slot {
+                fn slot() -> &'static $crate::__private::Slot {
                     &SLOT
                 }
                 #[inline(always)]
@@ -85,36 +90,16 @@ macro_rules! percpu_counter {
                 }
                 #[inline(always)]
                 fn inc() {
-                    $crate::__pcpu_static_inc!(SLOT)
+                    $crate::__pcpu_static_add!(SLOT)
                 }
             }
         }
     };
 }
 
-/// Puts a slot in the per-CPU section (an ELF section: on Mach-O, COFF and wasm hosts, where
-/// no kernel runs, it stays a plain static).
-#[cfg(not(any(target_vendor = "apple", target_os = "windows", target_family = "wasm")))]
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __pcpu_static_section {
-    ($item:item) => {
-        #[unsafe(link_section = "pcpu_counter_statics")]
-        $item
-    };
-}
-
-/// Puts a slot in the per-CPU section (here: a plain static, see the ELF variant).
-#[cfg(any(target_vendor = "apple", target_os = "windows", target_family = "wasm"))]
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __pcpu_static_section {
-    ($item:item) => {
-        $item
-    };
-}
-
-/// x86_64: one `add qword ptr gs:[rip + SLOT], v`.
+/// The add of a static's slot (`$slot`, the template slot's path) to the running CPU's copy:
+/// `(SLOT, v)` adds `v`, `(SLOT)` adds 1. x86_64: one `add qword ptr gs:[rip + SLOT], v` (or
+/// `, 1`, an immediate).
 #[cfg(all(
     target_arch = "x86_64",
     not(pcpu_no_cpu_register),
@@ -124,7 +109,7 @@ macro_rules! __pcpu_static_section {
 #[macro_export]
 macro_rules! __pcpu_static_add {
     ($slot:path, $v:expr) => {{
-        $crate::statics::__check();
+        $crate::__private::check();
         // SAFETY: GS base plus the slot's link-time address is the running CPU's copy (the
         // `statics` module's contract); one instruction, which neither an interrupt nor a
         // migration can split.
@@ -137,20 +122,9 @@ macro_rules! __pcpu_static_add {
             )
         }
     }};
-}
-
-/// x86_64: one `add qword ptr gs:[rip + SLOT], 1`.
-#[cfg(all(
-    target_arch = "x86_64",
-    not(pcpu_no_cpu_register),
-    not(pcpu_counter_broken = "static_shared_add")
-))]
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __pcpu_static_inc {
     ($slot:path) => {{
-        $crate::statics::__check();
-        // SAFETY: as in `__pcpu_static_add`.
+        $crate::__private::check();
+        // SAFETY: as the add of `v` above.
         unsafe {
             ::core::arch::asm!(
                 "add qword ptr gs:[rip + {slot}], 1",
@@ -169,7 +143,7 @@ macro_rules! __pcpu_static_inc {
 #[macro_export]
 macro_rules! __pcpu_static_add {
     ($slot:path, $v:expr) => {{
-        $crate::statics::__check();
+        $crate::__private::check();
         // SAFETY: the template slot, in the image for ever (racy on purpose).
         unsafe {
             ::core::arch::asm!(
@@ -180,13 +154,6 @@ macro_rules! __pcpu_static_add {
             )
         }
     }};
-}
-
-/// TEST ONLY: see the broken `__pcpu_static_add`.
-#[cfg(all(target_arch = "x86_64", pcpu_counter_broken = "static_shared_add"))]
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __pcpu_static_inc {
     ($slot:path) => {
         $crate::__pcpu_static_add!($slot, 1i64)
     };
@@ -200,16 +167,9 @@ macro_rules! __pcpu_static_inc {
 #[macro_export]
 macro_rules! __pcpu_static_add {
     ($slot:path, $v:expr) => {
-        $crate::statics::__add_at($slot.offset(), $v)
+        $crate::__private::add_at($slot.offset(), $v)
     };
-}
-
-/// Every other arch: the add of 1.
-#[cfg(not(all(target_arch = "x86_64", not(pcpu_no_cpu_register))))]
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __pcpu_static_inc {
     ($slot:path) => {
-        $crate::statics::__add_at($slot.offset(), 1)
+        $crate::__private::add_at($slot.offset(), 1)
     };
 }

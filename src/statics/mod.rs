@@ -23,7 +23,7 @@
 //! base plus the slot under protection.
 //!
 //! The registers are `base + i * stride` with `base = block_0 - start`: an area's shape
-//! ([`AreaShape`]). [`install`] tells the crate that shape and carves the template's range
+//! ([`AreaShape`]). [`install_section`] tells the crate that shape and carves the template's range
 //! (`start..stop`, register-relative) out of the kernel's [`Area`], so that a zone that would
 //! need other register values ([`Error::AreaMismatch`]), or whose counter area some CPU's
 //! copy would overlap ([`Error::ZoneOverlap`]), is refused, and the other way round.
@@ -32,7 +32,7 @@
 //!
 //! While a CPU's register still holds 0 (the reset value of GS base and `TPIDR_EL1`), its
 //! add reaches the template itself: a static counts from the first instruction of the
-//! kernel, on the boot CPU, before any zone or block exists. [`install`] does not copy the
+//! kernel, on the boot CPU, before any zone or block exists. [`install_section`] does not copy the
 //! template into the blocks (a copy made after adds would count them once per CPU): it clears
 //! every block, and [`StaticCounter::fetch`] sums the template with the blocks, so the early
 //! counts are kept, once. A kernel may also make CPU 0's block the template itself
@@ -48,8 +48,10 @@
 
 mod array;
 mod macros;
+pub(crate) mod private;
 
-pub use array::{StaticArray, StaticSlots};
+pub use array::StaticArray;
+use private::{Slot, StaticSlot};
 
 use core::cell::UnsafeCell;
 use core::marker::PhantomData;
@@ -69,30 +71,6 @@ extern "C" {
     /// The template's bounds, defined by the linker (or the kernel's linker script).
     static __start_pcpu_counter_statics: [u8; 0];
     static __stop_pcpu_counter_statics: [u8; 0];
-}
-
-/// One template slot: an 8-byte word in the per-CPU section, written through the per-CPU
-/// register only (the macro's add) and read by `fetch`.
-#[doc(hidden)]
-#[repr(C, align(8))]
-pub struct Slot(UnsafeCell<u64>);
-
-// SAFETY: the word is only written by the arch's per-CPU add (on the template, by the boot
-// CPU alone, before its register is set) and read with the arch's non-tearing load.
-unsafe impl Sync for Slot {}
-
-impl Slot {
-    /// A slot that reads 0.
-    #[allow(clippy::new_without_default)]
-    pub const fn new() -> Self {
-        Slot(UnsafeCell::new(0))
-    }
-
-    /// The slot's link-time address: its register-relative offset.
-    #[inline(always)]
-    pub fn offset(&self) -> usize {
-        self.0.get() as usize
-    }
 }
 
 /// The library's own slot, so that the section (and its bounds) exists in every program.
@@ -120,23 +98,6 @@ pub fn template() -> (usize, usize) {
     }
 }
 
-/// What a counter's marker type gives its [`StaticCounter`]: the slot, and the adds compiled
-/// against the slot's symbol (the arch's form, chosen by this crate's build). Implemented by
-/// [`percpu_counter!`](crate::percpu_counter) only.
-///
-/// # Safety
-/// `slot` is a [`Slot`] in the section `pcpu_counter_statics`, used by this type alone, and
-/// `add`/`inc` add to the running CPU's copy of it through the per-CPU register.
-#[doc(hidden)]
-pub unsafe trait StaticSlot {
-    /// The template slot.
-    fn slot() -> &'static Slot;
-    /// Adds `v` to the running CPU's copy.
-    fn add(v: i64);
-    /// Adds 1 to the running CPU's copy, with an immediate operand.
-    fn inc();
-}
-
 /// A per-CPU counter declared as a `static` with [`percpu_counter!`](crate::percpu_counter).
 ///
 /// Its slot is in the per-CPU section; the `static` itself holds the zero baseline. `add`
@@ -153,10 +114,8 @@ pub struct StaticCounter<S> {
 unsafe impl<S> Sync for StaticCounter<S> {}
 
 impl<S> StaticCounter<S> {
-    /// A counter that reads 0 (the macro's initialiser).
-    #[doc(hidden)]
-    #[allow(clippy::new_without_default)]
-    pub const fn new() -> Self {
+    /// A counter that reads 0 (the macro's initialiser, [`private::static_counter`]).
+    pub(super) const fn new() -> Self {
         StaticCounter {
             baseline: UnsafeCell::new(0),
             _slot: PhantomData,
@@ -203,7 +162,7 @@ impl<S: StaticSlot> StaticCounter<S> {
     }
 
     /// The raw value of CPU `cpu`'s copy (not adjusted by zeroes): [`Error::NotInstalled`]
-    /// before [`install`], [`Error::CpuOutOfRange`] past the installed CPUs.
+    /// before [`install_section`], [`Error::CpuOutOfRange`] past the installed CPUs.
     pub fn cpu_slot(&self, cpu: usize) -> Result<u64, Error> {
         let shape = installed().ok_or(Error::NotInstalled)?;
         if cpu >= shape.ncpus {
@@ -226,7 +185,7 @@ impl<S: StaticSlot> core::fmt::Debug for StaticCounter<S> {
     }
 }
 
-/// The area [`install`] carved the template from (null before): its lock-free register
+/// The area [`install_section`] carved the template from (null before): its lock-free register
 /// values are the installed shape.
 static AREA: AtomicPtr<Area> = AtomicPtr::new(core::ptr::null_mut());
 
@@ -237,7 +196,7 @@ fn installed_area() -> Option<&'static Area> {
     unsafe { AREA.load(Ordering::Acquire).as_ref() }
 }
 
-/// The shape [`install`] recorded, if any.
+/// The shape [`install_section`] recorded, if any.
 pub fn installed() -> Option<AreaShape> {
     installed_area().and_then(Area::shape)
 }
@@ -321,16 +280,28 @@ pub(crate) unsafe fn fetch_and_zero_at(off: usize, word: *mut u64) -> u64 {
 /// For every CPU `i`, the bytes from `shape.base + i * shape.stride + start` to `+ (stop -
 /// start)` (wrapping) are valid for reads and writes for ever and used by nothing else; no
 /// CPU adds to them yet.
-pub unsafe fn install(area: &'static Area, shape: AreaShape) -> Result<(), Error> {
+pub unsafe fn install_section(area: &'static Area, shape: AreaShape) -> Result<(), Error> {
     // SAFETY: the caller's contract; the area lives for ever.
     unsafe { install_in(area, shape) }
 }
 
-/// As [`install`], in an area that [`uninstall`] is called for before it goes (the
+/// Renamed [`install_section`] (`freebsd::install` installs the global zone).
+///
+/// # Safety
+/// As [`install_section`].
+#[deprecated(
+    note = "renamed to `statics::install_section` (`freebsd::install` installs the global zone)"
+)]
+pub unsafe fn install(area: &'static Area, shape: AreaShape) -> Result<(), Error> {
+    // SAFETY: the caller's contract is `install_section`'s.
+    unsafe { install_section(area, shape) }
+}
+
+/// As [`install_section`], in an area that [`uninstall`] is called for before it goes (the
 /// simulation's machines).
 ///
 /// # Safety
-/// As [`install`], for as long as installed; `area` outlives the install.
+/// As [`install_section`], for as long as installed; `area` outlives the install.
 pub(crate) unsafe fn install_in(area: &Area, shape: AreaShape) -> Result<(), Error> {
     let (start, stop) = template();
     let len = stop - start;
@@ -436,38 +407,6 @@ pub(crate) unsafe fn uninstall() {
     if !area.is_null() {
         // SAFETY: `install_in`'s caller keeps the area alive while installed.
         unsafe { &*area }.release_range(template());
-    }
-}
-
-/// The check before every static add: nothing in a kernel; under the host simulation, that
-/// the thread holds a CPU of the machine whose blocks are installed (or, before any install,
-/// holds none, and adds to the template).
-#[doc(hidden)]
-#[inline(always)]
-pub fn __check() {
-    #[cfg(pcpu_hosted_cpus)]
-    {
-        crate::platform::check_static_add(AREA.load(Ordering::Relaxed) as usize);
-    }
-}
-
-/// The register-based add of the slot at `off` to the running CPU's copy, for the arches
-/// whose add takes an offset in a register (all but x86_64): the arch's own add primitive.
-#[doc(hidden)]
-#[inline(always)]
-pub fn __add_at(off: usize, v: i64) {
-    #[cfg(pcpu_no_cpu_register)]
-    {
-        let _ = (off, v);
-        panic!("pcpu-counter: {}", Error::NoCpuRegister)
-    }
-    #[cfg(not(pcpu_no_cpu_register))]
-    {
-        __check();
-        // SAFETY: `off` is a template slot's link-time address; the running CPU's register
-        // holds its block minus the template's start (or 0: the template), per the module's
-        // contract.
-        unsafe { arch::add(off, v) }
     }
 }
 

@@ -97,7 +97,7 @@ mod rseq {
 
     pub fn run() {
         println!("  rseq: path {}", rseq::path());
-        let zone = rseq::Zone::new(16).expect("rseq::Zone::new(16)");
+        let zone = rseq::RseqZone::new(16).expect("rseq::RseqZone::new(16)");
         let a = zone.alloc().expect("alloc a");
         let b = zone.alloc().expect("alloc b");
         hammer(&a, &b, |c, v| c.add(v), |_, work| work());
@@ -144,7 +144,7 @@ mod rseq {
 
         // The process-wide zone, while the program's own zone lives (as when a library
         // counts in the global zone and the program in a zone of its own).
-        let why = "rseq::alloc() (the process-wide zone) while another rseq::Zone lives";
+        let why = "rseq::alloc() (the process-wide zone) while another rseq::RseqZone lives";
         let g = rseq::alloc().expect(why);
         let h = rseq::alloc().expect(why);
         hammer(&g, &h, |c, v| c.add(v), |_, work| work());

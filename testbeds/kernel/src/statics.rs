@@ -4,7 +4,7 @@
 //!
 //! The copies: CPU `i`'s GS base is its `PerCpu` block (the zone's register value), so its
 //! copy of the section lies at that block plus the section's link address, past the kernel
-//! image in the identity-mapped RAM (checked). `statics::install` carves the template's range
+//! image in the identity-mapped RAM (checked). `statics::install_section` carves the template's range
 //! out of the kernel's area beside the zone, with the zone's register values.
 
 use pcpu_counter::{statics, Area, AreaShape, Error, Zone};
@@ -47,7 +47,7 @@ pub fn install(zone: &Zone<'_>) -> Result<(), Error> {
     }
     // SAFETY: the copies lie past the image, in RAM nothing else uses (checked just above),
     // and no CPU's GS base holds its block yet.
-    unsafe { statics::install(Area::global(), AreaShape::of(layout)) }
+    unsafe { statics::install_section(Area::global(), AreaShape::of(layout)) }
 }
 
 /// Every CPU at once: `ROUNDS` adds to each static, then CPU 0 checks the totals.

@@ -3,7 +3,7 @@
 //!
 //! Each row of `error_table!` is one error: a Rust variant (its fields, its `Display`
 //! message, the C code it returns), or a C code (its name, number, the header's line and
-//! [`pcpu_strerror`](crate::capi::pcpu_strerror)'s text). The macro makes the `Error` enum,
+//! `pcpu_strerror`'s text). The macro makes the `Error` enum,
 //! its `Display`, and, with the C ABI, `code` and `strerror` from them. The rest is
 //! text that tests hold to the table (`src/capi/error.rs`'s tests): the `PCPU_E*` constants
 //! in `src/capi/error.rs` and docs/c.md's table of codes (both written by
@@ -47,11 +47,17 @@ macro_rules! error_table {
             }
         }
 
+        /// The C codes by name: the C ABI's `PCPU_E*` constants are these, written out.
+        #[cfg(pcpu_c_abi)]
+        mod c_code {
+            $(pub(crate) const $name: core::ffi::c_int = $number;)*
+        }
+
         /// The C code of `e`.
         #[cfg(pcpu_c_abi)]
         pub(crate) fn code(e: Error) -> core::ffi::c_int {
             match e {
-                $(Error::$variant { .. } => crate::capi::$code,)*
+                $(Error::$variant { .. } => c_code::$code,)*
             }
         }
 
@@ -60,7 +66,7 @@ macro_rules! error_table {
         #[cfg(pcpu_c_abi)]
         pub(crate) fn strerror(code: core::ffi::c_int) -> &'static core::ffi::CStr {
             match code {
-                $(crate::capi::$name => $text,)*
+                $(c_code::$name => $text,)*
                 _ => c"unknown error",
             }
         }

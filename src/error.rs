@@ -1,15 +1,14 @@
 // SPDX-License-Identifier: BSD-2-Clause
 //! The crate's one error type and the C ABI's codes, written once: the table below.
 //!
-//! Each row of `error_table!` is one error: a Rust variant (its fields, its `Display`
-//! message, the C code it returns), or a C code (its name, number, the header's line and
-//! `pcpu_strerror`'s text). The macro makes the `Error` enum,
-//! its `Display`, and, with the C ABI, `code` and `strerror` from them. The rest is
-//! text that tests hold to the table (`src/capi/error.rs`'s tests): the `PCPU_E*` constants
-//! in `src/capi/error.rs` and docs/c.md's table of codes (both written by
-//! `PCPU_COUNTER_BLESS=1 cargo test --lib capi::error`), and the header's defines
-//! (`cbindgen` writes them from the constants). A new code is a row here, then that command
-//! and cbindgen; the tests fail until both ran.
+//! Each row of `error_table!` is one error: a Rust variant (its fields, its `Display` message,
+//! the C code it returns), or a C code (its name, number, the header's line and
+//! `pcpu_strerror`'s text). The macro makes the `Error` enum, its `Display`, and, with the C
+//! ABI, `code` and `strerror` from them. The rest is text that tests hold to the table
+//! (`src/capi/error/tests.rs`): the `PCPU_E*` constants in `src/capi/error.rs` and docs/c.md's
+//! table of codes (both written by `PCPU_COUNTER_BLESS=1 cargo test --lib capi::error`), and
+//! the header's defines (cbindgen writes them from the constants). A new code is a row here,
+//! then that command and cbindgen; the tests fail until both ran.
 
 use core::fmt;
 

@@ -3,13 +3,14 @@
 //!
 //! The codes, their texts and each [`Error`](crate::Error)'s code are rows of the table in
 //! `src/error.rs`. The constants below are that table written out, for cbindgen to copy into
-//! the header; the tests (`error/tests.rs`) hold them, the header and docs/c.md to the table.
+//! the header: `PCPU_COUNTER_BLESS=1 cargo test --lib capi::error` writes them, and the tests
+//! (`error/tests.rs`) hold them, the header and docs/c.md's table of codes to the table.
 
 use core::ffi::{c_char, c_int};
 
 pub(crate) use crate::error::code;
 
-// BEGIN PCPU_E*: written from src/error.rs's table by `PCPU_COUNTER_BLESS=1 cargo test --lib capi::error`.
+// BEGIN PCPU_E*: src/error.rs's table, written out (see above).
 /// Success.
 pub const PCPU_OK: c_int = 0;
 /// Zero CPUs.

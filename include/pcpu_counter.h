@@ -42,40 +42,40 @@
 // Success.
 #define PCPU_OK 0
 
-// Zero CPUs (Rust: `Error::NoCpus`).
+// Zero CPUs.
 #define PCPU_ENOCPUS -1
 
-// A stride not a multiple of 8 (Rust: `Error::StrideNotMultipleOf8`).
+// A stride not a multiple of 8.
 #define PCPU_ESTRIDE -2
 
-// A stride too small for the counter area (Rust: `Error::StrideTooSmall`).
+// A stride too small for the counter area.
 #define PCPU_ESTRIDESMALL -3
 
-// A misaligned address or offset (Rust: `Error::Misaligned`).
+// A misaligned address or offset.
 #define PCPU_EMISALIGNED -4
 
-// An empty counter area or one not a multiple of 8 bytes (Rust: `Error::BadAreaLength`).
+// An empty counter area or one not a multiple of 8 bytes.
 #define PCPU_EAREA -5
 
-// Zone metadata too small for the zone (Rust: `Error::MetaTooSmall`).
+// Zone metadata too small for the zone.
 #define PCPU_EMETA -6
 
-// The zone does not fit in the address space (Rust: `Error::AddressOverflow`).
+// The zone, or a CPU's statics copy, does not fit in the address space.
 #define PCPU_EOVERFLOW -7
 
-// A CPU index out of range (Rust: `Error::CpuOutOfRange`).
+// A CPU index out of range.
 #define PCPU_ECPU -8
 
-// The zone (or the handle table) is full (Rust: `Error::ZoneFull`).
+// The zone is full, or holds no free run of adjacent slots that long.
 #define PCPU_EFULL -9
 
-// The zone memory already backs a zone (Rust: `Error::MemoryInUse`).
+// The zone memory already backs a zone.
 #define PCPU_EINUSE -10
 
-// A zone (or simulated machine) is already installed (Rust: `Error::AlreadyInstalled`).
+// A zone (or simulated machine) is already installed.
 #define PCPU_EINSTALLED -11
 
-// No zone is installed yet (Rust: `Error::NotInstalled`).
+// No zone is installed yet.
 #define PCPU_ENOTINSTALLED -12
 
 // An invalid argument: a NULL pointer, unknown `wait` flags, a zero length.
@@ -87,7 +87,7 @@
 // The zone needs other per-CPU register values than the zones of the area in force.
 #define PCPU_EAREAMISMATCH -16
 
-// The zone's counter area overlaps a live zone of the same area.
+// The zone's counter area overlaps a live zone of the area (or a statics copy the section).
 #define PCPU_EOVERLAP -17
 
 // The area already holds its maximum number of zones.
@@ -111,34 +111,34 @@
 // A registry name whose metric name clashes with a registered one's (`a.b` and `a_b`).
 #define PCPU_ECLASH -24
 
-// The bring-up check: the CPU's index is not below the zone's CPU count (Rust:
+// The bring-up check: the CPU's index is not below the zone's CPU count.
 #define PCPU_ENOTINZONE -25
 
-// The bring-up check: the platform's current CPU is another (Rust: `Error::CpuIndexMismatch`).
+// The bring-up check: the platform's current CPU is another.
 #define PCPU_ECPUINDEX -26
 
-// The bring-up check: the CPU's per-CPU register holds 0 (Rust: `Error::CpuRegisterUnset`).
+// The bring-up check: the CPU's per-CPU register holds 0.
 #define PCPU_EREGUNSET -27
 
-// The bring-up check: the register holds another CPU's block (Rust:
+// The bring-up check: the register holds another CPU's block.
 #define PCPU_EREGFOREIGN -28
 
-// The bring-up check: riscv64, the block is in the other register, `tp` vs `gp` (Rust:
+// The bring-up check (riscv64): the block is in the other register, `tp` vs `gp`.
 #define PCPU_EREGWRONG -29
 
-// The bring-up check: the register holds no CPU's block of the zone (Rust:
+// The bring-up check: the register holds no CPU's block of the zone.
 #define PCPU_EREGOUTSIDE -30
 
-// The zone's chunk hook returned no memory (Rust: `Error::OutOfMemory`).
+// The zone's chunk hook returned no memory.
 #define PCPU_ENOMEM -31
 
-// The zone already has chunk hooks (Rust: `Error::SourceAlreadySet`).
+// The zone already has chunk hooks.
 #define PCPU_ESOURCE -32
 
-// The bring-up check, i386: the `%fs` segment does not span 4 GiB, but the zone grows (Rust:
+// The bring-up check (i386): the `%fs` segment does not span 4 GiB, but the zone grows.
 #define PCPU_ESEGLIMIT -33
 
-// A CPU's counter area or statics copy has an address the arch cannot have (Rust:
+// A CPU's counter area or statics copy at an address no CPU can write (x86_64: not canonical).
 #define PCPU_EUNADDR -34
 
 // The most CPUs the nullary `counter_enter()` keeps nesting depths for.

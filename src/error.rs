@@ -395,7 +395,7 @@ error_table! {
             "{what}: CPU {cpu}'s {}, {len} bytes at {addr:#x} (modulo 2^64), wraps around the \
              end of the address space",
             range_name(what);
-        /// `statics::install`: a CPU's copy of the per-CPU section overlaps the section itself
+        /// `statics::install_section`: a CPU's copy of the per-CPU section overlaps the section itself
         /// (the template) without being it: clearing it would erase the early counts, and its
         /// adds would land in template slots that `fetch` sums too. Refused before anything is
         /// written.

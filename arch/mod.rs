@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause
 //! The per-arch primitives, one folder per arch, and nothing else: this layer depends on no
 //! type of the crate above it (no zone, no counter), only on the platform's hooks
-//! (`src/platform.rs`) where an arch has no per-CPU register of its own.
+//! (`src/platform/`) where an arch has no per-CPU register of its own.
 //!
 //! It lives in the top-level `arch/` folder, beside `src/`, so that the layout shows each
 //! arch's code apart from the portable core; `src/lib.rs` reaches it through one

@@ -24,10 +24,11 @@ use crate::array::CounterArray;
 #[doc(inline)]
 pub use crate::counter_u64_define_early;
 use crate::ratecheck::CounterRate;
-use crate::{Counter, Error, Protected};
+use crate::{Counter, Protected};
 
 // The global zone lives beside the zone (`src/zone/global.rs`); these are its documented
 // paths.
+use crate::zone::global::alloc_waiting;
 pub use crate::zone::global::{global_zone, install};
 
 /// How [`counter_u64_alloc`] behaves when the zone is full: FreeBSD's `M_NOWAIT` and
@@ -51,25 +52,7 @@ pub type CounterU64 = Counter<'static>;
 /// `None` also when no global zone is installed.
 pub fn counter_u64_alloc(wait: Wait) -> Option<CounterU64> {
     let zone = global_zone().ok()?;
-    alloc_waiting(wait, || zone.alloc_with(wait))
-}
-
-/// Runs `attempt` until it succeeds or fails for another reason than a full zone that does
-/// not grow, or once with `Wait::NoWait`: FreeBSD's `M_WAITOK` loop, which yields the thread
-/// under `std` and spins without it.
-fn alloc_waiting<T>(wait: Wait, mut attempt: impl FnMut() -> Result<T, Error>) -> Option<T> {
-    loop {
-        match (attempt(), wait) {
-            (Ok(made), _) => return Some(made),
-            (Err(Error::ZoneFull { .. }), Wait::WaitOk) => {
-                #[cfg(feature = "std")]
-                std::thread::yield_now();
-                #[cfg(not(feature = "std"))]
-                core::hint::spin_loop();
-            }
-            (Err(_), _) => return None,
-        }
-    }
+    alloc_waiting(wait, || zone.alloc_with(wait)).ok()
 }
 
 /// FreeBSD's `counter_u64_free(c)`: frees a counter; `None` (FreeBSD's NULL) is fine.
@@ -129,7 +112,7 @@ pub fn counter_array_alloc<const N: usize>(wait: Wait) -> Option<CounterArray<'s
     if N > zone.max_run() {
         return None;
     }
-    alloc_waiting(wait, || CounterArray::alloc_with(zone, wait))
+    alloc_waiting(wait, || CounterArray::alloc_with(zone, wait)).ok()
 }
 
 /// FreeBSD's `counter_ratecheck(cr, limit)`: [`CounterRate::check`].

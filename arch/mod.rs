@@ -1,14 +1,15 @@
 // SPDX-License-Identifier: BSD-2-Clause
 //! The per-arch primitives, one folder per arch, and nothing else: this layer depends on no
 //! type of the crate above it (no zone, no counter), only on the platform's hooks
-//! (`src/platform.rs`) where an arch has no per-CPU register of its own.
+//! (`src/platform/`) where an arch has no per-CPU register of its own.
 //!
 //! It lives in the top-level `arch/` folder, beside `src/`, so that the layout shows each
 //! arch's code apart from the portable core; `src/lib.rs` reaches it through one
 //! `#[path = "../arch/mod.rs"]`, and below that it is an ordinary module tree.
 //!
 //! Every arch provides the same crate-internal set, each taking a register-relative offset
-//! and a value and nothing else:
+//! and a value and nothing else. An arch file states only what differs from the defaults
+//! (`defaults.rs`, which says which arch replaces which):
 //!
 //! | primitive | what it does |
 //! |---|---|
@@ -18,8 +19,10 @@
 //! | `add_crossings16(off, v)` | the same, returning how many multiples of 16 the slot crossed |
 //! | `needs_protection()` | whether `counter_enter` must enter local protection |
 //! | `load_slot(p)`, `store_slot(p, v)` | read any CPU's slot without tearing; clear a slot no CPU uses |
+//! | `BASE_FROM_PLATFORM`, `current_base()`, `other_register()`, `segment_limit()` | for the bring-up check: where the add's base comes from, what it is now, the other candidate register, the segment's limit |
 //!
-//! The public part is [`set_cpu_base`], which a kernel calls once on each CPU, and [`NAME`].
+//! The public part is [`set_cpu_base`], which a kernel calls once on each CPU, [`NAME`] and
+//! [`REGISTER`].
 //!
 //! | arch | add | per-CPU register |
 //! |---|---|---|
@@ -29,15 +32,11 @@
 //! | riscv64 | one `amoadd.d zero, v, (base + off)` | `tp` (`gp` with feature `riscv-gp`) |
 //! | others | plain add under local protection | none: the platform's current CPU in `Area::global()` |
 
+// What an arch file need not state: each glob-imports it and shadows what differs.
+mod defaults;
+
 // Plain `#[cfg]`s, not `cfg_if!`: tools that walk the module tree without expanding macros
 // (rustfmt, cargo-mutants) must find each arch's files.
-#[cfg(any(
-    target_arch = "x86_64",
-    target_arch = "aarch64",
-    target_arch = "riscv64"
-))]
-mod atomic_slots;
-
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86_64;
 #[cfg(target_arch = "x86_64")]
@@ -76,70 +75,7 @@ pub(crate) mod portable;
 pub(crate) use self::portable as imp;
 
 pub use imp::REGISTER;
-pub(crate) use imp::{add, add_protected, fetch_add, load_slot, needs_protection, store_slot};
-pub(crate) use imp::{current_base, BASE_FROM_PLATFORM};
+pub(crate) use imp::{add, add_crossings16, add_protected, fetch_add, inc, needs_protection};
+pub(crate) use imp::{current_base, other_register, segment_limit, BASE_FROM_PLATFORM};
+pub(crate) use imp::{load_slot, store_slot};
 pub use imp::{set_cpu_base, NAME};
-
-/// The other register a kernel may keep its per-CPU pointer in, with its value, where an
-/// arch has two candidates (riscv64: `tp` and `gp`); `None` elsewhere. For the bring-up
-/// check's message.
-#[cfg(target_arch = "riscv64")]
-pub(crate) use imp::other_register;
-
-/// As above: no arch but riscv64 has a second candidate.
-#[cfg(not(target_arch = "riscv64"))]
-pub(crate) fn other_register() -> Option<(&'static str, usize)> {
-    None
-}
-
-/// The byte limit of the segment the add goes through, where the add has one (i386: the
-/// `%fs` segment); `None` elsewhere. A zone that grows reaches chunks at offsets anywhere in
-/// the address space, so that segment must span it all.
-#[cfg(target_arch = "x86")]
-pub(crate) use imp::segment_limit;
-
-/// As above: only i386 adds through a segment with a limit.
-#[cfg(not(target_arch = "x86"))]
-pub(crate) fn segment_limit() -> Option<usize> {
-    None
-}
-
-/// Adds 1 to the current CPU's slot at `off`: x86_64's own `add qword ptr gs:[off], 1` (an
-/// immediate operand), elsewhere the arch's `add(off, 1)`.
-///
-/// # Safety
-/// As the arch's `add`.
-#[inline(always)]
-pub(crate) unsafe fn inc(off: usize) {
-    cfg_if::cfg_if! {
-        if #[cfg(target_arch = "x86_64")] {
-            // SAFETY: per the caller.
-            unsafe { imp::inc(off) }
-        } else {
-            // SAFETY: per the caller.
-            unsafe { add(off, 1) }
-        }
-    }
-}
-
-/// Adds `v` to the current CPU's slot at `off` and returns how many multiples of 16 the slot
-/// crossed, signed and wrapping: `((old + v) >> 4) - (old >> 4)` modulo 2^60, written as
-/// `(v >> 4) + carry out of the low 4 bits` (the [`ApproxCounter`](crate::ApproxCounter)'s
-/// add). x86_64 reads it from the plain add's auxiliary carry flag; elsewhere it is computed
-/// from `fetch_add`'s old value.
-///
-/// # Safety
-/// As the arch's `add`.
-#[inline(always)]
-pub(crate) unsafe fn add_crossings16(off: usize, v: i64) -> u64 {
-    cfg_if::cfg_if! {
-        if #[cfg(target_arch = "x86_64")] {
-            // SAFETY: per the caller.
-            unsafe { imp::add_crossings16(off, v) }
-        } else {
-            // SAFETY: per the caller.
-            let old = unsafe { fetch_add(off, v) };
-            ((v >> 4) as u64).wrapping_add(((old & 15) + (v as u64 & 15)) >> 4)
-        }
-    }
-}

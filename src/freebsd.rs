@@ -5,7 +5,7 @@
 //! FreeBSD has one per-CPU zone for the whole kernel; a kernel here installs one with
 //! [`install`] and then uses the `counter_u64_*` functions. Each is a thin wrapper over the
 //! Rust types ([`Counter`], [`Protected`], [`CounterArray`], [`CounterRate`]); zones of one's
-//! own ([`Zone::alloc`]) work the same and report errors as values. The C header
+//! own ([`Zone::alloc`](crate::Zone::alloc)) work the same and report errors as values. The C header
 //! `include/pcpu_counter.h` has the same names (feature `capi`).
 //!
 //! | FreeBSD | here |
@@ -24,29 +24,12 @@ use crate::array::CounterArray;
 #[doc(inline)]
 pub use crate::counter_u64_define_early;
 use crate::ratecheck::CounterRate;
-use crate::{Counter, Error, Protected, Zone};
+use crate::{Counter, Protected};
 
-static GLOBAL: spin::Once<Zone<'static>> = spin::Once::new();
-
-/// Makes `zone` the global zone behind [`counter_u64_alloc`]. Once only: a second call
-/// returns [`Error::AlreadyInstalled`] and drops the zone it was given.
-pub fn install(zone: Zone<'static>) -> Result<&'static Zone<'static>, Error> {
-    let mut offered = Some(zone);
-    // A literal panic, not `expect`: `expect` would link `core::fmt` into C kernels' library.
-    let installed = GLOBAL.call_once(|| match offered.take() {
-        Some(zone) => zone,
-        None => panic!("pcpu-counter: install's zone offered twice"),
-    });
-    match offered {
-        None => Ok(installed),
-        Some(_) => Err(Error::AlreadyInstalled),
-    }
-}
-
-/// The global zone, once installed.
-pub fn global_zone() -> Result<&'static Zone<'static>, Error> {
-    GLOBAL.get().ok_or(Error::NotInstalled)
-}
+// The global zone lives beside the zone (`src/zone/global.rs`); these are its documented
+// paths.
+use crate::zone::global::alloc_waiting;
+pub use crate::zone::global::{global_zone, install};
 
 /// How [`counter_u64_alloc`] behaves when the zone is full: FreeBSD's `M_NOWAIT` and
 /// `M_WAITOK` (see [`counter_u64_alloc`]).
@@ -57,7 +40,7 @@ pub type CounterU64 = Counter<'static>;
 
 /// FreeBSD's `counter_u64_alloc(flags)`: a new counter of the global zone, reading 0.
 ///
-/// - A zone that grows ([`Zone::grow_from`]) takes a chunk from its source when it is full:
+/// - A zone that grows ([`Zone::grow_from`](crate::Zone::grow_from)) takes a chunk from its source when it is full:
 ///   `Wait::WaitOk` asks the source with `wait` set (it may block until it has memory, as
 ///   FreeBSD's `M_WAITOK` sleeps in UMA), `Wait::NoWait` asks it not to block. `None` only
 ///   when the source says no (FreeBSD would sleep; here the source decides how long to wait,
@@ -69,25 +52,7 @@ pub type CounterU64 = Counter<'static>;
 /// `None` also when no global zone is installed.
 pub fn counter_u64_alloc(wait: Wait) -> Option<CounterU64> {
     let zone = global_zone().ok()?;
-    alloc_waiting(wait, || zone.alloc_with(wait))
-}
-
-/// Runs `attempt` until it succeeds or fails for another reason than a full zone that does
-/// not grow, or once with `Wait::NoWait`: FreeBSD's `M_WAITOK` loop, which yields the thread
-/// under `std` and spins without it.
-fn alloc_waiting<T>(wait: Wait, mut attempt: impl FnMut() -> Result<T, Error>) -> Option<T> {
-    loop {
-        match (attempt(), wait) {
-            (Ok(made), _) => return Some(made),
-            (Err(Error::ZoneFull { .. }), Wait::WaitOk) => {
-                #[cfg(feature = "std")]
-                std::thread::yield_now();
-                #[cfg(not(feature = "std"))]
-                core::hint::spin_loop();
-            }
-            (Err(_), _) => return None,
-        }
-    }
+    alloc_waiting(wait, || zone.alloc_with(wait)).ok()
 }
 
 /// FreeBSD's `counter_u64_free(c)`: frees a counter; `None` (FreeBSD's NULL) is fine.
@@ -133,7 +98,7 @@ pub fn counter_u64_add_protected(guard: &Protected, counter: &Counter<'_>, v: i6
 ///
 /// `Wait::NoWait` returns `None` at once when no run of `N` free slots exists; `Wait::WaitOk`
 /// takes a chunk or waits, as [`counter_u64_alloc`] does. `None` also when no global zone is
-/// installed, and when `N` is more than [`Zone::max_run`] (a run that could never fit, which
+/// installed, and when `N` is more than [`Zone::max_run`](crate::Zone::max_run) (a run that could never fit, which
 /// `WaitOk` would wait for for ever). `COUNTER_ARRAY_FREE` is dropping the array, `COUNTER_ARRAY_ZERO`
 /// is [`CounterArray::zero_all`], `COUNTER_ARRAY_COPY` is [`CounterArray::fetch_all`].
 ///
@@ -147,7 +112,7 @@ pub fn counter_array_alloc<const N: usize>(wait: Wait) -> Option<CounterArray<'s
     if N > zone.max_run() {
         return None;
     }
-    alloc_waiting(wait, || CounterArray::alloc_with(zone, wait))
+    alloc_waiting(wait, || CounterArray::alloc_with(zone, wait)).ok()
 }
 
 /// FreeBSD's `counter_ratecheck(cr, limit)`: [`CounterRate::check`].

@@ -33,13 +33,16 @@ pub struct Protected {
     _cpu_local: core::marker::PhantomData<*mut ()>,
 }
 
-#[cfg(pcpu_unprotected_add)]
-const _: () = assert!(!arch::needs_protection() && core::mem::size_of::<Protected>() == 0);
-
 impl Protected {
     /// Enters the protected section (FreeBSD's `counter_enter()`).
     #[inline(always)]
     pub fn enter() -> Self {
+        // Where the build says the add needs no protection (`pcpu_unprotected_add`), the arch
+        // agrees and the guard is zero-sized: checked when the crate compiles.
+        #[cfg(pcpu_unprotected_add)]
+        const {
+            assert!(!arch::needs_protection() && core::mem::size_of::<Protected>() == 0)
+        };
         Protected {
             #[cfg(not(pcpu_unprotected_add))]
             protection: arch::needs_protection().then(Protection::acquire),

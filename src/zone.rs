@@ -8,6 +8,7 @@ use crate::area::Area;
 use crate::bitmap::Bitmap;
 use crate::chunk::{Chunk, ChunkShape, ChunkSource, Chunks, Wait};
 
+pub(crate) mod global;
 mod growth;
 use crate::memory::{ZoneMemory, ZoneMeta};
 use crate::{arch, baseline, platform, Error, ZoneLayout};

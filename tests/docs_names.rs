@@ -34,7 +34,7 @@ const ROOTS: [&str; 11] = [
 
 /// Mentions that name what is not the crate's on purpose: (file, mention, why). Each must still
 /// be in its file and still be dead without this list, so the list cannot go stale.
-const EXEMPT: [(&str, &str, &str); 7] = [
+const EXEMPT: [(&str, &str, &str); 8] = [
     (
         "docs/mutation.md",
         "src/platform.rs",
@@ -59,6 +59,11 @@ const EXEMPT: [(&str, &str, &str); 7] = [
         "docs/mutation.md",
         "arch/host_base.rs",
         "a mutation run's record that names the file's old place",
+    ),
+    (
+        "docs/mutation.md",
+        "arch/atomic_slots.rs",
+        "a mutation run's record of a file since folded into arch/defaults.rs",
     ),
     (
         "docs/c.md",

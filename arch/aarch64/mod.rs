@@ -20,6 +20,7 @@
 
 use core::arch::asm;
 
+pub use super::defaults::*;
 use crate::Error;
 
 /// The arch this build's primitives are for.
@@ -153,24 +154,6 @@ unsafe fn atomic_fetch_add(slot: *mut u64, v: u64) -> u64 {
     old
 }
 
-/// The add needs no protection, so the protected add is the same code.
-///
-/// # Safety
-/// As [`add`].
-#[inline(always)]
-pub(crate) unsafe fn add_protected(off: usize, v: i64) {
-    // SAFETY: same contract as `add`.
-    unsafe { add(off, v) }
-}
-
-/// `counter_enter` is free on aarch64, as on FreeBSD's arm64.
-#[inline(always)]
-pub(crate) const fn needs_protection() -> bool {
-    false
-}
-
-pub(crate) use super::atomic_slots::{load_slot, store_slot};
-
 /// Points this CPU's `TPIDR_EL1` at `base` (its [`Zone::cpu_base`](crate::Zone::cpu_base)).
 /// Call it once on each CPU, at EL1, before that CPU adds to a counter. A kernel that already
 /// keeps its own per-CPU block in `TPIDR_EL1` hosts the zone inside that block instead (see
@@ -190,21 +173,17 @@ pub unsafe fn set_cpu_base(base: usize) -> Result<(), Error> {
     Ok(())
 }
 
-/// Whether the add takes this CPU's base from the platform's hooks instead of a register.
-pub(crate) const BASE_FROM_PLATFORM: bool = cfg!(pcpu_base_from_platform);
+/// The per-CPU register the add goes through, as the bring-up check names it (where the
+/// platform supplies the base, the default names the platform).
+#[cfg(not(pcpu_base_from_platform))]
+pub const REGISTER: &str = "TPIDR_EL1";
 
-/// The per-CPU register the add goes through, as the bring-up check names it.
-pub const REGISTER: &str = if cfg!(pcpu_base_from_platform) {
-    "Platform::cpu_base"
-} else {
-    "TPIDR_EL1"
-};
-
-/// What the add takes as this CPU's base now: `TPIDR_EL1`, or the platform's answer where
-/// it supplies the base. For the bring-up check.
+/// What `TPIDR_EL1` holds now, for the bring-up check (where the platform supplies the base,
+/// the default asks the platform).
 ///
 /// # Safety
-/// Runs at EL1 unless the platform supplies the base.
+/// Runs at EL1.
+#[cfg(not(pcpu_base_from_platform))]
 pub(crate) unsafe fn current_base() -> Result<usize, Error> {
     Ok(cpu_base())
 }

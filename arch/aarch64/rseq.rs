@@ -80,14 +80,3 @@ pub(crate) unsafe fn try_add<const CHECK_REGISTERED: bool, const INDEX_OFFSET: u
     }
     true
 }
-
-/// A locked add (the fallback and the shared block).
-///
-/// # Safety
-/// `slot` is a live, aligned slot.
-#[inline(always)]
-pub(crate) unsafe fn locked_add(slot: *mut u64, v: i64) {
-    // SAFETY: per the caller.
-    unsafe { core::sync::atomic::AtomicU64::from_ptr(slot) }
-        .fetch_add(v as u64, core::sync::atomic::Ordering::Relaxed);
-}

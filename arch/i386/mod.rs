@@ -25,6 +25,7 @@
 use core::arch::asm;
 use core::sync::atomic::{AtomicU8, Ordering};
 
+pub use super::defaults::*;
 use crate::platform::Protection;
 use crate::Error;
 
@@ -401,19 +402,12 @@ pub unsafe fn set_cpu_base(entry: &mut u64, selector: u16, base: usize) -> Resul
     Ok(())
 }
 
-/// Whether the add takes this CPU's base from the platform's hooks instead of a register.
-pub(crate) const BASE_FROM_PLATFORM: bool = false;
-
 /// The per-CPU register the add goes through, as the bring-up check names it.
 pub const REGISTER: &str = "%fs segment base";
 
-/// The base of the segment in `%fs` now, read from this CPU's GDT (`sgdt`, then the
-/// descriptor `%fs` names), for the bring-up check: 0 for the null selector. A selector that
-/// names the LDT is [`Error::BadSelector`] (`set_cpu_base` never loads one).
-///
-/// # Safety
-/// Runs at CPL 0 with this CPU's GDT loaded and its `%fs` descriptor not changed since the
-/// load (what `set_cpu_base` does).
+/// The byte limit of the segment in `%fs` (`lsl`), which the add goes through: a zone that
+/// grows reaches chunks at offsets anywhere in the address space, so the segment must span it
+/// all. `None` where `lsl` cannot read the descriptor.
 pub(crate) fn segment_limit() -> Option<usize> {
     let selector: u32;
     // SAFETY: copies a segment register.
@@ -436,6 +430,13 @@ pub(crate) fn segment_limit() -> Option<usize> {
     (valid != 0).then_some(limit as usize)
 }
 
+/// The base of the segment in `%fs` now, read from this CPU's GDT (`sgdt`, then the
+/// descriptor `%fs` names), for the bring-up check: 0 for the null selector. A selector that
+/// names the LDT is [`Error::BadSelector`] (`set_cpu_base` never loads one).
+///
+/// # Safety
+/// Runs at CPL 0 with this CPU's GDT loaded and its `%fs` descriptor not changed since the
+/// load (what `set_cpu_base` does).
 pub(crate) unsafe fn current_base() -> Result<usize, Error> {
     let selector: u16;
     // SAFETY: copies a segment register.

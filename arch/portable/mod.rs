@@ -9,6 +9,7 @@
 //! read may tear unless the machine is a uniprocessor (as FreeBSD assumes of i386 without
 //! CX8).
 
+pub use super::defaults::*;
 use crate::platform::{self, Protection};
 use crate::Error;
 
@@ -82,52 +83,30 @@ pub(crate) const fn needs_protection() -> bool {
     true
 }
 
-cfg_if::cfg_if! {
-    if #[cfg(target_has_atomic = "64")] {
-        use core::sync::atomic::{AtomicU64, Ordering};
+/// Reads a slot under local protection, without 64-bit atomics (uniprocessor assumption,
+/// see the module docs; with them, the default's atomic load).
+///
+/// # Safety
+/// `slot` is an aligned slot inside a live zone.
+#[cfg(not(target_has_atomic = "64"))]
+#[inline]
+pub(crate) unsafe fn load_slot(slot: *mut u64) -> u64 {
+    let _protection = Protection::acquire();
+    // SAFETY: aligned and live per the caller.
+    unsafe { slot.read_volatile() }
+}
 
-        /// Reads a slot of any CPU with a 64-bit atomic load.
-        ///
-        /// # Safety
-        /// `slot` is an aligned slot inside a live zone.
-        #[inline]
-        pub(crate) unsafe fn load_slot(slot: *mut u64) -> u64 {
-            // SAFETY: aligned and live per the caller.
-            unsafe { AtomicU64::from_ptr(slot) }.load(Ordering::Relaxed)
-        }
-
-        /// Writes a slot with a 64-bit atomic store.
-        ///
-        /// # Safety
-        /// As `load_slot`; only the slot's owner (or the allocator, for an unused slot) writes.
-        #[inline]
-        pub(crate) unsafe fn store_slot(slot: *mut u64, value: u64) {
-            // SAFETY: aligned and live per the caller.
-            unsafe { AtomicU64::from_ptr(slot) }.store(value, Ordering::Relaxed)
-        }
-    } else {
-        /// Reads a slot under local protection (uniprocessor assumption, see the module docs).
-        ///
-        /// # Safety
-        /// `slot` is an aligned slot inside a live zone.
-        #[inline]
-        pub(crate) unsafe fn load_slot(slot: *mut u64) -> u64 {
-            let _protection = Protection::acquire();
-            // SAFETY: aligned and live per the caller.
-            unsafe { slot.read_volatile() }
-        }
-
-        /// Writes a slot under local protection.
-        ///
-        /// # Safety
-        /// As `load_slot`; only the slot's owner (or the allocator, for an unused slot) writes.
-        #[inline]
-        pub(crate) unsafe fn store_slot(slot: *mut u64, value: u64) {
-            let _protection = Protection::acquire();
-            // SAFETY: aligned and live per the caller.
-            unsafe { slot.write_volatile(value) }
-        }
-    }
+/// Writes a slot under local protection, without 64-bit atomics (with them, the default's
+/// atomic store).
+///
+/// # Safety
+/// As `load_slot`; only the slot's owner (or the allocator, for an unused slot) writes.
+#[cfg(not(target_has_atomic = "64"))]
+#[inline]
+pub(crate) unsafe fn store_slot(slot: *mut u64, value: u64) {
+    let _protection = Protection::acquire();
+    // SAFETY: aligned and live per the caller.
+    unsafe { slot.write_volatile(value) }
 }
 
 /// The portable fallback has no per-CPU register: the platform supplies each CPU's base, so
@@ -139,16 +118,6 @@ pub unsafe fn set_cpu_base(_base: usize) -> Result<(), Error> {
     Ok(())
 }
 
-/// Whether the add takes this CPU's base from the platform's hooks instead of a register.
+/// The add always takes this CPU's base from the platform's hooks: there is no register (the
+/// defaults' `REGISTER` and `current_base` name and ask the platform).
 pub(crate) const BASE_FROM_PLATFORM: bool = true;
-
-/// Where the add's base comes from, as the bring-up check names it.
-pub const REGISTER: &str = "Platform::cpu_base";
-
-/// The platform's answer for this CPU's base, for the bring-up check.
-///
-/// # Safety
-/// None needed; `unsafe` to match the other archs.
-pub(crate) unsafe fn current_base() -> Result<usize, Error> {
-    Ok(crate::platform::cpu_base())
-}

@@ -32,6 +32,7 @@
 
 use core::arch::asm;
 
+pub use super::defaults::*;
 use crate::Error;
 
 cfg_if::cfg_if! {
@@ -174,24 +175,6 @@ pub(crate) unsafe fn fetch_add(off: usize, v: i64) -> u64 {
     old
 }
 
-/// The add needs no protection, so the protected add is the same code.
-///
-/// # Safety
-/// As [`add`].
-#[inline(always)]
-pub(crate) unsafe fn add_protected(off: usize, v: i64) {
-    // SAFETY: same contract as `add`.
-    unsafe { add(off, v) }
-}
-
-/// `counter_enter` is free on riscv64: the AMO is safe against interrupts and migration.
-#[inline(always)]
-pub(crate) const fn needs_protection() -> bool {
-    false
-}
-
-pub(crate) use super::atomic_slots::{load_slot, store_slot};
-
 /// Points this hart's `tp` (with feature `riscv-gp`: `gp`) at `base` (its
 /// [`Zone::cpu_base`](crate::Zone::cpu_base)). Call it once on each hart, in the kernel
 /// (S-mode or M-mode), before that hart adds to a counter. A kernel that already keeps its own
@@ -240,35 +223,31 @@ unsafe fn write_base(base: usize) {
 #[inline(always)]
 unsafe fn write_base(_base: usize) {}
 
-/// Whether the add takes this CPU's base from the platform's hooks instead of a register.
-pub(crate) const BASE_FROM_PLATFORM: bool = cfg!(pcpu_base_from_platform);
-
-/// The per-CPU register the add goes through, as the bring-up check names it.
-pub const REGISTER: &str = if cfg!(pcpu_base_from_platform) {
-    "Platform::cpu_base"
-} else if cfg!(feature = "riscv-gp") {
+/// The per-CPU register the add goes through, as the bring-up check names it (where the
+/// platform supplies the base, the default names the platform).
+#[cfg(not(pcpu_base_from_platform))]
+pub const REGISTER: &str = if cfg!(feature = "riscv-gp") {
     "gp"
 } else {
     "tp"
 };
 
-/// What the add takes as this hart's base now (`tp`, `gp`, or the platform's answer), for
-/// the bring-up check.
+/// What the add takes as this hart's base now (`tp`, or `gp` with `riscv-gp`), for the
+/// bring-up check (where the platform supplies the base, the default asks the platform).
 ///
 /// # Safety
 /// None needed; `unsafe` to match the other archs.
+#[cfg(not(pcpu_base_from_platform))]
 pub(crate) unsafe fn current_base() -> Result<usize, Error> {
     Ok(cpu_base())
 }
 
 /// The other register a riscv64 kernel may keep its per-CPU pointer in (`gp` where the add
 /// reads `tp`, and the reverse), with its value: so that the bring-up check can say "the
-/// block is in `tp`, but this build adds through `gp`". `None` where the platform supplies
-/// the base.
+/// block is in `tp`, but this build adds through `gp`". (Where the platform supplies the
+/// base, the default: `None`.)
+#[cfg(not(pcpu_base_from_platform))]
 pub(crate) fn other_register() -> Option<(&'static str, usize)> {
-    if cfg!(pcpu_base_from_platform) {
-        return None;
-    }
     let value: usize;
     if cfg!(feature = "riscv-gp") {
         // SAFETY: copies a register; no memory access.

@@ -9,6 +9,7 @@
 
 use core::arch::asm;
 
+pub use super::defaults::*;
 use crate::Error;
 
 /// The arch this build's primitives are for.
@@ -187,24 +188,6 @@ fn detect_lahf() -> bool {
     leaf.is_some_and(|l| l.ecx & 1 != 0)
 }
 
-/// The add needs no protection, so the protected add is the same instruction.
-///
-/// # Safety
-/// As [`add`].
-#[inline(always)]
-pub(crate) unsafe fn add_protected(off: usize, v: i64) {
-    // SAFETY: same contract as `add`.
-    unsafe { add(off, v) }
-}
-
-/// `counter_enter` is free on x86_64, as on FreeBSD's amd64.
-#[inline(always)]
-pub(crate) const fn needs_protection() -> bool {
-    false
-}
-
-pub(crate) use super::atomic_slots::{load_slot, store_slot};
-
 /// Points this CPU's GS base at `base` (its [`Zone::cpu_base`](crate::Zone::cpu_base)) by
 /// writing the `IA32_GS_BASE` MSR through the `x86_64` crate. Call it once on each CPU, at
 /// CPL 0, before that CPU adds to a counter. A kernel that already points GS at its own
@@ -223,9 +206,6 @@ pub unsafe fn set_cpu_base(base: usize) -> Result<(), Error> {
     ::x86_64::registers::model_specific::GsBase::write(addr);
     Ok(())
 }
-
-/// Whether the add takes this CPU's base from the platform's hooks instead of a register.
-pub(crate) const BASE_FROM_PLATFORM: bool = false;
 
 /// The per-CPU register the add goes through, as the bring-up check names it.
 pub const REGISTER: &str = "GS base";

@@ -6,7 +6,8 @@ use core::ffi::c_int;
 use super::error::{code, PCPU_EFULL, PCPU_EINVAL, PCPU_ENOTINSTALLED, PCPU_OK};
 use super::slot::{self, counter_u64_t, Target};
 use super::zone::{self, current_zone};
-use crate::baseline;
+use crate::zone::global::alloc_waiting;
+use crate::{baseline, Wait};
 
 /// FreeBSD's `M_NOWAIT`: never block; a full zone fails or takes a chunk without blocking.
 ///
@@ -21,36 +22,12 @@ pub const M_WAITOK: c_int = 0x0002;
 /// FreeBSD's `M_ZERO`: accepted and ignored (counters always start at 0).
 pub const M_ZERO: c_int = 0x0100;
 
-/// Whether `wait` asks to wait; `None` for flags FreeBSD rejects (neither or both).
-fn waits(wait: c_int) -> Option<bool> {
+/// The wait a C `wait` flag asks for; `None` for flags FreeBSD rejects (neither or both).
+fn waits(wait: c_int) -> Option<Wait> {
     match wait & !M_ZERO {
-        M_NOWAIT => Some(false),
-        M_WAITOK => Some(true),
+        M_NOWAIT => Some(Wait::NoWait),
+        M_WAITOK => Some(Wait::WaitOk),
         _ => None,
-    }
-}
-
-/// The chunk hooks' wait for a C `wait` flag.
-fn wait_of(wait: bool) -> crate::Wait {
-    match wait {
-        true => crate::Wait::WaitOk,
-        false => crate::Wait::NoWait,
-    }
-}
-
-/// Retries `attempt` while it fails with `PCPU_EFULL` (a full zone without chunk hooks) and
-/// `wait` is set.
-fn retry<T>(wait: bool, mut attempt: impl FnMut() -> Result<T, c_int>) -> Result<T, c_int> {
-    loop {
-        match attempt() {
-            Err(PCPU_EFULL) if wait => {
-                #[cfg(feature = "std")]
-                std::thread::yield_now();
-                #[cfg(not(feature = "std"))]
-                core::hint::spin_loop();
-            }
-            other => return other,
-        }
     }
 }
 
@@ -72,12 +49,8 @@ pub extern "C" fn counter_u64_alloc(wait: c_int) -> counter_u64_t {
     let Some(zone) = current_zone() else {
         return core::ptr::null_mut();
     };
-    retry(wait, || {
-        slot::alloc_run(zone, 1, wait_of(wait))
-            .map(slot::handle)
-            .map_err(code)
-    })
-    .unwrap_or(core::ptr::null_mut())
+    alloc_waiting(wait, || slot::alloc_run(zone, 1, wait))
+        .map_or(core::ptr::null_mut(), slot::handle)
 }
 
 /// FreeBSD's `counter_u64_free(c)`; NULL is fine.
@@ -260,9 +233,7 @@ pub unsafe extern "C" fn counter_u64_array_alloc(
         // fail even under `M_WAITOK`, which would wait for ever.
         return PCPU_EFULL;
     }
-    match retry(wait, || {
-        slot::alloc_run(zone, n, wait_of(wait)).map_err(code)
-    }) {
+    match alloc_waiting(wait, || slot::alloc_run(zone, n, wait)).map_err(code) {
         Ok(off) => {
             for i in 0..n {
                 // SAFETY: `a` is valid for `n` writes per the contract.

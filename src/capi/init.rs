@@ -11,7 +11,8 @@ use super::error::{code, PCPU_ECPU, PCPU_EFULL, PCPU_EINSTALLED, PCPU_EINVAL, PC
 use super::protect;
 use super::slot;
 use super::zone::{current_zone, pcpu_zone_layout};
-use crate::{arch, baseline, freebsd, Zone, ZoneLayout};
+use crate::zone::global;
+use crate::{arch, baseline, Zone, ZoneLayout};
 
 /// Installs the global zone on the memory `layout` describes, once, with the early counters.
 ///
@@ -82,7 +83,7 @@ unsafe fn install(
     // SAFETY: the caller's contract.
     let zone = unsafe { Zone::from_raw_parts(layout, meta) }.map_err(code)?;
     fits_c(&zone)?;
-    freebsd::install(zone).map_err(code)
+    global::install(zone).map_err(code)
 }
 
 /// Says what the boot CPU's per-CPU register holds until `pcpu_zone_init` (for early counters).

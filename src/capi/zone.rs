@@ -14,12 +14,13 @@ use super::slot::{self, counter_u64_t, Target};
 // i386 cannot load its FS base here (pcpu_set_cpu_base), so it needs no arch call.
 #[cfg(not(target_arch = "x86"))]
 use crate::arch;
-use crate::{freebsd, Zone};
+use crate::zone::global;
+use crate::Zone;
 
 /// The zone the C ABI allocates from: the global zone (`pcpu_zone_init`'s; in the host
 /// simulation `pcpu_sim_machine_new`'s).
 pub(crate) fn current_zone() -> Option<&'static Zone<'static>> {
-    freebsd::global_zone().ok()
+    global::global_zone().ok()
 }
 
 /// Where an add, fetch or zero of `c` goes; aborts as [`resolve`] once a zone exists.

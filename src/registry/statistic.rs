@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: BSD-2-Clause
 //! [`Statistic`]: what a [`Registry`](super::Registry) can name, the [`Slots`] a group read
-//! takes, and the crate's four statistics: a [`Counter`], an [`EarlyCounter`], a
-//! [`CounterArray`] and an [`ApproxCounter`].
+//! takes, and the crate's six statistics: a [`Counter`], an [`EarlyCounter`], a
+//! [`CounterArray`], an [`ApproxCounter`], a per-CPU static ([`StaticCounter`]) and an array
+//! of them ([`StaticArray`]).
 
 use crate::array::CounterArray;
 use crate::early::EarlyCounter;
+use crate::statics::private::{StaticSlot, StaticSlots};
+use crate::statics::{StaticArray, StaticCounter};
 use crate::{ApproxCounter, Counter, Zone};
 
 /// Adjacent slots of one zone that a group read takes together: a [`Counter`]'s slot or a
@@ -157,6 +160,43 @@ impl Statistic for ApproxCounter<'_> {
     }
     fn fetch_and_zero_value(&self, _i: usize) -> u64 {
         self.fetch_and_zero()
+    }
+}
+
+/// A per-CPU static in a [`Registry`](super::Registry): one value, read one by one
+/// (its slots are not a zone's) and taken with its own lossless `fetch_and_zero`.
+impl<S: StaticSlot> Statistic for StaticCounter<S> {
+    fn len(&self) -> usize {
+        1
+    }
+    fn value(&self, _i: usize) -> u64 {
+        self.fetch()
+    }
+    fn zero_value(&self, _i: usize) {
+        self.zero()
+    }
+    fn fetch_and_zero_value(&self, _i: usize) -> u64 {
+        self.fetch_and_zero()
+    }
+}
+
+/// An array of per-CPU statics in a [`Registry`](super::Registry): `N` values,
+/// listed with their index.
+impl<S: StaticSlots, const N: usize> Statistic for StaticArray<S, N> {
+    fn len(&self) -> usize {
+        N
+    }
+    fn value(&self, i: usize) -> u64 {
+        self.fetch(i)
+    }
+    fn zero_value(&self, i: usize) {
+        self.fetch_and_zero(i);
+    }
+    fn is_array(&self) -> bool {
+        true
+    }
+    fn fetch_and_zero_value(&self, i: usize) -> u64 {
+        self.fetch_and_zero(i)
     }
 }
 

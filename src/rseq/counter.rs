@@ -128,7 +128,7 @@ fn add_slow(zone: &RseqZone, word: usize, v: i64) {
     );
     let slot = |block: usize| (slot0 + (block << shift)) as *mut u64;
     // SAFETY: the shared block (`nslots`) is written only by locked adds.
-    let add_shared = || unsafe { imp::locked_add(slot(nslots), v) };
+    let add_shared = || unsafe { locked_add(slot(nslots), v) };
     match cfg.path {
         Path::Rseq {
             glibc_registered: true,
@@ -163,9 +163,22 @@ fn add_slow(zone: &RseqZone, word: usize, v: i64) {
             };
             // SAFETY: `block <= nslots` is a block of the zone; on the fallback path every
             // add to every block is locked.
-            unsafe { imp::locked_add(slot(block), v) }
+            unsafe { locked_add(slot(block), v) }
         }
     }
+}
+
+/// A locked add, the same on every arch: the slow path's add to the shared block (a thread
+/// the rseq section cannot serve) and to every block on the fallback path, where adds of
+/// several threads may meet on one slot.
+///
+/// # Safety
+/// `slot` is a live, aligned slot.
+#[inline(always)]
+unsafe fn locked_add(slot: *mut u64, v: i64) {
+    // SAFETY: per the caller.
+    unsafe { core::sync::atomic::AtomicU64::from_ptr(slot) }
+        .fetch_add(v as u64, core::sync::atomic::Ordering::Relaxed);
 }
 
 impl core::fmt::Debug for RseqCounter<'_> {

@@ -114,23 +114,3 @@ impl<S: StaticSlots, const N: usize> StaticArray<S, N> {
         Ok(unsafe { arch::load_slot(copy(shape, cpu, off)) })
     }
 }
-
-/// An array of per-CPU statics in a [`Registry`](crate::registry::Registry): `N` values,
-/// listed with their index.
-impl<S: StaticSlots, const N: usize> crate::registry::Statistic for StaticArray<S, N> {
-    fn len(&self) -> usize {
-        N
-    }
-    fn value(&self, i: usize) -> u64 {
-        self.fetch(i)
-    }
-    fn zero_value(&self, i: usize) {
-        self.fetch_and_zero(i);
-    }
-    fn is_array(&self) -> bool {
-        true
-    }
-    fn fetch_and_zero_value(&self, i: usize) -> u64 {
-        self.fetch_and_zero(i)
-    }
-}

@@ -409,20 +409,3 @@ pub(crate) unsafe fn uninstall() {
         unsafe { &*area }.release_range(template());
     }
 }
-
-/// A per-CPU static in a [`Registry`](crate::registry::Registry): one value, read one by one
-/// (its slots are not a zone's) and taken with its own lossless `fetch_and_zero`.
-impl<S: StaticSlot> crate::registry::Statistic for StaticCounter<S> {
-    fn len(&self) -> usize {
-        1
-    }
-    fn value(&self, _i: usize) -> u64 {
-        self.fetch()
-    }
-    fn zero_value(&self, _i: usize) {
-        self.zero()
-    }
-    fn fetch_and_zero_value(&self, _i: usize) -> u64 {
-        self.fetch_and_zero()
-    }
-}

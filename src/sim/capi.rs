@@ -2,7 +2,7 @@
 //! A small C API to the host simulation (features `sim` and `capi`), for C test programs:
 //! `pcpu_sim_machine_new` makes the process's machine and installs its zone as the C ABI's
 //! zone (the global zone, as `pcpu_zone_init` does), `pcpu_sim_bind`/`pcpu_sim_unbind` take
-//! and leave its CPUs. Re-exported by `capi` so that C sees one ABI.
+//! and leave its CPUs. The symbols sit beside the C ABI's in one library (`pcpu_counter::sim::capi`).
 
 use core::cell::RefCell;
 use core::ffi::c_int;

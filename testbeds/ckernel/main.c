@@ -268,8 +268,9 @@ static uintptr_t arena_take(size_t size, uintptr_t align)
 	return chunk;
 }
 
-static void *kernel_chunk_alloc(size_t size, size_t align, int wait)
+static void *kernel_chunk_alloc(size_t size, size_t align, int wait, size_t *given)
 {
+	*given = size; /* the arena hands out the bytes asked */
 	for (int waited = 0;; waited = 1) {
 		uintptr_t irq = arena_lock();
 		uintptr_t chunk = 0;

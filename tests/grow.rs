@@ -195,6 +195,19 @@ fn a_short_chunk_is_refused_and_given_back() {
     drop((grown, fill));
 }
 
+/// Against a zone that uses a chunk shorter than it asked
+/// (`pcpu_counter_broken="short_chunk_accepted"`, the size check removed): the test above
+/// must fail.
+#[cfg(pcpu_counter_broken = "short_chunk_accepted")]
+#[test]
+fn short_chunk_test_catches_a_short_chunk_accepted() {
+    let caught = std::panic::catch_unwind(a_short_chunk_is_refused_and_given_back);
+    assert!(
+        caught.is_err(),
+        "the test missed a short chunk the zone used"
+    );
+}
+
 /// A fresh zone grown and shrunk gives every chunk back: the emptied chunk it keeps is
 /// reported (`spare_chunks`, outside `capacity`) and `release_spare` returns it, so the
 /// source's live count is back to its start with the zone still alive.

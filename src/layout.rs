@@ -1,9 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 //! Where a zone's per-CPU memory lies, and the checks that keep every access inside it.
 
-use core::alloc::Layout;
-
-use crate::chunk::ChunkShape;
 use crate::{AddressSpace, AreaShape, Error};
 
 /// The shape of a zone's memory: `ncpus` per-CPU blocks, `stride` bytes apart, each holding a
@@ -121,35 +118,6 @@ impl ZoneLayout {
     /// ```
     pub const fn meta_words_for(capacity: usize) -> usize {
         capacity + bitmap_words(capacity)
-    }
-
-    /// The size and alignment of the chunks a zone of `ncpus` CPUs whose blocks are `stride`
-    /// bytes apart asks its [`ChunkSource`](crate::ChunkSource) for when it grows
-    /// ([`Zone::grow_from`](crate::Zone::grow_from)), before the zone exists. A chunk holds
-    /// `stride / 8` counters (a slot for each on every CPU), then their metadata:
-    ///
-    /// - size: `ncpus * stride + 8 * meta_words_for(stride / 8) + H`, where `H` is the chunk
-    ///   header, 88 bytes on 64-bit targets and 48 on 32-bit ones;
-    /// - alignment: the power of two at or above `stride`, at least 64.
-    ///
-    /// Errors: [`Error::NoCpus`], [`Error::StrideNotMultipleOf8`], [`Error::StrideTooSmall`]
-    /// (a zero stride), [`Error::AddressOverflow`] (no such chunk fits the address space). A
-    /// `const fn`, so a kernel can size a static arena or check its page size at compile time.
-    ///
-    /// ```
-    /// use pcpu_counter::ZoneLayout;
-    /// // 8 CPUs, 1 KiB blocks: 128 counters a chunk, 9,328 bytes aligned to 1,024 (64-bit).
-    /// const CHUNK: core::alloc::Layout = match ZoneLayout::chunk_layout_for(8, 1024) {
-    ///     Ok(layout) => layout,
-    ///     Err(_) => panic!("no such chunk"),
-    /// };
-    /// # #[cfg(target_pointer_width = "64")]
-    /// assert_eq!((CHUNK.size(), CHUNK.align()), (8 * 1024 + 8 * (128 + 2 + 1) + 88, 1024));
-    /// // 2 CPUs, 1 KiB blocks: one chunk fits a 4 KiB page.
-    /// assert!(ZoneLayout::chunk_layout_for(2, 1024).unwrap().size() <= 4096);
-    /// ```
-    pub const fn chunk_layout_for(ncpus: usize, stride: usize) -> Result<Layout, Error> {
-        ChunkShape::chunk_layout(ncpus, stride)
     }
 
     /// The per-CPU register value for `cpu`.

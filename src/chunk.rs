@@ -153,6 +153,17 @@ impl Links {
     };
 }
 
+// A chunk's header is the `H` of [`ZoneLayout::chunk_layout_for`]'s formula (and of the C
+// header's `pcpu_chunk_size`): 88 bytes on 64-bit targets, 48 on 32-bit ones.
+const _: () = assert!(
+    size_of::<Chunk>()
+        == if cfg!(target_pointer_width = "64") {
+            88
+        } else {
+            48
+        }
+);
+
 /// The two doubly linked lists of a zone's chunks.
 #[derive(Clone, Copy)]
 enum List {

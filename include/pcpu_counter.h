@@ -141,6 +141,9 @@
 // A CPU's counter area or statics copy at an address no CPU can write (x86_64: not canonical).
 #define PCPU_EUNADDR -34
 
+// The chunk hook gave less than asked: the chunk went back, the zone did not grow.
+#define PCPU_ESHORTCHUNK -35
+
 // The most CPUs the nullary `counter_enter()` keeps nesting depths for.
 #define PCPU_NEST_CPUS 256
 
@@ -189,10 +192,10 @@ typedef struct pcpu_approx {
 // FreeBSD's `counter_u64_t`: the slot's offset from the per-CPU register, or NULL.
 typedef struct pcpu_counter *counter_u64_t;
 
-// The kernel's chunk allocator: `size` bytes aligned to `align` (a power of two), or NULL.
-typedef void *(*pcpu_chunk_alloc_fn)(size_t size, size_t align, int wait);
+// The kernel's chunk allocator: `size` bytes aligned to `align`, or NULL; `*given`: bytes given.
+typedef void *(*pcpu_chunk_alloc_fn)(size_t size, size_t align, int wait, size_t *given);
 
-// Takes back an empty chunk the allocator gave, with the same `size` and `align`.
+// Takes back a chunk the allocator gave (`size`: as asked, or the `*given` of a short one).
 typedef void (*pcpu_chunk_free_fn)(void *chunk, size_t size, size_t align);
 
 // Where a zone's per-CPU memory lies (Rust: `ZoneLayout`).
@@ -308,6 +311,18 @@ size_t pcpu_zone_chunk_size(void);
 
 // The alignment of those chunks: the power of two at or above the stride, at least 64.
 size_t pcpu_zone_chunk_align(void);
+
+// Bytes of a chunk of a zone of `ncpus` CPUs, blocks `stride` apart, known before it exists.
+size_t pcpu_chunk_size(size_t ncpus, size_t stride);
+
+// The alignment of those chunks: the power of two at or above `stride`, at least 64.
+size_t pcpu_chunk_align(size_t ncpus, size_t stride);
+
+// Emptied chunks the installed zone keeps, outside its capacity: 0 or 1 (the spare).
+size_t pcpu_zone_spare(void);
+
+// Gives the installed zone's spare chunk back through the free hook: the chunks given back.
+size_t pcpu_zone_trim(void);
 
 // Installs the global zone on the memory `layout` describes, once, with the early counters.
 int pcpu_zone_init(const struct pcpu_zone_layout *layout, uint64_t *meta, size_t meta_words);

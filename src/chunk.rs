@@ -39,24 +39,33 @@ pub enum Wait {
 /// Where a zone's chunks come from when it grows: the kernel's page allocator, the heap
 /// (`HeapChunks`, feature `alloc`), `mmap` (a Linux program's `rseq` zone).
 ///
+/// Both methods are called outside the zone's lock, in the context of the caller of the alloc
+/// or free that needs them (the thread or CPU that allocates or frees a counter, or drops the
+/// zone): they may sleep exactly when that caller may, and may take locks of their own.
+///
 /// # Safety
-/// [`alloc_chunk`](ChunkSource::alloc_chunk) returns `None` or memory of at least
-/// `layout.size()` bytes aligned to `layout.align()`, readable and writable, that nothing else
-/// uses until it is given to [`free_chunk`](ChunkSource::free_chunk). Its contents must be
-/// initialised (the zone reads a slot before it clears it, so that a fresh chunk of a lazily
-/// backed mapping costs no page until an add), to any values: zeroed memory, a mapping, the
-/// kernel's pages; not `alloc::alloc`'s uninitialised memory.
+/// [`alloc_chunk`](ChunkSource::alloc_chunk) returns `None` or memory aligned to
+/// `layout.align()` and the number of bytes it gave (the slice's length; the zone uses
+/// `layout.size()` of them, and refuses a chunk that says it is shorter, with
+/// [`Error::ShortChunk`]), readable and writable, that nothing else uses until it is given to
+/// [`free_chunk`](ChunkSource::free_chunk). Its contents must be initialised (the zone reads a
+/// slot before it clears it, so that a fresh chunk of a lazily backed mapping costs no page
+/// until an add), to any values: zeroed memory, a mapping, the kernel's pages; not
+/// `alloc::alloc`'s uninitialised memory.
 pub unsafe trait ChunkSource: Sync {
-    /// A chunk of `layout`, or `None` when there is no memory for it. With `wait`
-    /// ([`Wait::WaitOk`]) the source may block until there is; without it, it must not block
-    /// (the caller may hold locks or run in an interrupt handler).
-    fn alloc_chunk(&self, layout: Layout, wait: bool) -> Option<NonNull<u8>>;
+    /// A chunk of `layout`, as a pointer to the bytes given (its length: at least
+    /// `layout.size()`; a page allocator that gave one page says so), or `None` when there is
+    /// no memory for it. With `wait` ([`Wait::WaitOk`]) the source may block until there is;
+    /// without it, it must not block (the caller may hold locks or run in an interrupt
+    /// handler).
+    fn alloc_chunk(&self, layout: Layout, wait: bool) -> Option<NonNull<[u8]>>;
 
-    /// Takes back an empty chunk.
+    /// Takes back a chunk: an empty one, with the `layout` it was asked with; or one the zone
+    /// refused at once, misaligned, or shorter than asked (then `layout.size()` is the length
+    /// the source gave).
     ///
     /// # Safety
-    /// `chunk` came from this source's `alloc_chunk` with the same `layout`, and is given
-    /// back once.
+    /// `chunk` came from this source's `alloc_chunk` with that layout, and is given back once.
     unsafe fn free_chunk(&self, chunk: NonNull<u8>, layout: Layout);
 }
 
@@ -68,10 +77,11 @@ pub struct HeapChunks;
 // SAFETY: the global allocator's memory, of the layout asked, given back with that layout.
 #[cfg(feature = "alloc")]
 unsafe impl ChunkSource for HeapChunks {
-    fn alloc_chunk(&self, layout: Layout, _wait: bool) -> Option<NonNull<u8>> {
+    fn alloc_chunk(&self, layout: Layout, _wait: bool) -> Option<NonNull<[u8]>> {
         extern crate alloc;
         // SAFETY: a chunk's layout is never zero-sized (it holds a header).
-        NonNull::new(unsafe { alloc::alloc::alloc_zeroed(layout) })
+        let chunk = NonNull::new(unsafe { alloc::alloc::alloc_zeroed(layout) })?;
+        Some(NonNull::slice_from_raw_parts(chunk, layout.size()))
     }
 
     unsafe fn free_chunk(&self, chunk: NonNull<u8>, layout: Layout) {
@@ -81,8 +91,42 @@ unsafe impl ChunkSource for HeapChunks {
     }
 }
 
-/// A chunk's header, after its CPUs' parts; its baselines and bitmap words follow it.
-#[repr(C)]
+/// The chunk layout of a zone that grows, known before the zone exists (here, beside the
+/// chunks it describes).
+impl ZoneLayout {
+    /// The size and alignment of the chunks a zone of `ncpus` CPUs whose blocks are `stride`
+    /// bytes apart asks its [`ChunkSource`](crate::ChunkSource) for when it grows
+    /// ([`Zone::grow_from`](crate::Zone::grow_from)), before the zone exists. A chunk holds
+    /// `stride / 8` counters (a slot for each on every CPU), then their metadata:
+    ///
+    /// - size: `ncpus * stride + 8 * meta_words_for(stride / 8) + H`, where `H` is the chunk
+    ///   header, 88 bytes on 64-bit targets and 48 on 32-bit ones;
+    /// - alignment: the power of two at or above `stride`, at least 64.
+    ///
+    /// Errors: [`Error::NoCpus`], [`Error::StrideNotMultipleOf8`], [`Error::StrideTooSmall`]
+    /// (a zero stride), [`Error::AddressOverflow`] (no such chunk fits the address space). A
+    /// `const fn`, so a kernel can size a static arena or check its page size at compile time.
+    ///
+    /// ```
+    /// use pcpu_counter::ZoneLayout;
+    /// // 8 CPUs, 1 KiB blocks: 128 counters a chunk, 9,328 bytes aligned to 1,024 (64-bit).
+    /// const CHUNK: core::alloc::Layout = match ZoneLayout::chunk_layout_for(8, 1024) {
+    ///     Ok(layout) => layout,
+    ///     Err(_) => panic!("no such chunk"),
+    /// };
+    /// # #[cfg(target_pointer_width = "64")]
+    /// assert_eq!((CHUNK.size(), CHUNK.align()), (8 * 1024 + 8 * (128 + 2 + 1) + 88, 1024));
+    /// // 2 CPUs, 1 KiB blocks: one chunk fits a 4 KiB page.
+    /// assert!(ZoneLayout::chunk_layout_for(2, 1024).unwrap().size() <= 4096);
+    /// ```
+    pub const fn chunk_layout_for(ncpus: usize, stride: usize) -> Result<Layout, Error> {
+        ChunkShape::chunk_layout(ncpus, stride)
+    }
+}
+
+/// A chunk's header, after its CPUs' parts; its baselines and bitmap words follow it (8-byte
+/// aligned on 32-bit targets too, where its fields alone would end on 4).
+#[repr(C, align(8))]
 pub(crate) struct Chunk {
     /// [`Chunks::tag`] of the chunk: proves a masked address is a chunk of this zone.
     tag: usize,
@@ -108,6 +152,17 @@ impl Links {
         prev: ptr::null_mut(),
     };
 }
+
+// A chunk's header is the `H` of [`ZoneLayout::chunk_layout_for`]'s formula (and of the C
+// header's `pcpu_chunk_size`): 88 bytes on 64-bit targets, 48 on 32-bit ones.
+const _: () = assert!(
+    size_of::<Chunk>()
+        == if cfg!(target_pointer_width = "64") {
+            88
+        } else {
+            48
+        }
+);
 
 /// The two doubly linked lists of a zone's chunks.
 #[derive(Clone, Copy)]
@@ -170,21 +225,41 @@ impl ChunkShape {
         layout.stride / 8
     }
 
-    /// The size and alignment of the chunks of a zone of `layout`: [`Error::AddressOverflow`]
-    /// when they do not fit the address space.
-    pub(crate) fn layout_for(layout: &ZoneLayout) -> Result<Layout, Error> {
-        let header_at = layout
-            .ncpus
-            .checked_mul(layout.stride)
-            .ok_or(Error::AddressOverflow)?;
-        let align = layout
-            .stride
-            .checked_next_power_of_two()
-            .ok_or(Error::AddressOverflow)?
-            .max(64);
-        let meta = ZoneLayout::meta_words_for(Self::slots_for(layout)) * 8 + size_of::<Chunk>();
-        let size = header_at.checked_add(meta).ok_or(Error::AddressOverflow)?;
-        Layout::from_size_align(size, align).map_err(|_| Error::AddressOverflow)
+    /// The size and alignment of the chunks of a zone of `layout`: see
+    /// [`chunk_layout`](ChunkShape::chunk_layout).
+    pub(crate) const fn layout_for(layout: &ZoneLayout) -> Result<Layout, Error> {
+        Self::chunk_layout(layout.ncpus, layout.stride)
+    }
+
+    /// The size and alignment of the chunks of a zone of `ncpus` CPUs `stride` bytes apart
+    /// ([`ZoneLayout::chunk_layout_for`]): `ncpus * stride` bytes for the slots, then the
+    /// header and the metadata of `stride / 8` slots, aligned to the power of two at or above
+    /// `stride` (at least 64).
+    pub(crate) const fn chunk_layout(ncpus: usize, stride: usize) -> Result<Layout, Error> {
+        if ncpus == 0 {
+            return Err(Error::NoCpus);
+        }
+        if !stride.is_multiple_of(8) {
+            return Err(Error::StrideNotMultipleOf8 { stride });
+        }
+        if stride == 0 {
+            return Err(Error::StrideTooSmall { stride, needed: 8 });
+        }
+        let Some(header_at) = ncpus.checked_mul(stride) else {
+            return Err(Error::AddressOverflow);
+        };
+        let Some(align) = stride.checked_next_power_of_two() else {
+            return Err(Error::AddressOverflow);
+        };
+        let align = if align < 64 { 64 } else { align };
+        let meta = ZoneLayout::meta_words_for(stride / 8) * 8 + size_of::<Chunk>();
+        let Some(size) = header_at.checked_add(meta) else {
+            return Err(Error::AddressOverflow);
+        };
+        match Layout::from_size_align(size, align) {
+            Ok(layout) => Ok(layout),
+            Err(_) => Err(Error::AddressOverflow),
+        }
     }
 
     fn tag(&self, chunk: usize) -> usize {
@@ -286,6 +361,21 @@ impl Chunks {
     /// Chunks taken (the spare not counted).
     pub(crate) fn count(&self) -> usize {
         self.count
+    }
+
+    /// Emptied chunks kept rather than given back: 0 or 1 (the spare).
+    pub(crate) fn spares(&self) -> usize {
+        usize::from(!self.spare.is_null())
+    }
+
+    /// Takes the spare off the zone: its memory, to give back to the source (outside the
+    /// lock), if one is kept.
+    pub(crate) fn take_spare(&mut self, shape: &ChunkShape) -> Option<NonNull<u8>> {
+        let spare = core::mem::replace(&mut self.spare, ptr::null_mut());
+        if spare.is_null() {
+            return None;
+        }
+        NonNull::new(shape.memory(spare))
     }
 
     /// Slots in use in the chunks.

@@ -223,6 +223,18 @@ error_table! {
             /// The bytes asked for.
             bytes: usize,
         } => PCPU_ENOMEM, "out of memory: the {bytes} bytes the zone asked for could not be had";
+        /// A zone's chunk source gave a chunk shorter than the zone asked for (a page for a
+        /// bigger chunk): the chunk went back to the source and the zone is unchanged. A chunk's
+        /// size is known before the zone exists:
+        /// [`ZoneLayout::chunk_layout_for`](crate::ZoneLayout::chunk_layout_for).
+        ShortChunk {
+            /// The bytes asked for.
+            asked: usize,
+            /// The bytes the source said it gave.
+            given: usize,
+        } => PCPU_ESHORTCHUNK,
+            "the chunk source gave {given} bytes for a chunk of {asked}: it went back, and the \
+             zone did not grow (a chunk is ZoneLayout::chunk_layout_for's size)";
         /// A run of slots asked for (a group read) is not inside the zone.
         NotInZone {
             /// The offset of the run's first slot.
@@ -494,6 +506,8 @@ error_table! {
         PCPU_ESEGLIMIT = -33, c"the %fs segment does not span 4 GiB, but the zone grows";
         /// A CPU's counter area or statics copy at an address no CPU can write (x86_64: not canonical).
         PCPU_EUNADDR = -34, c"address no CPU can write";
+        /// The chunk hook gave less than asked: the chunk went back, the zone did not grow.
+        PCPU_ESHORTCHUNK = -35, c"the chunk hook gave less than asked";
     }
 }
 

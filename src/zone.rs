@@ -293,7 +293,9 @@ impl<'m> Zone<'m> {
     }
 
     /// Number of counters the zone can hold now: its first blocks' slots and, in a zone that
-    /// grows, those of the chunks it has taken.
+    /// grows, those of the chunks it has taken. The emptied chunk a zone that grows keeps as
+    /// a spare is not counted: [`spare_chunks`](Zone::spare_chunks) says whether there is
+    /// one, [`release_spare`](Zone::release_spare) gives it back.
     pub fn capacity(&self) -> usize {
         let chunks = match self.growth.get() {
             Some(_) => self.slots.lock().chunks.count() * ChunkShape::slots_for(&self.layout),
@@ -325,7 +327,14 @@ impl<'m> Zone<'m> {
     /// chunk's metadata, aligned to the power of two at or above `stride`) and carries on in
     /// it. Its counters' offsets are reached through the same per-CPU register values
     /// ([`cpu_base`](Zone::cpu_base)): the add is unchanged. A chunk that empties goes back
-    /// to the source (one is kept as a spare); dropping the zone gives back every chunk.
+    /// to the source (one is kept as a spare: [`spare_chunks`](Zone::spare_chunks),
+    /// [`release_spare`](Zone::release_spare)); dropping the zone gives back every chunk.
+    /// The source's methods run outside the zone's lock, in the context of the alloc or free
+    /// that needs a chunk (see [`ChunkSource`]).
+    ///
+    /// A chunk the source gives misaligned, or shorter than it was asked for (the length it
+    /// returns), is given back at once and the alloc fails with [`Error::Misaligned`] or
+    /// [`Error::ShortChunk`]: the zone is unchanged.
     ///
     /// Fails with [`Error::SourceAlreadySet`] for a second source (the chunks taken must go
     /// back to the one they came from), and [`Error::AddressOverflow`] when a chunk's size
@@ -361,9 +370,45 @@ impl<'m> Zone<'m> {
     }
 
     /// The size and alignment of the chunks a zone that grows asks its source for (an error
-    /// when no chunk of the zone's shape fits the address space).
+    /// when no chunk of the zone's shape fits the address space): the same as
+    /// [`ZoneLayout::chunk_layout_for`] of its CPU count and stride, known before the zone
+    /// exists.
     pub fn chunk_layout(&self) -> Result<core::alloc::Layout, Error> {
         ChunkShape::layout_for(&self.layout)
+    }
+
+    /// Emptied chunks the zone keeps rather than give back to its source: 0 or 1. A zone that
+    /// grows keeps the last chunk that emptied, so that a counter allocated and freed over
+    /// and over at a chunk's edge does not take and give back memory each time; it is memory
+    /// the source gave, outside [`capacity`](Zone::capacity), until an alloc takes it up again
+    /// or [`release_spare`](Zone::release_spare) gives it back.
+    pub fn spare_chunks(&self) -> usize {
+        match self.growth.get() {
+            Some(_) => self.slots.lock().chunks.spares(),
+            None => 0,
+        }
+    }
+
+    /// Gives the spare chunk back to the source, if the zone keeps one: the chunks given back
+    /// (0 or 1). Once every counter in the chunks is freed, the source then has every chunk
+    /// back (a kernel's leak check, or memory handed back under pressure). The source's
+    /// `free_chunk` runs outside the zone's lock, in the caller's context.
+    ///
+    /// ```
+    /// use pcpu_counter::{HeapChunks, sim::Machine};
+    /// let machine = Machine::with_capacity(2, 16).unwrap();
+    /// let zone = machine.zone();
+    /// zone.grow_from(&HeapChunks).unwrap();
+    /// let all: Vec<_> = (0..zone.capacity() + 1).map(|_| zone.alloc().unwrap()).collect();
+    /// drop(all);
+    /// assert_eq!(zone.spare_chunks(), 1);
+    /// assert_eq!(zone.release_spare(), 1);
+    /// assert_eq!((zone.spare_chunks(), zone.release_spare()), (0, 0));
+    /// ```
+    pub fn release_spare(&self) -> usize {
+        self.growth
+            .get()
+            .map_or(0, |grown| grown.release_spare(self))
     }
 
     /// Whether the zone grows ([`grow_from`](Zone::grow_from) gave it a source).

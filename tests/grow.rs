@@ -17,13 +17,18 @@ use pcpu_counter::freebsd::{self, Wait};
 use pcpu_counter::{array::CounterArray, sim::Machine, ChunkSource, Error, HeapChunks};
 
 /// A source over the heap that counts what it hands out and takes back, checks each chunk's
-/// layout, and can be told to refuse.
+/// layout, and can be told to refuse, or to say it gave `short` bytes (a page allocator's one
+/// page for a bigger chunk; the heap chunk behind it has the layout asked, so that a zone
+/// that used it would not corrupt the test's heap).
 struct Counting {
     taken: AtomicUsize,
     given_back: AtomicUsize,
     refuse: AtomicBool,
+    short: AtomicUsize,
     waits: AtomicUsize,
     layout: Mutex<Option<Layout>>,
+    /// The chunks given back with a layout other than the one asked: address and size.
+    short_frees: Mutex<Vec<(usize, usize)>>,
 }
 
 impl Counting {
@@ -32,8 +37,10 @@ impl Counting {
             taken: AtomicUsize::new(0),
             given_back: AtomicUsize::new(0),
             refuse: AtomicBool::new(false),
+            short: AtomicUsize::new(0),
             waits: AtomicUsize::new(0),
             layout: Mutex::new(None),
+            short_frees: Mutex::new(Vec::new()),
         }
     }
 
@@ -44,7 +51,7 @@ impl Counting {
 
 // SAFETY: the heap's memory, of the layout asked, taken back with it.
 unsafe impl ChunkSource for Counting {
-    fn alloc_chunk(&self, layout: Layout, wait: bool) -> Option<NonNull<u8>> {
+    fn alloc_chunk(&self, layout: Layout, wait: bool) -> Option<NonNull<[u8]>> {
         if wait {
             self.waits.fetch_add(1, Ordering::SeqCst);
         }
@@ -59,14 +66,21 @@ unsafe impl ChunkSource for Counting {
         );
         let chunk = HeapChunks.alloc_chunk(layout, wait)?;
         self.taken.fetch_add(1, Ordering::SeqCst);
-        Some(chunk)
+        match self.short.load(Ordering::SeqCst) {
+            0 => Some(chunk),
+            says => Some(NonNull::slice_from_raw_parts(chunk.cast(), says)),
+        }
     }
 
     unsafe fn free_chunk(&self, chunk: NonNull<u8>, layout: Layout) {
-        assert_eq!(*self.layout.lock().unwrap(), Some(layout));
+        let asked = self.layout.lock().unwrap().expect("a chunk was asked for");
+        if layout != asked {
+            let addr = chunk.as_ptr() as usize;
+            self.short_frees.lock().unwrap().push((addr, layout.size()));
+        }
         self.given_back.fetch_add(1, Ordering::SeqCst);
-        // SAFETY: from `alloc_chunk` above, with this layout.
-        unsafe { HeapChunks.free_chunk(chunk, layout) }
+        // SAFETY: from `alloc_chunk` above, which took `asked` from the heap.
+        unsafe { HeapChunks.free_chunk(chunk, asked) }
     }
 }
 
@@ -138,6 +152,152 @@ fn a_zone_grows_counts_and_gives_chunks_back() {
     drop(counters);
     drop(machine);
     assert_eq!(SOURCE.live(), 0, "the zone's drop gave back every chunk");
+}
+
+/// A source that gives one 4 KiB page for a bigger chunk (and says so) makes the alloc fail
+/// with `ShortChunk`: the page goes back to the source with the size it gave, the zone is
+/// unchanged, and a source that then gives the chunk asked makes the zone grow. Run against
+/// `--cfg pcpu_counter_broken="short_chunk_accepted"` (the size check removed), the first
+/// alloc succeeds and the test fails.
+#[test]
+fn a_short_chunk_is_refused_and_given_back() {
+    static SOURCE: Counting = Counting::new();
+    let machine = Machine::with_capacity(8, 512).unwrap();
+    let zone = machine.zone();
+    let first = zone.capacity();
+    let fill: Vec<_> = (0..first).map(|_| zone.alloc().unwrap()).collect();
+    zone.grow_from(&SOURCE).unwrap();
+    let asked = zone.chunk_layout().unwrap().size();
+    assert!(asked > 4096, "a chunk bigger than a page: {asked}");
+    SOURCE.short.store(4096, Ordering::SeqCst);
+
+    let refused = zone.alloc().map(|c| c.offset());
+    assert_eq!(refused, Err(Error::ShortChunk { asked, given: 4096 }));
+    assert_eq!(SOURCE.taken.load(Ordering::SeqCst), 1);
+    assert_eq!(SOURCE.live(), 0, "the page went back");
+    let short_frees = SOURCE.short_frees.lock().unwrap().clone();
+    assert_eq!(short_frees.len(), 1);
+    assert_eq!(short_frees[0].1, 4096, "given back with the size it gave");
+    assert_eq!(zone.capacity(), first, "the zone is unchanged");
+    assert_eq!((zone.in_use(), zone.spare_chunks()), (first, 0));
+    let message = refused.unwrap_err().to_string();
+    assert!(
+        message.contains("gave 4096 bytes for a chunk of"),
+        "{message}"
+    );
+
+    SOURCE.short.store(0, Ordering::SeqCst);
+    let grown = zone.alloc().unwrap();
+    machine.run_on(7, || grown.add(5));
+    assert_eq!(grown.fetch(), 5);
+    assert_eq!(zone.capacity(), first + zone.max_run());
+    assert_eq!(SOURCE.live(), 1);
+    drop((grown, fill));
+}
+
+/// Against a zone that uses a chunk shorter than it asked
+/// (`pcpu_counter_broken="short_chunk_accepted"`, the size check removed): the test above
+/// must fail.
+#[cfg(pcpu_counter_broken = "short_chunk_accepted")]
+#[test]
+fn short_chunk_test_catches_a_short_chunk_accepted() {
+    let caught = std::panic::catch_unwind(a_short_chunk_is_refused_and_given_back);
+    assert!(
+        caught.is_err(),
+        "the test missed a short chunk the zone used"
+    );
+}
+
+/// A fresh zone grown and shrunk gives every chunk back: the emptied chunk it keeps is
+/// reported (`spare_chunks`, outside `capacity`) and `release_spare` returns it, so the
+/// source's live count is back to its start with the zone still alive.
+#[test]
+fn a_grown_zone_can_give_every_chunk_back() {
+    static SOURCE: Counting = Counting::new();
+    let machine = Machine::with_capacity(2, 16).unwrap();
+    let zone = machine.zone();
+    zone.grow_from(&SOURCE).unwrap();
+    assert_eq!((zone.spare_chunks(), zone.release_spare()), (0, 0));
+    let per_chunk = zone.max_run();
+    let all: Vec<_> = (0..16 + 3 * per_chunk)
+        .map(|_| zone.alloc().unwrap())
+        .collect();
+    assert_eq!(SOURCE.live(), 3);
+    assert_eq!(zone.capacity(), 16 + 3 * per_chunk);
+    drop(all);
+    assert_eq!(zone.in_use(), 0);
+    assert_eq!(zone.capacity(), 16, "the spare is outside the capacity");
+    assert_eq!(zone.spare_chunks(), 1);
+    assert_eq!(SOURCE.live(), 1, "the spare, still the source's memory");
+    assert_eq!(zone.release_spare(), 1);
+    assert_eq!(SOURCE.live(), 0, "every chunk back, the zone alive");
+    assert_eq!((zone.spare_chunks(), zone.release_spare()), (0, 0));
+    // The zone grows again from the source, and gives the chunk back on its drop.
+    let again: Vec<_> = (0..17).map(|_| zone.alloc().unwrap()).collect();
+    assert_eq!(SOURCE.live(), 1);
+    drop(again);
+    drop(machine);
+    assert_eq!(SOURCE.live(), 0);
+}
+
+/// The chunk size known before a zone exists is the one a zone asks for, and the table of
+/// docs/kernel.md ("Kernels whose allocator hands out single pages"): per CPU count, the
+/// largest stride whose chunk fits a 4 KiB page, and the largest power of two.
+#[test]
+fn chunk_layout_for_is_the_zones_and_the_page_table_holds() {
+    use pcpu_counter::ZoneLayout;
+    for (ncpus, counters) in [(1, 16), (2, 100), (8, 512), (3, 4096)] {
+        let machine = Machine::with_capacity(ncpus, counters).unwrap();
+        let zone = machine.zone();
+        assert_eq!(
+            ZoneLayout::chunk_layout_for(ncpus, zone.layout().stride),
+            zone.chunk_layout(),
+            "{ncpus} CPUs, {counters} counters"
+        );
+    }
+    assert_eq!(ZoneLayout::chunk_layout_for(0, 64), Err(Error::NoCpus));
+    assert_eq!(
+        ZoneLayout::chunk_layout_for(2, 12),
+        Err(Error::StrideNotMultipleOf8 { stride: 12 })
+    );
+    assert_eq!(
+        ZoneLayout::chunk_layout_for(2, 0),
+        Err(Error::StrideTooSmall {
+            stride: 0,
+            needed: 8
+        })
+    );
+    assert_eq!(
+        ZoneLayout::chunk_layout_for(usize::MAX / 8, 64),
+        Err(Error::AddressOverflow)
+    );
+    if cfg!(not(target_pointer_width = "64")) {
+        return; // the sizes below are 64-bit ones (an 88-byte chunk header)
+    }
+    assert_eq!(
+        ZoneLayout::chunk_layout_for(8, 704).map(|l| (l.size(), l.align())),
+        Ok((6448, 1024)),
+        "issue 38's chunk"
+    );
+    let size = |ncpus, stride| ZoneLayout::chunk_layout_for(ncpus, stride).unwrap().size();
+    let rows = [
+        (1, 1984, 1024),
+        (2, 1320, 1024),
+        (4, 792, 512),
+        (8, 440, 256),
+        (16, 232, 128),
+        (32, 120, 64),
+        (64, 56, 0),
+    ];
+    for (ncpus, largest, power_of_two) in rows {
+        assert!(size(ncpus, largest) <= 4096, "{ncpus} CPUs");
+        assert!(size(ncpus, largest + 8) > 4096, "{ncpus} CPUs");
+        if power_of_two > 0 {
+            assert!(size(ncpus, power_of_two) <= 4096, "{ncpus} CPUs");
+        }
+        assert!(size(ncpus, power_of_two.max(32) * 2) > 4096, "{ncpus} CPUs");
+    }
+    assert_eq!(size(64, 64), 4256);
 }
 
 /// A fresh counter in a reused slot of a chunk reads 0 on every CPU.

@@ -17,7 +17,8 @@ pub const M_NOWAIT: c_int = 0x0001;
 /// FreeBSD's `M_WAITOK`: may block until a chunk comes or another CPU frees a slot.
 ///
 /// A full zone with chunk hooks takes a chunk from `alloc` (which may sleep for it) and fails
-/// only when `alloc` returns NULL; without hooks it waits until another CPU frees a slot.
+/// only when `alloc` returns NULL (or a chunk the library refuses: misaligned, or shorter than
+/// asked); without hooks it waits until another CPU frees a slot.
 pub const M_WAITOK: c_int = 0x0002;
 /// FreeBSD's `M_ZERO`: accepted and ignored (counters always start at 0).
 pub const M_ZERO: c_int = 0x0100;
@@ -34,7 +35,8 @@ fn waits(wait: c_int) -> Option<Wait> {
 /// FreeBSD's `counter_u64_alloc(wait)`: a new counter reading 0, or NULL.
 ///
 /// NULL when there is no zone, `wait` is neither `M_NOWAIT` nor `M_WAITOK`, the zone's chunk
-/// hook (`pcpu_zone_grow`) gave no memory, or (`M_NOWAIT`) the zone is full and has no hooks.
+/// hook (`pcpu_zone_grow`) gave no memory (or a chunk misaligned or shorter than asked, given
+/// back), or (`M_NOWAIT`) the zone is full and has no hooks.
 /// `M_WAITOK` on a full zone without hooks waits for a free slot.
 ///
 /// ```

@@ -145,6 +145,10 @@ pub const PCPU_ESEGLIMIT: c_int = -33;
 ///
 /// Rust: [`Error::Unaddressable`](crate::Error::Unaddressable).
 pub const PCPU_EUNADDR: c_int = -34;
+/// The chunk hook gave less than asked: the chunk went back, the zone did not grow.
+///
+/// Rust: [`Error::ShortChunk`](crate::Error::ShortChunk).
+pub const PCPU_ESHORTCHUNK: c_int = -35;
 // END PCPU_E*
 
 /// A static, NUL-terminated description of the code `err` (never NULL).

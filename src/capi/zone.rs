@@ -231,6 +231,9 @@ pub unsafe extern "C" fn pcpu_cpu_check_first_failure(cpu: *mut usize) -> c_int 
 
 /// Counters the installed zone holds at once (0 when none is installed).
 ///
+/// Its first blocks and, in a zone that grows, the chunks it uses; not the emptied chunk it
+/// keeps as a spare (`pcpu_zone_spare`, given back by `pcpu_zone_trim`).
+///
 /// ```
 /// use pcpu_counter::{capi::*, sim::capi::*};
 /// assert_eq!(pcpu_sim_machine_new(2, 64), 0);

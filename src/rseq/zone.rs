@@ -358,7 +358,7 @@ impl MmapChunks {
 // SAFETY: a chunk is a fresh mapping of at least `layout.size()` readable and writable bytes
 // at a multiple of `layout.align()`, the caller's until `free_chunk` unmaps it.
 unsafe impl ChunkSource for MmapChunks {
-    fn alloc_chunk(&self, layout: Layout, _wait: bool) -> Option<NonNull<u8>> {
+    fn alloc_chunk(&self, layout: Layout, _wait: bool) -> Option<NonNull<[u8]>> {
         let page = Self::page();
         let len = Self::len(layout)?;
         let align = layout.align().max(page);
@@ -400,7 +400,7 @@ unsafe impl ChunkSource for MmapChunks {
         // No transparent huge pages, as for the zone's own mapping.
         // SAFETY: advice on the chunk just mapped; failure only leaves the default.
         unsafe { libc::madvise(chunk as *mut libc::c_void, len, libc::MADV_NOHUGEPAGE) };
-        NonNull::new(chunk as *mut u8)
+        NonNull::new(chunk as *mut u8).map(|c| NonNull::slice_from_raw_parts(c, len))
     }
 
     unsafe fn free_chunk(&self, chunk: NonNull<u8>, layout: Layout) {

@@ -25,6 +25,7 @@ pub(crate) struct Growth {
     free_run: fn(&Zone<'_>, &Grown, *mut Chunk, usize, usize),
     holds_run: fn(&Zone<'_>, usize, usize) -> bool,
     release_all: fn(&Zone<'_>, &Grown),
+    release_spare: fn(&Zone<'_>, &Grown) -> usize,
 }
 
 /// The table for sources of type `S`.
@@ -38,6 +39,7 @@ impl<S: ChunkSource> Table<S> {
         free_run: free_run::<S>,
         holds_run,
         release_all: release_all::<S>,
+        release_spare: release_spare::<S>,
     };
 }
 
@@ -107,6 +109,12 @@ impl Grown {
         (self.paths.holds_run)(zone, off, last)
     }
 
+    /// Gives the spare chunk back, if one is kept: the chunks given back (0 or 1).
+    #[inline(never)]
+    pub(crate) fn release_spare(&self, zone: &Zone<'_>) -> usize {
+        (self.paths.release_spare)(zone, self)
+    }
+
     /// Gives every chunk back (the zone's drop).
     #[inline(never)]
     pub(crate) fn release_all(&self, zone: &Zone<'_>) {
@@ -142,20 +150,12 @@ fn take_run<S: ChunkSource>(
         }
         // The source may block (`wait`): never under the zone's lock.
         drop(slots);
-        let chunk = source
+        let given = source
             .alloc_chunk(shape.layout, wait == Wait::WaitOk)
             .ok_or(Error::OutOfMemory {
                 bytes: shape.layout.size(),
             })?;
-        if !(chunk.as_ptr() as usize).is_multiple_of(shape.layout.align()) {
-            // The zone finds chunks by their alignment: a source that ignored it gets its
-            // memory back and the alloc fails.
-            // SAFETY: the source's own chunk, unused, given back at once.
-            unsafe { source.free_chunk(chunk, shape.layout) };
-            return Err(Error::Misaligned {
-                addr: chunk.as_ptr() as usize,
-            });
-        }
+        let chunk = accept(source, given, shape)?;
         let mut slots = zone.slots.lock();
         // Another CPU may have grown the zone meanwhile: then this chunk is the spare, or goes
         // back, and the run comes from the chunks there are.
@@ -177,6 +177,38 @@ fn take_run<S: ChunkSource>(
             return Ok(off);
         }
     }
+}
+
+/// The chunk `given` by the source, if the zone can use it: the zone finds chunks by their
+/// alignment and writes `shape.layout.size()` bytes of each, so a chunk misaligned
+/// ([`Error::Misaligned`]) or shorter ([`Error::ShortChunk`]) goes back to the source at once
+/// (with the length it gave) and the alloc fails, the zone unchanged.
+fn accept<S: ChunkSource>(
+    source: &S,
+    given: NonNull<[u8]>,
+    shape: &ChunkShape,
+) -> Result<NonNull<u8>, Error> {
+    let chunk = given.cast::<u8>();
+    let (asked, len) = (shape.layout.size(), given.len());
+    let error = if !(chunk.as_ptr() as usize).is_multiple_of(shape.layout.align()) {
+        Error::Misaligned {
+            addr: chunk.as_ptr() as usize,
+        }
+    } else if len < asked && cfg!(not(pcpu_counter_broken = "short_chunk_accepted")) {
+        Error::ShortChunk { asked, given: len }
+    } else {
+        return Ok(chunk);
+    };
+    let layout = match len < asked {
+        // SAFETY: smaller than a valid layout of the same alignment, so valid too.
+        true => unsafe {
+            core::alloc::Layout::from_size_align_unchecked(len, shape.layout.align())
+        },
+        false => shape.layout,
+    };
+    // SAFETY: the source's own chunk, unused, given back at once with the length it gave.
+    unsafe { source.free_chunk(chunk, layout) };
+    Err(error)
 }
 
 fn try_take_run(zone: &Zone<'_>, len: usize) -> Option<Result<usize, Error>> {
@@ -218,6 +250,16 @@ fn free_run<S: ChunkSource>(
 
 fn holds_run(zone: &Zone<'_>, off: usize, last: usize) -> bool {
     zone.slots.lock().chunks.holds_run(&shape(zone), off, last)
+}
+
+fn release_spare<S: ChunkSource>(zone: &Zone<'_>, grown: &Grown) -> usize {
+    let shape = shape(zone);
+    let Some(memory) = zone.slots.lock().chunks.take_spare(&shape) else {
+        return 0;
+    };
+    // SAFETY: the table of `S` calls this; the spare is empty, off every list, from the source.
+    unsafe { grown.source::<S>().free_chunk(memory, shape.layout) };
+    1
 }
 
 fn release_all<S: ChunkSource>(zone: &Zone<'_>, grown: &Grown) {

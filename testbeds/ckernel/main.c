@@ -217,6 +217,8 @@ static struct {
 	 * misaligned (the library refused them), M_WAITOK calls that waited, refusals. */
 	uint64_t calls, taken, reused, given_back, out, most_out, misaligned, waits, refused;
 	int refuse_next; /* the next alloc call returns NULL (the check sets it, the hook clears it) */
+	int page_next;   /* the next alloc call gives one page, as `return kalloc();` would */
+	size_t last_free_size; /* the size the last chunk came back with */
 	int last_wait;   /* the wait flag of the last alloc call */
 } arena;
 
@@ -243,6 +245,9 @@ static uint64_t arena_calls(void)
 	return calls;
 }
 
+/* A page, as a page allocator (xv6's kalloc) hands out. */
+#define PAGE 4096u
+
 #ifdef PCPU_TESTBED_BROKEN_GROW
 #define ARENA_ALIGN(align) ((void)(align), (uintptr_t)16) /* the bug: align ignored */
 #else
@@ -268,8 +273,9 @@ static uintptr_t arena_take(size_t size, uintptr_t align)
 	return chunk;
 }
 
-static void *kernel_chunk_alloc(size_t size, size_t align, int wait)
+static void *kernel_chunk_alloc(size_t size, size_t align, int wait, size_t *given)
 {
+	*given = size; /* the arena hands out the bytes asked, */
 	for (int waited = 0;; waited = 1) {
 		uintptr_t irq = arena_lock();
 		uintptr_t chunk = 0;
@@ -280,6 +286,12 @@ static void *kernel_chunk_alloc(size_t size, size_t align, int wait)
 			arena.refused++;
 			arena_unlock(irq);
 			return NULL;
+		}
+		if (arena.page_next) {
+			/* but one page, and says so, when the check asks (the library must refuse it) */
+			arena.page_next = 0;
+			size = *given = PAGE;
+			align = PAGE;
 		}
 		if (size >= sizeof(struct free_chunk))
 			chunk = arena_take(size, ARENA_ALIGN(align));
@@ -307,6 +319,7 @@ static void kernel_chunk_free(void *chunk, size_t size, size_t align)
 	arena.given_back++;
 	arena.out--;
 	arena.misaligned += (at & (align - 1)) != 0;
+	arena.last_free_size = size;
 	c->size = size;
 	c->next = arena.free;
 	__atomic_store_n(&arena.free, c, __ATOMIC_RELAXED);
@@ -576,6 +589,7 @@ static uint64_t churn(unsigned cpu, unsigned first, unsigned rounds, int togethe
 struct refusals {
 	uint64_t waitok_null, waitok_calls, waitok_flag, nowait_null, nowait_calls, nowait_flag;
 	uint64_t granted, granted_flag;
+	uint64_t short_rc, short_out, short_size, short_capacity;
 	size_t extra;
 };
 
@@ -598,6 +612,16 @@ static struct refusals refuse_once(void)
 	r.nowait_null = counter_u64_alloc(M_NOWAIT) == NULL;
 	r.nowait_calls = arena_calls() - calls;
 	r.nowait_flag = (uint64_t)arena.last_wait;
+	/* A hook that gives one page for a bigger chunk, and says so: PCPU_ESHORTCHUNK, the page
+	 * back at once with the size it gave, the zone unchanged. */
+	uint64_t out = arena.out;
+	size_t capacity = pcpu_zone_capacity();
+	arena.page_next = 1;
+	r.short_rc = (uint64_t)(int64_t)counter_u64_array_alloc(&grow_extra[r.extra], 1, M_NOWAIT);
+	r.short_out = arena.out - out;
+	r.short_size = arena.last_free_size;
+	r.short_capacity = pcpu_zone_capacity() == capacity;
+	arena.page_next = 0;
 	if (r.extra < GROW_EXTRA && (grow_extra[r.extra] = counter_u64_alloc(M_NOWAIT)) != NULL) {
 		r.extra++;
 		r.granted = 1;
@@ -663,6 +687,7 @@ static void check_grow(unsigned cpu)
 		counter_u64_free(grow_long[j]);
 	}
 	uint64_t taken = arena.taken, reused = arena.reused, back = arena.given_back;
+	uint64_t out = arena.out, spare = pcpu_zone_spare(), trimmed = pcpu_zone_trim();
 	REPORT("grow", { "counters live at once on CPU 0", GROW_LIVE, live },
 	       { "chunks the library gave back misaligned", 0, arena.misaligned },
 	       { "CPU 0's counters exact", GROW_LIVE, reports(1) },
@@ -678,9 +703,16 @@ static void check_grow(unsigned cpu)
 	       { "M_NOWAIT alloc refused: flag", M_NOWAIT, r.nowait_flag },
 	       { "M_NOWAIT alloc granted", 1, r.granted },
 	       { "M_NOWAIT alloc granted: flag", M_NOWAIT, r.granted_flag },
+	       { "one page for a chunk: PCPU_ESHORTCHUNK", (uint64_t)(int64_t)PCPU_ESHORTCHUNK, r.short_rc },
+	       { "one page for a chunk: chunks out more", 0, r.short_out },
+	       { "one page for a chunk: given back with its size", PAGE, r.short_size },
+	       { "one page for a chunk: capacity unchanged", 1, r.short_capacity },
 	       { "slots in use after", in_use, pcpu_zone_in_use() },
 	       { "capacity after", capacity, pcpu_zone_capacity() },
-	       { "chunks out after (the zone's spare)", 1, arena.out });
+	       { "chunks out after (the zone's spare)", 1, out },
+	       { "spare chunks after (pcpu_zone_spare)", 1, spare },
+	       { "spare chunks given back (pcpu_zone_trim)", 1, trimmed },
+	       { "chunks out after pcpu_zone_trim", 0, arena.out });
 	kernel_print("INFO grow: ");
 	print_u64(taken);
 	kernel_print(" chunks taken (");

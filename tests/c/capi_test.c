@@ -417,6 +417,103 @@ static void check_registry(void)
 	printf("ok   registry: walk, duplicate, zero and remove by name, group fetch, export\n");
 }
 
+/* 7. A zone that grows through chunk hooks (pcpu_zone_grow). The hook can say it gave one
+ * 4 KiB page for a bigger chunk (the chunk behind it is whole, so that a library that used it
+ * would not corrupt the test's heap): the alloc must fail with PCPU_ESHORTCHUNK, the page go
+ * back through the free hook with the size it gave, the zone stay as it was. Then the zone
+ * grows, shrinks, keeps its spare (pcpu_zone_spare, outside pcpu_zone_capacity), and
+ * pcpu_zone_trim gives it back: the hooks' live count returns to 0. Last: the hooks stay
+ * installed for the process. */
+static struct {
+	int short_page;    /* the alloc hook says it gave 4096 bytes */
+	size_t taken, given_back, last_free_size;
+	void *last_taken, *last_freed;
+} hooks;
+
+static void *test_chunk_alloc(size_t size, size_t align, int wait, size_t *given)
+{
+	(void)wait;
+	void *chunk = aligned_alloc(align, (size + align - 1) / align * align);
+	if (chunk == NULL)
+		return NULL;
+	memset(chunk, 0, size); /* initialised, as the hook's contract asks */
+	hooks.taken++;
+	hooks.last_taken = chunk;
+	*given = hooks.short_page ? 4096 : size;
+	return chunk;
+}
+
+static void test_chunk_free(void *chunk, size_t size, size_t align)
+{
+	(void)align;
+	hooks.given_back++;
+	hooks.last_freed = chunk;
+	hooks.last_free_size = size;
+	free(chunk);
+}
+
+static void check_growth(void)
+{
+	static counter_u64_t fill[8192];
+	size_t first = pcpu_zone_capacity(), n = 0;
+	size_t base0 = 0, base1 = 0;
+	must(pcpu_zone_cpu_base(0, &base0), "cpu base 0");
+	must(pcpu_zone_cpu_base(1, &base1), "cpu base 1");
+	size_t stride = base1 - base0;
+	/* The chunk is known before a zone exists, from the layout alone. */
+	CHECK_EQ("chunk size", pcpu_chunk_size(NCPUS, stride), pcpu_zone_chunk_size());
+	CHECK_EQ("chunk align", pcpu_chunk_align(NCPUS, stride), pcpu_zone_chunk_align());
+	CHECK_EQ("no chunk for 0 CPUs", pcpu_chunk_size(0, stride), 0);
+	CHECK_EQ("no chunk for a stride of 12", pcpu_chunk_align(NCPUS, 12), 0);
+	if (pcpu_zone_chunk_size() <= 4096) {
+		printf("FAIL growth: a chunk of %zu bytes fits a page\n", pcpu_zone_chunk_size());
+		failures++;
+		return;
+	}
+	while (n < sizeof fill / sizeof fill[0] && (fill[n] = counter_u64_alloc(M_NOWAIT)) != NULL)
+		n++;
+	CHECK_EQ("full", pcpu_zone_in_use(), first);
+	must(pcpu_zone_grow(test_chunk_alloc, test_chunk_free), "grow");
+
+	hooks.short_page = 1;
+	counter_u64_t one[1];
+	CHECK_EQ("short chunk", counter_u64_array_alloc(one, 1, M_NOWAIT),
+		 (unsigned long long)(long long)PCPU_ESHORTCHUNK);
+	CHECK_EQ("short chunk, counter_u64_alloc", counter_u64_alloc(M_WAITOK) == NULL, 1);
+	CHECK_EQ("short chunks taken", hooks.taken, 2);
+	CHECK_EQ("short chunks given back", hooks.given_back, 2);
+	CHECK_EQ("the page given back", hooks.last_freed == hooks.last_taken, 1);
+	CHECK_EQ("with the size it gave", hooks.last_free_size, 4096);
+	CHECK_EQ("capacity unchanged", pcpu_zone_capacity(), first);
+	CHECK_EQ("in use unchanged", pcpu_zone_in_use(), first);
+	CHECK_EQ("no spare", pcpu_zone_spare(), 0);
+	CHECK_EQ("strerror", strcmp(pcpu_strerror(PCPU_ESHORTCHUNK), "the chunk hook gave less than asked"), 0);
+
+	hooks.short_page = 0;
+	counter_u64_t grown = counter_u64_alloc(M_NOWAIT);
+	CHECK_EQ("grown", grown != NULL, 1);
+	size_t per_chunk = stride / 8;
+	CHECK_EQ("capacity grown", pcpu_zone_capacity(), first + per_chunk);
+	CHECK_EQ("live chunks", hooks.taken - hooks.given_back, 1);
+	if (grown != NULL) {
+		must(pcpu_sim_bind(NCPUS - 1), "bind");
+		counter_u64_add(grown, 9);
+		pcpu_sim_unbind();
+		CHECK_EQ("grown counts", counter_u64_fetch(grown), 9);
+		counter_u64_free(grown);
+	}
+	CHECK_EQ("the spare, outside the capacity", pcpu_zone_capacity(), first);
+	CHECK_EQ("one spare", pcpu_zone_spare(), 1);
+	CHECK_EQ("the spare is still out", hooks.taken - hooks.given_back, 1);
+	CHECK_EQ("trim", pcpu_zone_trim(), 1);
+	CHECK_EQ("every chunk back", hooks.taken - hooks.given_back, 0);
+	CHECK_EQ("no spare after trim", pcpu_zone_spare(), 0);
+	CHECK_EQ("trim again", pcpu_zone_trim(), 0);
+	for (size_t i = 0; i < n; i++)
+		counter_u64_free(fill[i]);
+	printf("ok   growth: a short chunk refused and given back, the spare counted and trimmed\n");
+}
+
 int main(void)
 {
 	must(pcpu_sim_machine_new(NCPUS, 4096), "machine");
@@ -428,6 +525,7 @@ int main(void)
 	check_kernel();
 	check_errors();
 	check_registry();
+	check_growth();
 	if (failures) {
 		printf("%d check(s) failed\n", failures);
 		return 1;

@@ -20,9 +20,10 @@ static struct pcpu_approx approx;
 static COUNTER_U64_DEFINE_EARLY(early);
 #ifdef FOOTPRINT_GROW
 static unsigned char arena[1 << 16] __attribute__((aligned(4096)));
-static void *chunk_alloc(size_t size, size_t align, int wait)
+static void *chunk_alloc(size_t size, size_t align, int wait, size_t *given)
 {
 	(void)wait;
+	*given = sizeof arena;
 	return size <= sizeof arena && align <= 4096 ? arena : 0;
 }
 static void chunk_free(void *chunk, size_t size, size_t align)
@@ -109,6 +110,7 @@ uint64_t kmain(void)
 #ifdef FOOTPRINT_GROW /* a zone that grows (issue 31), measured apart */
 	sum += (uint64_t)pcpu_zone_grow(chunk_alloc, chunk_free);
 	sum += pcpu_zone_chunk_size() + pcpu_zone_chunk_align();
+	sum += pcpu_chunk_size(2, 512) + pcpu_chunk_align(2, 512) + pcpu_zone_spare() + pcpu_zone_trim();
 #endif
 #ifdef FOOTPRINT_READING /* the reading calls of issue 21, measured apart */
 	sum += (uint64_t)pcpu_counter_group_fetch(a[0], 4, copy);

@@ -135,7 +135,7 @@ impl ArenaChunks {
 // (bumped past, or a chunk given back with at least that size at such an address); each is
 // handed out once until `free_chunk` takes it back.
 unsafe impl ChunkSource for ArenaChunks {
-    fn alloc_chunk(&self, layout: Layout, _wait: bool) -> Option<NonNull<u8>> {
+    fn alloc_chunk(&self, layout: Layout, _wait: bool) -> Option<NonNull<[u8]>> {
         let mut state = self.state.lock();
         let chunk = match Self::take_free(&mut state, layout) {
             Some(chunk) => {
@@ -154,7 +154,7 @@ unsafe impl ChunkSource for ArenaChunks {
             }
         };
         self.taken.fetch_add(1, Ordering::Relaxed);
-        Some(chunk)
+        Some(NonNull::slice_from_raw_parts(chunk, layout.size()))
     }
 
     unsafe fn free_chunk(&self, chunk: NonNull<u8>, layout: Layout) {

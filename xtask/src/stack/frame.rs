@@ -220,6 +220,13 @@ fn x86(insn: &Insn, own: &str, w: u64, sp: &str, fp: &str) -> Vec<Effect> {
             None => jump_to(ops, own, true),
         });
     }
+    // A conditional jump to a named function (`je g`, which LLVM emits for a call in tail
+    // position on one path): the callee runs on this frame, and the other path goes on.
+    if m.starts_with('j') && !m.starts_with("jmp") {
+        if let Some(sym) = named {
+            return one(Effect::Call(sym));
+        }
+    }
     if m.starts_with("jmp") {
         return one(match named {
             Some(sym) => Effect::Tail(sym),
@@ -433,6 +440,19 @@ mod tests {
         assert_eq!(
             Classifier::new(Arch::X86_64).classify(&tail, "f"),
             [Tail(".text.g".into())]
+        );
+        // A conditional tail call (`pcpu_zone_trim`'s to `Grown::release_spare`) is a call: the
+        // callee's stack counts, and the function goes on.
+        let cond = insn("je 18 <f+0x18>", Some(("R_X86_64_PLT32", ".text.g-0x4")));
+        assert_eq!(
+            Classifier::new(Arch::X86_64).classify(&cond, "f"),
+            [Call(".text.g".into())]
+        );
+        assert_eq!(one(Arch::X86_64, "jne 1f <f+0x1f>"), [Other]);
+        let cond32 = insn("je 12 <f+0x12>", Some(("R_386_PC32", ".text.g")));
+        assert_eq!(
+            Classifier::new(Arch::I386).classify(&cond32, "f"),
+            [Call(".text.g".into())]
         );
     }
 

@@ -29,9 +29,11 @@
 # `std` was the simulation, so its set is the same names less `sim`.
 #
 # The tool: each cargo-semver-checks release reads the rustdoc JSON formats of a range of
-# rustc versions; 0.51.0 reads the installed stable's (rustc 1.95). It is installed when
-# missing (`cargo install --locked`: about 10 minutes of CPU); the check builds the rustdoc
-# JSON of this tree and of the baseline (about 15 s).
+# rustc versions; 0.51.0 (the newest, rust-version 1.93) reads the installed stable's (rustc
+# 1.95). It is installed when missing: `cargo install --locked` took 11 minutes on 2 shared
+# cores (about 11 minutes of CPU; its release profile's LTO is not what costs: without it, the
+# same), once per machine. The check builds the rustdoc JSON of this tree and of the baseline
+# and compares them: 12 s from a clean target/, 2 s warm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

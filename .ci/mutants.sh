@@ -25,7 +25,7 @@ MUTANTS_MAX=${MUTANTS_MAX:-10}
 # When the last commit changed no mutable code: one slice of one of these, by commit (a
 # quoted glob is one module's files, as `cargo mutants --file` reads it).
 CORE=(src/zone.rs src/layout.rs src/bitmap.rs src/area.rs src/counter.rs src/array.rs
-    src/early.rs src/ratecheck.rs 'src/registry/*.rs' src/freebsd.rs)
+    src/early.rs src/ratecheck.rs 'src/registry/*.rs' src/freebsd.rs src/zone/global.rs)
 
 # The tests that exercise each file (cargo test arguments).
 tests_for() {
@@ -34,6 +34,7 @@ tests_for() {
         src/bitmap.rs) echo --lib --test zone --test model --test slots ;;
         src/area.rs) echo --lib --test area --test zone --test config_fuzz ;;
         src/zone.rs) echo --lib --test zone --test area --test counting --test zero --test config_fuzz --test model --test grow ;;
+        src/zone/global.rs) echo --lib --test freebsd_api --test capi --test array --test grow ;;
         src/chunk.rs | src/zone/*) echo --lib --test grow --test zone --test model ;;
         src/counter.rs) echo --lib --test counting --test zero --test zone ;;
         src/array.rs) echo --lib --test array --test model --test group ;;

@@ -211,9 +211,14 @@ pub(crate) fn fetch_and_zero(parts: &[Part<'_>], out: &mut [u64]) {
 }
 
 impl Zone<'_> {
-    /// Checks that the `len` slots from offset `off` are slots of this zone.
+    /// Checks that the `len` slots from offset `off` are slots of this zone; an empty run
+    /// (`len` 0) is a run of the zone when `off` is a slot of it.
     pub(crate) fn check_run(&self, off: usize, len: usize) -> Result<(), Error> {
-        match self.holds_run(off, len) {
+        let held = match len {
+            0 => self.holds_offset(off),
+            _ => self.holds_run(off, len),
+        };
+        match held {
             true => Ok(()),
             false => Err(Error::NotInZone { offset: off, len }),
         }
@@ -224,8 +229,10 @@ impl Zone<'_> {
     /// zero, into `out`, read in one pass: CPU by CPU, each CPU's run of slots in order. Each
     /// value is what that counter's `fetch` would read (and has the same consistency).
     ///
-    /// Fails with [`Error::NotInZone`], reading nothing, if a slot of the range is not a slot
-    /// of the zone. Slots not allocated read as whatever they last held.
+    /// Fails with [`Error::NotInZone`], reading nothing, if `off` or another slot of the range
+    /// is not a slot of the zone. Slots not allocated read as whatever they last held. An empty
+    /// `out` is a valid range, as an empty slice is: at a slot of the zone it reads nothing and
+    /// returns `Ok(())`.
     ///
     /// ```
     /// use pcpu_counter::{array::CounterArray, sim::Machine};
@@ -249,8 +256,9 @@ impl Zone<'_> {
     /// add racing with the call is in this delta or the next, never both. No IPI and no
     /// write to any CPU's slot: 16 slots at a time in one pass over the CPUs.
     ///
-    /// Fails with [`Error::NotInZone`], taking nothing, if a slot of the range is not a slot
-    /// of the zone.
+    /// Fails with [`Error::NotInZone`], taking nothing, if `off` or another slot of the range
+    /// is not a slot of the zone. An empty `out` at a slot of the zone takes nothing and
+    /// returns `Ok(())`.
     ///
     /// ```
     /// use pcpu_counter::{array::CounterArray, sim::Machine};

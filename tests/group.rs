@@ -112,6 +112,32 @@ fn a_range_outside_the_zone_is_an_error_and_reads_nothing() {
     assert_eq!(out[..len], vec![0; len]);
 }
 
+/// An empty range is a valid one, as an empty slice is: from a slot of the zone (its first,
+/// its last, allocated or not) it reads and zeroes nothing and returns `Ok(())`; from an
+/// offset that is not a slot of the zone it is `NotInZone`, as a range of any length is.
+#[test]
+fn an_empty_range_at_a_slot_of_the_zone_is_a_no_op() {
+    let machine = Machine::with_capacity(2, 16).unwrap();
+    let zone = machine.zone();
+    let c = machine.alloc().unwrap();
+    machine.run_on(1, || c.add(5));
+    let (first, len) = (zone.layout().offset, zone.layout().len);
+    let last = first + len - 8;
+    for off in [c.offset(), first, last] {
+        assert_eq!(zone.fetch_range(off, &mut []), Ok(()), "{off:#x}");
+        assert_eq!(zone.fetch_and_zero_range(off, &mut []), Ok(()), "{off:#x}");
+    }
+    assert_eq!(c.fetch(), 5, "an empty range zeroed it");
+    for off in [first + 4, last + 8, first - 8, usize::MAX - 7] {
+        let want = Err(Error::NotInZone {
+            offset: off,
+            len: 0,
+        });
+        assert_eq!(zone.fetch_range(off, &mut []), want, "{off:#x}");
+        assert_eq!(zone.fetch_and_zero_range(off, &mut []), want, "{off:#x}");
+    }
+}
+
 /// The registry's group reads: counters, arrays and an early counter, with a gap left by
 /// `unregister`, more than one batch of the snapshot (over 64 values and over 16 names).
 #[test]

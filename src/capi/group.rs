@@ -18,14 +18,18 @@ unsafe fn run(
     dst: *mut u64,
     read: impl FnOnce(&crate::Zone<'_>, usize, &mut [u64]) -> Result<(), crate::Error>,
 ) -> c_int {
-    if first.is_null() || dst.is_null() || n == 0 {
+    if first.is_null() || dst.is_null() {
         return PCPU_EINVAL;
     }
     let Some(zone) = current_zone() else {
         return PCPU_ENOTINSTALLED;
     };
-    // SAFETY: `dst` is valid for `n` writes (the caller's contract) and not NULL.
-    let out = unsafe { core::slice::from_raw_parts_mut(dst, n) };
+    let out: &mut [u64] = match n {
+        // An empty run: `dst` is never read or written (nor need it be aligned).
+        0 => &mut [],
+        // SAFETY: `dst` is valid for `n` writes (the caller's contract) and not NULL.
+        _ => unsafe { core::slice::from_raw_parts_mut(dst, n) },
+    };
     match read(zone, first as usize, out) {
         Ok(()) => PCPU_OK,
         Err(e) => code(e),
@@ -38,8 +42,9 @@ unsafe fn run(
 /// each CPU's run of slots is read in order. Each value is what `counter_u64_fetch` would
 /// read.
 ///
-/// Returns 0, `PCPU_EINVAL` (NULL `first` or `dst`, `n` 0, a run not inside the zone; `dst`
-/// is then left as it is) or `PCPU_ENOTINSTALLED`.
+/// Returns 0, `PCPU_EINVAL` (NULL `first` or `dst`, a run not inside the zone; `dst` is then
+/// left as it is) or `PCPU_ENOTINSTALLED`. `n` 0 is an empty run: 0 when `first` is a
+/// counter of the zone, nothing read or written.
 ///
 /// # Safety
 /// `dst` is NULL or valid for writing `n` values.
@@ -56,6 +61,8 @@ unsafe fn run(
 /// assert_eq!(unsafe { pcpu_counter_group_fetch(a[0], 3, out.as_mut_ptr()) }, 0);
 /// assert_eq!(out, [0, 0, 4]);
 /// assert_eq!(unsafe { pcpu_counter_group_fetch(a[0], 1000, out.as_mut_ptr()) }, PCPU_EINVAL);
+/// assert_eq!(unsafe { pcpu_counter_group_fetch(a[0], 0, out.as_mut_ptr()) }, 0); // empty
+/// assert_eq!(out, [0, 0, 4]);
 /// # unsafe { counter_u64_array_free(a.as_mut_ptr(), 3) };
 /// ```
 #[no_mangle]

@@ -369,6 +369,13 @@ static void check_registry(void)
 		CHECK_EQ("group fetch", group[i], want_err[i]);
 	CHECK_EQ("group fetch past the zone", pcpu_counter_group_fetch(reg_err[0], 1u << 20, group),
 		 (unsigned long long)(long long)PCPU_EINVAL);
+	/* An empty run from a counter of the zone: 0, nothing read, zeroed or written. */
+	uint64_t untouched = 7;
+	CHECK_EQ("group fetch of no counters", pcpu_counter_group_fetch(reg_err[0], 0, &untouched), 0);
+	CHECK_EQ("group deltas of no counters",
+		 pcpu_counter_group_fetch_and_zero(reg_err[0], 0, &untouched), 0);
+	CHECK_EQ("an empty run wrote nothing", untouched, 7);
+	CHECK_EQ("an empty run zeroed nothing", counter_u64_fetch(reg_err[2]), want_err[2]);
 
 	/* The export: the size first (nothing taken), then the text. */
 	size_t len = 0;

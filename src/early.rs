@@ -130,7 +130,7 @@ impl EarlyCounter {
     /// C.add(-2);
     /// assert_eq!(C.fetch() as i64, -2);
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn add(&self, v: i64) {
         match self.live_slot(Ordering::Acquire) {
             // SAFETY: `off` is the live slot of `zone` (`live_slot`); per-CPU registers are
@@ -149,7 +149,7 @@ impl EarlyCounter {
     /// ```
     /// Once live, the per-CPU counter's [`Counter::inc`] (on x86_64 one
     /// `add qword ptr gs:[off], 1`) after one test of `live`.
-    #[inline]
+    #[inline(always)]
     pub fn inc(&self) {
         match self.live_slot(Ordering::Acquire) {
             // SAFETY: as in `add`.
@@ -180,6 +180,7 @@ impl EarlyCounter {
     }
 
     #[cold]
+    #[inline(never)]
     fn early_add(&self, v: i64) {
         self.early_adders.fetch_add(1, Ordering::SeqCst);
         if let Some((zone, off)) = self.live_slot(Ordering::SeqCst) {

@@ -62,7 +62,8 @@
 //! - `pins <target> <profile>`: `cargo xtask pins` for one pair: testbeds/pins built for the
 //!   bare-metal target in that profile (release, dev at opt-level 3 with incremental on, each
 //!   with and without debug info, whatever the shell sets) and its add paths' instructions
-//!   checked (x86_64 in all four, aarch64 and riscv64 in two).
+//!   checked (x86_64 in all four, aarch64 and riscv64 in the incremental dev one with debug
+//!   info).
 //!
 //! Doctests are not run cross (rustdoc cannot run them through a runner with `-Zbuild-std`):
 //! the host's `cargo test` runs them. The disassembly checks are tests in

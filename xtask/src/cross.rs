@@ -390,6 +390,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 format!("{passed} passed, {failed} failed, {ignored} ignored, {filtered} skipped")
             }
             None if o.name.starts_with("build") => "build".to_string(),
+            None if o.name.starts_with("pins") => "build and disassembly".to_string(),
             None => "tests not run".to_string(),
         };
         println!(

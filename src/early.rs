@@ -26,10 +26,14 @@
 //! waits while `init` moves the early word (a few instructions), so an interrupt handler must
 //! not `fetch` an early counter whose `init` it may have interrupted.
 
-use crate::atomic::{AtomicBool, AtomicUsize, Ordering};
+use crate::atomic::{AtomicUsize, Ordering};
 
 use crate::baseline;
 use crate::{Counter, Error, Zone};
+use core::ptr::NonNull;
+
+/// `EarlyCounter::live` before `init`: no slot's offset (an offset is below the area's size).
+const NOT_LIVE: usize = usize::MAX;
 
 /// A counter declared as a `static`, usable before any zone exists.
 ///
@@ -74,8 +78,14 @@ use crate::{Counter, Error, Zone};
 /// `fetch_and_zero` (also before `init`), and `counter()` no longer exists as a complete
 /// `Counter`: a change a user sees, for a release that announces it.
 pub struct EarlyCounter {
-    /// Set once `counter` holds the slot and adds must go there.
-    live: AtomicBool,
+    /// [`NOT_LIVE`] until `counter` holds the slot and adds must go there; then the slot's
+    /// offset: the add's one state test gives the offset it adds at (no second test of the
+    /// `Once`).
+    live: AtomicUsize,
+    /// `counter`'s zone, written once (by the `init` whose `Once` ran) before `live` is set,
+    /// and read only after `live` was seen set: a plain load, which a kernel build, whose add
+    /// needs no zone, leaves out.
+    zone: core::cell::UnsafeCell<NonNull<Zone<'static>>>,
     /// Early adds between their check of `live` and the end of their word add.
     early_adders: AtomicUsize,
     /// The counts made before `init` (a `Baseline` gives a 64-bit word on every arch).
@@ -88,8 +98,11 @@ pub struct EarlyCounter {
 }
 
 // SAFETY: the early word is only reached through `baseline`'s atomic (or locked) operations;
-// every other field is a synchronisation primitive.
+// `zone` is written once, before `live` publishes it, and only read after; every other field
+// is a synchronisation primitive.
 unsafe impl Sync for EarlyCounter {}
+// SAFETY: `zone` points at a `'static` zone, which is `Sync`; the rest is `Send`.
+unsafe impl Send for EarlyCounter {}
 
 impl EarlyCounter {
     /// A counter reading 0 with no slot yet, for a `static`.
@@ -100,7 +113,8 @@ impl EarlyCounter {
     /// ```
     pub const fn new() -> Self {
         EarlyCounter {
-            live: AtomicBool::new(false),
+            live: AtomicUsize::new(NOT_LIVE),
+            zone: core::cell::UnsafeCell::new(NonNull::dangling()),
             early_adders: AtomicUsize::new(0),
             early: core::cell::UnsafeCell::new(0),
             moving: AtomicUsize::new(0),
@@ -116,12 +130,14 @@ impl EarlyCounter {
     /// C.add(-2);
     /// assert_eq!(C.fetch() as i64, -2);
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn add(&self, v: i64) {
-        if self.live.load(Ordering::Acquire) {
-            return self.live_counter().add(v);
+        match self.live_slot(Ordering::Acquire) {
+            // SAFETY: `off` is the live slot of `zone` (`live_slot`); per-CPU registers are
+            // the platform's setup contract, as for `Counter::add`.
+            Some((zone, off)) => unsafe { zone.add(off, v) },
+            None => self.early_add(v),
         }
-        self.early_add(v)
     }
 
     /// Adds 1.
@@ -131,25 +147,46 @@ impl EarlyCounter {
     /// C.inc();
     /// assert_eq!(C.fetch(), 1);
     /// ```
-    #[inline]
+    /// Once live, the per-CPU counter's [`Counter::inc`] (on x86_64 one
+    /// `add qword ptr gs:[off], 1`) after one test of `live`.
+    #[inline(always)]
     pub fn inc(&self) {
-        self.add(1)
+        match self.live_slot(Ordering::Acquire) {
+            // SAFETY: as in `add`.
+            Some((zone, off)) => unsafe { zone.inc(off) },
+            None => self.early_add(1),
+        }
     }
 
-    /// The per-CPU counter after `live` was seen set.
+    /// The zone and the slot's offset if `live` is set (one load of it, with `order`).
+    #[inline(always)]
+    fn live_slot(&self, order: Ordering) -> Option<(&'static Zone<'static>, usize)> {
+        let off = self.live.load(order);
+        if off == NOT_LIVE {
+            return None;
+        }
+        // SAFETY: `zone` was written before the SeqCst store that set `live` (`go_live`) and
+        // never after; this load of `live` (Acquire or SeqCst) saw that store. It points at
+        // the counter's `'static` zone.
+        let zone = unsafe { (*self.zone.get()).as_ref() };
+        Some((zone, off))
+    }
+
+    /// The per-CPU counter, after `init` completed its `Once`.
     fn live_counter(&self) -> &Counter<'static> {
-        // `live` is set only after the Once completed.
         self.counter
             .get()
             .expect("pcpu-counter: early counter live without a slot")
     }
 
     #[cold]
+    #[inline(never)]
     fn early_add(&self, v: i64) {
         self.early_adders.fetch_add(1, Ordering::SeqCst);
-        if self.live.load(Ordering::SeqCst) {
+        if let Some((zone, off)) = self.live_slot(Ordering::SeqCst) {
             self.early_adders.fetch_sub(1, Ordering::SeqCst);
-            return self.live_counter().add(v);
+            // SAFETY: as in `add`.
+            return unsafe { zone.add(off, v) };
         }
         // SAFETY: the early word lives as long as `self` and is only accessed through
         // `baseline`'s atomic (or locked) operations.
@@ -200,13 +237,17 @@ impl EarlyCounter {
         crate::bringup::register_cpu(zone.layout())?;
         let counter = zone.alloc()?;
         let mut offered = Some(counter);
-        self.counter
-            .call_once(|| offered.take().expect("offered once"));
+        self.counter.call_once(|| {
+            // SAFETY: only the `init` whose `Once` runs writes `zone`, before it sets `live`;
+            // nothing reads it until `live` is set.
+            unsafe { *self.zone.get() = NonNull::from(zone) };
+            offered.take().expect("offered once")
+        });
         if offered.is_some() {
             return Err(Error::AlreadyInstalled);
         }
         if wait {
-            self.live.store(true, Ordering::SeqCst);
+            self.go_live();
             while self.early_adders.load(Ordering::SeqCst) != 0 {
                 core::hint::spin_loop();
             }
@@ -223,9 +264,16 @@ impl EarlyCounter {
         self.live_counter().add(moved as i64);
         self.moving.store(2, Ordering::SeqCst);
         if !wait {
-            self.live.store(true, Ordering::SeqCst);
+            self.go_live();
         }
         Ok(())
+    }
+
+    /// Sets `live` (after the `Once` completed and `zone` was written): adds go to the slot
+    /// from now.
+    fn go_live(&self) {
+        let off = self.live_counter().offset();
+        self.live.store(off, Ordering::SeqCst);
     }
 
     /// Takes the early word, leaving 0.
@@ -268,10 +316,9 @@ impl EarlyCounter {
     /// assert!(C.counter().is_none());
     /// ```
     pub fn counter(&self) -> Option<&Counter<'static>> {
-        if self.live.load(Ordering::Acquire) {
-            self.counter.get()
-        } else {
-            None
+        match self.live.load(Ordering::Acquire) {
+            NOT_LIVE => None,
+            _ => self.counter.get(),
         }
     }
 }
@@ -285,7 +332,7 @@ impl Default for EarlyCounter {
 impl core::fmt::Debug for EarlyCounter {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("EarlyCounter")
-            .field("live", &self.live.load(Ordering::Relaxed))
+            .field("live", &(self.live.load(Ordering::Relaxed) != NOT_LIVE))
             .field("value", &self.fetch())
             .finish()
     }

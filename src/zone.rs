@@ -67,6 +67,7 @@ enum AreaRef<'m> {
 }
 
 impl AreaRef<'_> {
+    #[inline]
     fn get(&self) -> &Area {
         match self {
             AreaRef::Shared(a) => a,
@@ -283,6 +284,11 @@ impl<'m> Zone<'m> {
     }
 
     /// The area the zone is carved from.
+    ///
+    /// `#[inline]`: every add calls it (for the platform's check, empty in a kernel), and a
+    /// non-generic fn without it is not inlined into another crate when that crate builds
+    /// incrementally (Cargo's dev default), which would leave a call on the add path.
+    #[inline]
     pub fn area(&self) -> &Area {
         self.area.get()
     }

@@ -339,3 +339,47 @@ fn lazy_add_is_the_plain_add_behind_one_state_test() {
     assert!(hot[tests[0] + 1].starts_with("jne"), "{insns:#?}");
     println!("pcpu_probe_lazy_add:\n  {}", insns.join("\n  "));
 }
+
+/// `EarlyCounter::inc` out of line.
+#[inline(never)]
+#[unsafe(no_mangle)]
+pub fn pcpu_probe_early_inc(counter: &pcpu_counter::early::EarlyCounter) {
+    counter.inc()
+}
+
+/// Once live, `EarlyCounter::inc` is `Counter::inc`'s add of the immediate 1 (no register
+/// loaded with the constant) after one test of its state, which holds the slot's offset: one
+/// compare before the add in a release build (the simulation's check adds its own compare
+/// with the bound area, which `cargo xtask pins` shows absent from a kernel build).
+#[test]
+fn early_inc_is_one_test_then_the_immediate_add() {
+    static EARLY: pcpu_counter::early::EarlyCounter = pcpu_counter::early::EarlyCounter::new();
+    let machine: &'static pcpu_counter::sim::Machine =
+        Box::leak(Box::new(pcpu_counter::sim::Machine::new(2)));
+    let probe =
+        std::hint::black_box(pcpu_probe_early_inc as fn(&pcpu_counter::early::EarlyCounter));
+    probe(&EARLY);
+    machine.run_on(0, || EARLY.init(machine.zone())).unwrap();
+    machine.run_on(1, || probe(&EARLY));
+    assert_eq!(EARLY.fetch(), 2);
+    assert_eq!(EARLY.counter().unwrap().cpu_slot(1), Ok(1));
+    let insns = common::disassemble(&["objdump"], &["-M", "intel"], "pcpu_probe_early_inc");
+    assert!(!insns.is_empty(), "probe not found in the binary");
+    check_add_path(&insns, cfg!(debug_assertions)).unwrap();
+    check_immediate_one(&insns).unwrap();
+    if cfg!(debug_assertions) {
+        return;
+    }
+    let end = insns.iter().position(|i| i.starts_with("ret")).unwrap();
+    let add = insns[..end].iter().position(|i| i.contains("gs:")).unwrap();
+    // The state's test, and the simulation's compare of the bound area.
+    let compares = insns[..add]
+        .iter()
+        .filter(|i| i.starts_with("cmp") || i.starts_with("test"))
+        .count();
+    assert_eq!(
+        compares, 2,
+        "one state test and the simulation's check: {insns:#?}"
+    );
+    println!("pcpu_probe_early_inc:\n  {}", insns.join("\n  "));
+}

@@ -148,17 +148,14 @@ unsafe fn add_crossings16_pushf(off: usize, v: i64) -> u64 {
     ((v >> 4) as u64).wrapping_add((flags >> 4) & 1)
 }
 
-/// Whether `lahf` works in 64-bit mode. Rust exposes no target feature for it, but it is
-/// part of x86-64-v2: a build for v2 or later (SSE4.2, POPCNT and CMPXCHG16B enabled, as by
+/// Whether `lahf` works in 64-bit mode. Rust exposes no stable target feature for it, but
+/// it is part of x86-64-v2: a build for v2 or later (POPCNT and CMPXCHG16B enabled, as by
 /// `-C target-cpu=x86-64-v2` or `native` on any CPU since 2009) runs only where it is, and
-/// needs no check. Elsewhere CPUID is asked once and the answer cached.
+/// needs no check. SSE4.2 is not asked: a kernel target (`x86_64-unknown-none`) builds
+/// without SIMD even for v2. Elsewhere CPUID is asked once and the answer cached.
 #[inline(always)]
 fn has_lahf() -> bool {
-    if cfg!(all(
-        target_feature = "sse4.2",
-        target_feature = "popcnt",
-        target_feature = "cmpxchg16b"
-    )) {
+    if cfg!(all(target_feature = "popcnt", target_feature = "cmpxchg16b")) {
         return true;
     }
     use crate::atomic::{AtomicU8, Ordering};

@@ -96,9 +96,13 @@ pub fn run(sink: &mut Sink, quick: bool) {
         sink.record("approx", "bound (under)", ncpus, under, "");
     }
 
-    // The adds: one thread on one CPU, the plain add and the approximate add (to its sixteens
-    // once every 16 adds, to the shared word once every 64) in alternating rounds, median of
-    // each.
+    run_add(sink, quick);
+}
+
+/// The adds: one thread on one CPU, the plain add and the approximate add (to its sixteens
+/// once every 16 adds, to the shared word once every 64) in alternating rounds, median of
+/// each.
+pub fn run_add(sink: &mut Sink, quick: bool) {
     let (rounds, n) = add_rounds(quick);
     let n = black_box(n);
     let machine = Machine::new(1);

@@ -33,6 +33,7 @@ fn main() {
     let mut alloc_only = false;
     let mut rseq_only = false;
     let mut lazy_only = false;
+    let mut hot_only = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -46,6 +47,9 @@ fn main() {
             "--rseq-only" => rseq_only = true,
             // Only the lazy counter's rows (its memory, its add before and after the move).
             "--lazy-only" => lazy_only = true,
+            // Only the hot paths' add rows against the plain add (the approximate counter's
+            // add, the lazy counter's rows): `cargo xtask bench --hot-only`.
+            "--hot-only" => hot_only = true,
             // `cargo bench` passes `--bench`; `cargo test --benches` does not, and then the
             // run is a quick smoke test (still asserting every count).
             "--bench" => bench = true,
@@ -68,6 +72,11 @@ fn main() {
         return;
     }
     if lazy_only {
+        lazy::run(&mut sink, quick);
+        return;
+    }
+    if hot_only {
+        approx::run_add(&mut sink, quick);
         lazy::run(&mut sink, quick);
         return;
     }

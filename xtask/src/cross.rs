@@ -59,6 +59,12 @@
 //!   (with and without `riscv-gp`), `thumbv6m-none-eabi` (Cortex-M0, no compare-and-swap) and
 //!   `thumbv7em-none-eabihf` (Cortex-M4F).
 //!
+//! - `pins <target> <profile>`: `cargo xtask pins` for one pair: testbeds/pins built for the
+//!   bare-metal target in that profile (release, dev at opt-level 3 with incremental on, each
+//!   with and without debug info, whatever the shell sets) and its add paths' instructions
+//!   checked (x86_64 in all four, aarch64 and riscv64 in the incremental dev one with debug
+//!   info).
+//!
 //! Doctests are not run cross (rustdoc cannot run them through a runner with `-Zbuild-std`):
 //! the host's `cargo test` runs them. The disassembly checks are tests in
 //! `tests/arch_i386.rs`, `tests/arch_aarch64.rs` and `tests/arch_riscv64.rs`. Prints the test counts per step and a
@@ -330,6 +336,15 @@ pub fn run(args: &[String]) -> Result<(), String> {
         }
     }
 
+    // The add paths' pins in every profile a kernel builds with (`pins`): one build of the
+    // small pin crate each.
+    for (target, profile) in crate::pins::pairs() {
+        steps.push((
+            format!("pins {target} {}", profile.name),
+            Box::new(move || crate::pins::command(target, profile)),
+        ));
+    }
+
     // The native i686 suite's broken run: the remote read as an unlocked `cmpxchg8b`.
     if !windows {
         let (name, make) = i686_broken_step(&target_dir);
@@ -375,6 +390,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 format!("{passed} passed, {failed} failed, {ignored} ignored, {filtered} skipped")
             }
             None if o.name.starts_with("build") => "build".to_string(),
+            None if o.name.starts_with("pins") => "build and disassembly".to_string(),
             None => "tests not run".to_string(),
         };
         println!(

@@ -12,12 +12,16 @@
 //! - `cargo xtask verify [--only <step>]`: the loom models (each against its broken variants),
 //!   ThreadSanitizer on the simulation suite, Miri on the portable core (or the next best),
 //!   and the property tests and their longer fuzz run.
+//! - `cargo xtask pins [TARGET PROFILE]`: the add paths' instructions, built as a kernel
+//!   builds them in every profile it uses (release; dev at opt-level 3, incremental; each with
+//!   and without debug info) for the bare-metal targets (`cargo xtask cross` runs each pair).
 //! - `cargo xtask toolchain [--c-library] [--build-std|--prebuilt] [--cargo <path>] <target>`:
 //!   the toolchain that builds for a target, for scripts (`testbeds/capi-kernel/build.sh`).
 
 mod bench;
 mod ckernel;
 mod cross;
+mod pins;
 mod qemu;
 mod stack;
 mod toolchain;
@@ -37,11 +41,12 @@ fn main() -> ExitCode {
         "bench" => bench::run(rest),
         "verify" => verify::run(rest),
         "stack" => stack::run(rest),
+        "pins" => pins::run(rest),
         "toolchain" => toolchain::run(rest),
         _ => {
             eprintln!(
                 "usage: cargo xtask <cross [--only <step>] | {} | bench [--quick] [--from FILE] [--docs DIR] | verify [--only <step>] | \
-                 stack [--markdown] [target ...] | toolchain [--c-library] [--build-std|--prebuilt] \
+                 stack [--markdown] [target ...] | pins [TARGET PROFILE] | toolchain [--c-library] [--build-std|--prebuilt] \
                  [--cargo <path>] <target>>",
                 qemu::usage()
             );

@@ -1,0 +1,43 @@
+//! The hot paths of a kernel build, each alone in a function of its own, for
+//! `cargo xtask cross`'s pin steps (xtask/src/cross/pins.rs): the crate is built as a kernel
+//! depends on it (another crate, a bare-metal target) in every profile a kernel builds with,
+//! and the steps disassemble these functions and check each add's instructions.
+#![no_std]
+
+use pcpu_counter::early::EarlyCounter;
+use pcpu_counter::{ApproxCounter, Counter, LazyCounter};
+
+/// `Counter::add`: one add to the slot (x86_64: `add qword ptr gs:[off], v`).
+#[unsafe(no_mangle)]
+pub fn pcpu_pin_counter_add(counter: &Counter<'_>, v: i64) {
+    counter.add(v)
+}
+
+/// `Counter::inc`: the add of an immediate 1 where the arch has one.
+#[unsafe(no_mangle)]
+pub fn pcpu_pin_counter_inc(counter: &Counter<'_>) {
+    counter.inc()
+}
+
+/// `EarlyCounter::inc`: one test of its state, then `Counter::inc`'s add.
+#[unsafe(no_mangle)]
+pub fn pcpu_pin_early_inc(counter: &EarlyCounter) {
+    counter.inc()
+}
+
+/// `LazyCounter::add`: one test of its state, then `Counter::add`'s add.
+#[unsafe(no_mangle)]
+pub fn pcpu_pin_lazy_add(counter: &LazyCounter<'_>, v: i64) {
+    counter.add(v)
+}
+
+/// `ApproxCounter::inc`: the plain add, then the test of its carry out of the low 4 bits.
+#[unsafe(no_mangle)]
+pub fn pcpu_pin_approx_inc(counter: &ApproxCounter<'_>) {
+    counter.inc()
+}
+
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
+    loop {}
+}

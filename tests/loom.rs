@@ -270,7 +270,8 @@ struct Early {
     /// The shared early word (`baseline::add` / `take` / `load`).
     word: AtomicU64,
     moving: AtomicUsize,
-    /// `counter: spin::Once` completed (`call_once` releases, `get` acquires).
+    /// `counter: spin::Once` completed and `zone` written (both before `init` sets `live`:
+    /// an add that sees `live` must see them).
     published: AtomicBool,
     counter: Counter,
 }

@@ -253,7 +253,10 @@ impl Reading<'_> {
     #[track_caller]
     pub fn bucket(&self, i: usize) -> u64 {
         let count = self.buckets.count();
-        assert!(i < count, "histogram bucket {i} out of range ({count} buckets)");
+        assert!(
+            i < count,
+            "histogram bucket {i} out of range ({count} buckets)"
+        );
         self.values[1 + i]
     }
 

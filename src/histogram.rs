@@ -2,7 +2,11 @@
 //! Per-CPU histograms: buckets and a sum as a run of per-CPU slots, observed with one add to
 //! a bucket and one to the sum, read consistently in one pass and zeroed losslessly.
 
+#[cfg(any(target_has_atomic = "64", not(target_has_atomic = "ptr")))]
+mod extremes;
 mod rules;
+#[cfg(any(target_has_atomic = "64", not(target_has_atomic = "ptr")))]
+pub use extremes::MinMax;
 pub use rules::{Buckets, MAX_SUB_BITS};
 
 use crate::group::{self, Part};

@@ -8,7 +8,7 @@ mod common;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Barrier;
 
-use pcpu_counter::histogram::{Buckets, Histogram};
+use pcpu_counter::histogram::{Buckets, Histogram, MinMax};
 use pcpu_counter::sim::{interrupt_storm_until, Machine};
 use proptest::prelude::*;
 use proptest::test_runner::TestRunner;
@@ -365,6 +365,16 @@ fn interrupt_handlers_observe_into_the_same_slots_exactly() {
     println!("{observed} observes and {handled} in interrupt handlers, every one counted");
 }
 
+/// Sets its flag when dropped, also when an assertion unwinds, so that observer threads stop
+/// and a failing test fails instead of waiting for them forever.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 /// `observers` CPUs observe while CPU 0 reads `reads` times; returns the first read whose
 /// `count` is not its last cumulative bucket (`+Inf`), if any.
 fn inconsistent_read_while_observing(observers: usize, reads: usize) -> Option<String> {
@@ -389,6 +399,7 @@ fn inconsistent_read_while_observing(observers: usize, reads: usize) -> Option<S
             });
         }
         start.wait();
+        let _stop = StopOnDrop(&stop);
         let mut out = [0; RULE.slots()];
         let found = (0..reads).find_map(|i| {
             let read = h.read(&mut out);
@@ -455,6 +466,7 @@ fn fetch_and_zero_loses_no_observation_under_concurrent_observes() {
             })
             .collect();
         start.wait();
+        let _stop = StopOnDrop(&stop);
         let (min_takes, min_taken) = if cfg!(miri) {
             (20, 200)
         } else {
@@ -547,4 +559,100 @@ fn an_empty_histogram_has_no_quantile_and_a_bad_buffer_panics() {
     assert!(short.is_err(), "a buffer shorter than the slots");
     drop(h);
     assert_eq!(machine.zone().in_use(), 0, "the run freed");
+}
+
+#[test]
+fn min_and_max_are_exact_from_migrating_threads_and_interrupt_handlers() {
+    const STEP: u64 = 2_000;
+    let machine = Machine::new(2);
+    let marks = MinMax::new(machine.zone()).unwrap();
+    assert_eq!(
+        (marks.min(), marks.max(), marks.fetch_and_reset()),
+        (None, None, None)
+    );
+    let handled = AtomicU64::new(0);
+    // The handler's values are the extremes; the threads' lie between them.
+    let handler = |cpu: usize| {
+        marks.observe(if cpu == 0 { 3 } else { 1 << 50 });
+        handled.fetch_add(1, Ordering::Relaxed);
+    };
+    machine.with_interrupt_handler(&handler, || {
+        std::thread::scope(|s| {
+            for t in 0..2usize {
+                let (machine, marks) = (&machine, &marks);
+                s.spawn(move || {
+                    let on = machine.bind(t).unwrap();
+                    let (_, storm) = interrupt_storm_until(MAX_STEPS, |storm| {
+                        if storm.handled >= 50 {
+                            return true;
+                        }
+                        (0..STEP).for_each(|k| marks.observe(100 + (k * 7919) % 1_000_000));
+                        false
+                    });
+                    assert!(storm.handled >= 50, "{}", pcpu_counter::sim::host_load());
+                    // And from the other CPU, as a scheduler migrates.
+                    let _on = on.migrate(1 - t).unwrap();
+                    marks.observe(50 + t as u64);
+                });
+            }
+        })
+    });
+    assert!(handled.into_inner() >= 100);
+    assert_eq!((marks.min(), marks.max()), (Some(3), Some(1 << 50)));
+    assert_eq!(marks.fetch_and_reset(), Some((3, 1 << 50)));
+    machine.run_on(1, || marks.observe(77));
+    assert_eq!(marks.fetch_and_reset(), Some((77, 77)));
+}
+
+#[test]
+fn min_max_reset_under_concurrent_observes_loses_no_extreme() {
+    const OBSERVERS: usize = 3;
+    let machine = Machine::new(OBSERVERS + 1);
+    let marks = MinMax::new(machine.zone()).unwrap();
+    let (stop, start) = (AtomicBool::new(false), Barrier::new(OBSERVERS + 1));
+    std::thread::scope(|s| {
+        let observers: Vec<_> = (1..=OBSERVERS)
+            .map(|cpu| {
+                let (machine, marks, stop, start) = (&machine, &marks, &stop, &start);
+                s.spawn(move || {
+                    let (mut low, mut high) = (u64::MAX, 0);
+                    machine.run_on(cpu, || {
+                        start.wait();
+                        let mut k = 1u64;
+                        while !stop.load(Ordering::Relaxed) {
+                            // Odd values: a reading of anything else was never observed.
+                            let v = (k.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 20) | 1;
+                            marks.observe(v);
+                            (low, high) = (low.min(v), high.max(v));
+                            k += 1;
+                        }
+                    });
+                    (low, high)
+                })
+            })
+            .collect();
+        start.wait();
+        let _stop = StopOnDrop(&stop);
+        let (mut low, mut high) = (u64::MAX, 0);
+        for _ in 0..if cfg!(miri) { 20 } else { 20_000 } {
+            if let Some((min, max)) = marks.fetch_and_reset() {
+                assert!(min % 2 == 1 && max % 2 == 1 && min <= max, "{min} {max}");
+                (low, high) = (low.min(min), high.max(max));
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        let (mut true_low, mut true_high) = (u64::MAX, 0);
+        for o in observers {
+            let (l, h) = o.join().unwrap();
+            (true_low, true_high) = (true_low.min(l), true_high.max(h));
+        }
+        if let Some((min, max)) = marks.fetch_and_reset() {
+            (low, high) = (low.min(min), high.max(max));
+        }
+        assert_eq!(
+            (low, high),
+            (true_low, true_high),
+            "every period's extremes together"
+        );
+    });
 }

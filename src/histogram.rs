@@ -2,10 +2,10 @@
 //! Per-CPU histograms: buckets and a sum as a run of per-CPU slots, observed with one add to
 //! a bucket and one to the sum, read consistently in one pass and zeroed losslessly.
 
-#[cfg(any(target_has_atomic = "64", not(target_has_atomic = "ptr")))]
+#[cfg(target_has_atomic = "64")]
 mod extremes;
 mod rules;
-#[cfg(any(target_has_atomic = "64", not(target_has_atomic = "ptr")))]
+#[cfg(target_has_atomic = "64")]
 pub use extremes::MinMax;
 pub use rules::{Buckets, MAX_SUB_BITS};
 

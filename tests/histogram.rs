@@ -568,7 +568,7 @@ fn min_and_max_are_exact_from_migrating_threads_and_interrupt_handlers() {
     let marks = MinMax::new(machine.zone()).unwrap();
     assert_eq!(
         (marks.min(), marks.max(), marks.fetch_and_reset()),
-        (None, None, None)
+        (None, None, (None, None))
     );
     let handled = AtomicU64::new(0);
     // The handler's values are the extremes; the threads' lie between them.
@@ -599,9 +599,9 @@ fn min_and_max_are_exact_from_migrating_threads_and_interrupt_handlers() {
     });
     assert!(handled.into_inner() >= 100);
     assert_eq!((marks.min(), marks.max()), (Some(3), Some(1 << 50)));
-    assert_eq!(marks.fetch_and_reset(), Some((3, 1 << 50)));
+    assert_eq!(marks.fetch_and_reset(), (Some(3), Some(1 << 50)));
     machine.run_on(1, || marks.observe(77));
-    assert_eq!(marks.fetch_and_reset(), Some((77, 77)));
+    assert_eq!(marks.fetch_and_reset(), (Some(77), Some(77)));
 }
 
 #[test]
@@ -635,10 +635,12 @@ fn min_max_reset_under_concurrent_observes_loses_no_extreme() {
         let _stop = StopOnDrop(&stop);
         let (mut low, mut high) = (u64::MAX, 0);
         for _ in 0..if cfg!(miri) { 20 } else { 20_000 } {
-            if let Some((min, max)) = marks.fetch_and_reset() {
-                assert!(min % 2 == 1 && max % 2 == 1 && min <= max, "{min} {max}");
-                (low, high) = (low.min(min), high.max(max));
-            }
+            // A racing observe may be in this minimum and the next maximum: each is checked
+            // alone.
+            let (min, max) = marks.fetch_and_reset();
+            assert!(min.is_none_or(|m| m % 2 == 1), "{min:?} was never observed");
+            assert!(max.is_none_or(|m| m % 2 == 1), "{max:?} was never observed");
+            (low, high) = (low.min(min.unwrap_or(u64::MAX)), high.max(max.unwrap_or(0)));
         }
         stop.store(true, Ordering::Relaxed);
         let (mut true_low, mut true_high) = (u64::MAX, 0);
@@ -646,9 +648,8 @@ fn min_max_reset_under_concurrent_observes_loses_no_extreme() {
             let (l, h) = o.join().unwrap();
             (true_low, true_high) = (true_low.min(l), true_high.max(h));
         }
-        if let Some((min, max)) = marks.fetch_and_reset() {
-            (low, high) = (low.min(min), high.max(max));
-        }
+        let (min, max) = marks.fetch_and_reset();
+        (low, high) = (low.min(min.unwrap_or(u64::MAX)), high.max(max.unwrap_or(0)));
         assert_eq!(
             (low, high),
             (true_low, true_high),

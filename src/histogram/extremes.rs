@@ -20,7 +20,8 @@ use crate::{platform, Error, Wait, Zone};
 /// observation lands before the swap (in the values it returns) or after (in the next),
 /// never in neither or both.
 ///
-/// Only where the target has 64-bit atomics (not `thumbv7em-none-eabihf`, for example).
+/// Only where the target has 64-bit atomics (not on Cortex-M: `thumbv6m-none-eabi`,
+/// `thumbv7em-none-eabihf`).
 ///
 /// ```
 /// use pcpu_counter::{histogram::MinMax, sim::Machine};
@@ -29,7 +30,7 @@ use crate::{platform, Error, Wait, Zone};
 /// machine.run_on(0, || latency.observe(40));
 /// machine.run_on(1, || { latency.observe(7); latency.observe(90) });
 /// assert_eq!((latency.min(), latency.max()), (Some(7), Some(90)));
-/// assert_eq!(latency.fetch_and_reset(), Some((7, 90)));
+/// assert_eq!(latency.fetch_and_reset(), (Some(7), Some(90)));
 /// assert_eq!((latency.min(), latency.max()), (None, None));
 /// ```
 pub struct MinMax<'z> {
@@ -91,20 +92,23 @@ impl<'z> MinMax<'z> {
         Some(!self.highest(1)).filter(|&m| m != u64::MAX)
     }
 
-    /// The `(min, max)` observed since the last reset, and a reset, as one step per CPU slot:
-    /// every observation is in this result or the next, never lost and never in both.
-    /// `None` when nothing was observed (or only values that read as nothing: see
-    /// [`max`](MinMax::max) and [`min`](MinMax::min)).
-    pub fn fetch_and_reset(&self) -> Option<(u64, u64)> {
+    /// The `(min, max)` observed since the last reset, each `None` when nothing was (see
+    /// [`min`](MinMax::min) and [`max`](MinMax::max)), and a reset: each CPU's mark is
+    /// swapped to 0, so every observation is in this result or the next, never lost and
+    /// never in both, for the minimum and for the maximum each. The two marks are not one
+    /// step together: an observe racing with the reset may be in this minimum and the next
+    /// maximum (a result can then have a minimum and no maximum, or a minimum above the
+    /// maximum).
+    pub fn fetch_and_reset(&self) -> (Option<u64>, Option<u64>) {
         let (mut high, mut low_complement) = (0, 0);
         for cpu in 0..self.zone.ncpus() {
             high = high.max(self.mark(cpu, 0).swap(0, Ordering::Relaxed));
             low_complement = low_complement.max(self.mark(cpu, 1).swap(0, Ordering::Relaxed));
         }
-        match (high, low_complement) {
-            (0, 0) => None,
-            _ => Some((!low_complement, high)),
-        }
+        (
+            Some(!low_complement).filter(|&m| m != u64::MAX),
+            Some(high).filter(|&m| m != 0),
+        )
     }
 
     /// The offset of the maximum's slot (the minimum's complement is the next).

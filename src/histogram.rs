@@ -311,6 +311,35 @@ impl Reading<'_> {
             })
     }
 
+    /// Writes this reading as a histogram family named `name` (see
+    /// [`export::write_histogram`](crate::export::write_histogram)): a cumulative
+    /// `name_bucket{le="..."}` per bucket with values (the underflow bucket's `le` is the value
+    /// below the first bucket, the overflow bucket's `+Inf`), `name_sum` and `name_count`,
+    /// whose count is the `+Inf` bucket's of this same reading, so that they agree in every
+    /// scrape.
+    ///
+    /// ```
+    /// # use pcpu_counter::{export::Format, histogram::{Buckets, Histogram}, sim::Machine};
+    /// let machine = Machine::new(1);
+    /// let h = Histogram::new(machine.zone(), Buckets::power_of_two(1, 2)).unwrap();
+    /// machine.run_on(0, || { h.observe(0); h.observe(3); h.observe(9) });
+    /// let (mut out, mut text) = ([0; 5], String::new());
+    /// h.read(&mut out).write(&mut text, Format::Prometheus, "io_bytes", "I/O sizes").unwrap();
+    /// assert_eq!(text, "# HELP io_bytes I/O sizes\n# TYPE io_bytes histogram\n\
+    ///     io_bytes_bucket{le=\"0\"} 1\nio_bytes_bucket{le=\"1\"} 1\nio_bytes_bucket{le=\"3\"} 2\n\
+    ///     io_bytes_bucket{le=\"+Inf\"} 3\nio_bytes_sum 12\nio_bytes_count 3\n");
+    /// ```
+    pub fn write(
+        &self,
+        w: &mut dyn core::fmt::Write,
+        format: crate::export::Format,
+        name: &str,
+        help: &str,
+    ) -> core::fmt::Result {
+        let count = self.cumulative().last().map_or(0, |(_, below)| below);
+        crate::export::write_histogram(w, format, name, help, self.cumulative(), count, self.sum())
+    }
+
     /// The bucket that holds the `q`-quantile of the values observed (the value of rank
     /// `ceil(q * count)`, at least 1), or `None` when nothing was observed. The true quantile
     /// lies in [`Estimate::lowest`]`..=`[`Estimate::highest`]; see [`Buckets`] for the error of

@@ -181,9 +181,8 @@ impl<'z> Histogram<'z> {
         unsafe { Part::beside(self.zone, self.off, first, len) }
     }
 
-    /// The number of values observed since the last zero: the sum of every bucket, read
-    /// [`group::CHUNK`] buckets at a time (a [`read`](Histogram::read) takes them all in one
-    /// pass).
+    /// The number of values observed since the last zero: the sum of every bucket, read 64
+    /// buckets at a time (a [`read`](Histogram::read) takes them all in one pass).
     pub fn count(&self) -> u64 {
         let mut scratch = [0u64; group::CHUNK];
         let buckets = self.buckets.overflow_slot() + 1;

@@ -254,6 +254,68 @@ pub(crate) fn write_samples(
     Ok(())
 }
 
+/// Writes a histogram family: `# HELP` and `# TYPE name histogram`, one
+/// `name_bucket{le="<highest>"} <cumulative count>` per bucket from `cumulative` (pairs of a
+/// bucket's largest value and the values at or below it, in rising order; the pair whose
+/// largest value is `u64::MAX` is the `+Inf` bucket, and must be the last), then `name_sum`
+/// and `name_count`. Bucket bounds are integers: a bucket `[lowest, highest]` of integer
+/// values holds exactly the values `<= highest` not in the buckets before it. `count` is
+/// written as given: pass the `+Inf` bucket's cumulative count, as
+/// [`Reading::write`](crate::histogram::Reading::write) does, so that the two agree in
+/// every scrape. OpenMetrics' closing `# EOF` is the caller's.
+///
+/// ```
+/// use pcpu_counter::export::{write_histogram, Format};
+/// let mut s = String::new();
+/// write_histogram(&mut s, Format::Prometheus, "lat", "latency", [(0, 1), (u64::MAX, 3)], 3, 70)
+///     .unwrap();
+/// assert_eq!(s, "# HELP lat latency\n# TYPE lat histogram\nlat_bucket{le=\"0\"} 1\n\
+///                lat_bucket{le=\"+Inf\"} 3\nlat_sum 70\nlat_count 3\n");
+/// ```
+pub fn write_histogram(
+    w: &mut dyn Write,
+    format: Format,
+    name: &str,
+    help: &str,
+    cumulative: impl IntoIterator<Item = (u64, u64)>,
+    count: u64,
+    sum: u64,
+) -> fmt::Result {
+    let (first, second) = match format {
+        Format::Prometheus => ("# HELP ", "# TYPE "),
+        Format::OpenMetrics => ("# TYPE ", "# HELP "),
+    };
+    for line in [first, second] {
+        w.write_str(line)?;
+        write_name(w, name)?;
+        if line == "# HELP " {
+            w.write_char(' ')?;
+            write_help(w, format, if help.is_empty() { name } else { help })?;
+        } else {
+            w.write_str(" histogram")?;
+        }
+        w.write_char('\n')?;
+    }
+    for (highest, below) in cumulative {
+        write_name(w, name)?;
+        w.write_str("_bucket{le=\"")?;
+        match highest {
+            u64::MAX => w.write_str("+Inf")?,
+            _ => write_decimal(w, highest)?,
+        }
+        w.write_str("\"} ")?;
+        write_decimal(w, below)?;
+        w.write_char('\n')?;
+    }
+    for (suffix, v) in [("_sum ", sum), ("_count ", count)] {
+        write_name(w, name)?;
+        w.write_str(suffix)?;
+        write_decimal(w, v)?;
+        w.write_char('\n')?;
+    }
+    Ok(())
+}
+
 /// Writes `v` in decimal through `write_str` alone: no `core::fmt` formatting machinery, so
 /// that a C kernel's library stays small (`tests/c/footprint.sh`).
 fn write_decimal(w: &mut dyn Write, mut v: u64) -> fmt::Result {

@@ -46,12 +46,13 @@ mod memory;
 pub mod platform;
 mod zone;
 
-// The kernel API: counters, counter(9)'s names, and what is built on them.
+// The kernel API: counters, counter(9)'s names, and what is built on them (arrays, histograms).
 mod approx;
 pub mod array;
 mod counter;
 pub mod early;
 pub mod freebsd;
+pub mod histogram;
 mod lazy;
 mod protect;
 pub mod ratecheck;

@@ -479,3 +479,93 @@ fn whatever_names_come_in_every_parser_reads_one_family_per_name_taken() {
         assert_eq!(samples.len(), values.values().len(), "{format}");
     }
 }
+
+/// The `+Inf` bucket and `_count` of one histogram family in Prometheus text, and whether
+/// its buckets rise.
+fn inf_and_count(text: &str, name: &str) -> (u64, u64, bool) {
+    let value = |line: &str| line.rsplit(' ').next().unwrap().parse::<u64>().unwrap();
+    let buckets: Vec<u64> = text
+        .lines()
+        .filter(|l| l.starts_with(&format!("{name}_bucket{{")))
+        .map(value)
+        .collect();
+    let inf = text
+        .lines()
+        .find(|l| l.starts_with(&format!("{name}_bucket{{le=\"+Inf\"}}")))
+        .map(value)
+        .unwrap();
+    let count = text
+        .lines()
+        .find(|l| l.starts_with(&format!("{name}_count ")))
+        .map(value)
+        .unwrap();
+    (inf, count, buckets.windows(2).all(|w| w[0] <= w[1]))
+}
+
+/// A histogram written while three CPUs observe into it: every scrape's `+Inf` bucket is
+/// its `_count` and its buckets are cumulative, and promtool and both Python parsers read
+/// each of a few of them back as one histogram family with its samples.
+#[test]
+fn histogram_scrapes_while_cpus_observe_are_consistent_and_parsed() {
+    use pcpu_counter::export::Format;
+    use pcpu_counter::histogram::{Buckets, Histogram};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    const RULE: Buckets = Buckets::log_linear(1, 4, 12); // 4, 6, 8, 12, 16, ... 192..255
+    let machine = Machine::new(4);
+    let h = Histogram::new(machine.zone(), RULE).unwrap();
+    /// Stops the observers when dropped, also when an assertion unwinds.
+    struct Stop<'a>(&'a AtomicBool);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let _stop = Stop(&stop);
+        for cpu in 1..4 {
+            let (machine, h, stop) = (&machine, &h, &stop);
+            s.spawn(move || {
+                machine.run_on(cpu, || {
+                    let mut k = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        h.observe((k * 37 + cpu as u64) % 300);
+                        k += 1;
+                    }
+                })
+            });
+        }
+        let scrapes = (0..2_000).map(|i| {
+            let (mut out, mut text) = ([0; RULE.slots()], String::new());
+            let format = [Format::Prometheus, Format::OpenMetrics][i % 2];
+            let read = h.read(&mut out);
+            read.write(&mut text, format, "io_size", "I/O sizes")
+                .unwrap();
+            if format == Format::OpenMetrics {
+                text.push_str("# EOF\n");
+            }
+            (format, text)
+        });
+        let mut parsed = 0;
+        for (i, (format, text)) in scrapes.enumerate() {
+            let (inf, count, rising) = inf_and_count(&text, "io_size");
+            assert!(inf == count && rising, "scrape {i}:\n{text}");
+            if i % 400 < 2 {
+                if format == Format::Prometheus {
+                    promtool(&text);
+                }
+                let name = ["prometheus", "openmetrics"][i % 2];
+                if let Some(read) = python_parser(name, &text) {
+                    assert!(
+                        read.starts_with("family io_size histogram 'I/O sizes'\n"),
+                        "{read}"
+                    );
+                    // The underflow (le 3), 12 buckets, the overflow, _sum and _count.
+                    assert_eq!(read.lines().count(), 1 + 14 + 2, "{read}");
+                    parsed += 1;
+                }
+            }
+        }
+        println!("2000 scrapes consistent, {parsed} read back by Python");
+    });
+}

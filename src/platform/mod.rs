@@ -8,7 +8,7 @@
 //!
 //! | hook | asked by |
 //! |---|---|
-//! | [`Platform::current_cpu`] | the portable fallback (archs without a per-CPU register primitive) |
+//! | [`Platform::current_cpu`] | the portable fallback (archs without a per-CPU register primitive), and [`MinMax::observe`](crate::histogram::MinMax::observe) on every arch (which CPU's marks to raise) |
 //! | [`Platform::cpu_base`] (provided: from `current_cpu` and `Area::global()`) | the portable fallback, and aarch64/riscv64 with feature `platform-base` |
 //! | [`Platform::protect`] / [`Platform::unprotect`] | [`counter_enter`](crate::freebsd::counter_enter), the i386 path without CX8, the portable fallback, and the baseline where 64-bit atomics are missing |
 //!

@@ -214,11 +214,8 @@ impl Zone<'_> {
     /// Checks that the `len` slots from offset `off` are slots of this zone; an empty run
     /// (`len` 0) is a run of the zone when `off` is a slot of it.
     pub(crate) fn check_run(&self, off: usize, len: usize) -> Result<(), Error> {
-        let held = match len {
-            0 => self.holds_offset(off),
-            _ => self.holds_run(off, len),
-        };
-        match held {
+        // A run of one slot at `off` is held exactly when `off` is a slot of the zone.
+        match self.holds_run(off, len.max(1)) {
             true => Ok(()),
             false => Err(Error::NotInZone { offset: off, len }),
         }

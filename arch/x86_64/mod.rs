@@ -155,7 +155,10 @@ unsafe fn add_crossings16_pushf(off: usize, v: i64) -> u64 {
 /// without SIMD even for v2. Elsewhere CPUID is asked once and the answer cached.
 #[inline(always)]
 fn has_lahf() -> bool {
-    if cfg!(all(target_feature = "popcnt", target_feature = "cmpxchg16b")) {
+    if cfg!(all(
+        target_feature = "popcnt",
+        target_feature = "cmpxchg16b"
+    )) {
         return true;
     }
     use crate::atomic::{AtomicU8, Ordering};

@@ -14,7 +14,7 @@
 //! checks the Rust QEMU kernels `cargo xtask qemu` built (one per arch, [`KERNELS`]): every
 //! function of the crate left out of line in them, against the same 1 KiB (256 bytes for an
 //! `add`), the kernel's own code (its hooks, its panic handler) counted as 0. `--rust` also
-//! builds `testbeds/pins` in release for aarch64 and riscv64 bare metal and checks
+//! builds `testbeds/pins` in release for x86_64, aarch64 and riscv64 bare metal and checks
 //! its probes of the Rust registry's streaming read (`Registry::snapshot`), callees
 //! included, against the same 1 KiB (`stack/rust.rs`).
 //!
@@ -212,7 +212,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
         };
         println!(
             "stack: every call within {CALL_LIMIT} bytes, the adds and interrupt calls within {IRQ_LIMIT} ({}{kernels})",
-            targets.join(", ")
+            match targets.as_slice() {
+                [] => "no C library".to_string(),
+                t => t.join(", "),
+            }
         );
         Ok(())
     } else {

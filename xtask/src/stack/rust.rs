@@ -12,11 +12,12 @@ use std::process::Command;
 
 use crate::pins;
 
-/// The bare-metal targets checked. Not x86_64-unknown-none yet: its position-independent
-/// code calls a function through a register loaded from the GOT (`call r14`), which this
-/// analyser takes as a call through a pointer to any `Statistic` method (a recursion); its
-/// snapshot path reads 944 bytes by hand (640 + `group::fetch` 144 + `add_slots` 160).
-pub const TARGETS: &[&str] = &["aarch64-unknown-none", "riscv64gc-unknown-none-elf"];
+/// The bare-metal targets a Rust kernel builds for, one per 64-bit arch.
+pub const TARGETS: &[&str] = &[
+    "x86_64-unknown-none",
+    "aarch64-unknown-none",
+    "riscv64gc-unknown-none-elf",
+];
 
 /// The probes' names: `extern "C"` functions of `testbeds/pins` that call the reads.
 pub const PREFIX: &str = "pcpu_pin_registry_";

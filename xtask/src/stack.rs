@@ -603,6 +603,20 @@ Disassembly of section .text.pcpu_counter_add_protected:
         assert_eq!(report.functions[0].1.as_ref().map(|w| w.bytes), Ok(16));
     }
 
+    /// `--rust`'s selection: the probes alone are checked, and a call through a pointer on
+    /// their paths reaches the `Statistic` methods, not a `Debug` impl's `core::fmt` code.
+    #[test]
+    fn rust_probes_and_what_their_pointers_reach() {
+        assert!(rust::is_probe("pcpu_pin_registry_snapshot"));
+        assert!(!rust::is_probe("pcpu_pin_counter_add"));
+        assert!(rust::is_statistic_method(
+            "_ZN98_$LT$pcpu_counter..early..EarlyCounter$u20$as$u20$pcpu_counter..registry..statistic..Statistic$GT$5value17h273d04ff3e775da6E"
+        ));
+        assert!(!rust::is_statistic_method(
+            "_ZN71_$LT$pcpu_counter..registry..read..Snapshot$LT$_$GT$$u20$as$u20$core..fmt..Debug$GT$3fmt17h0123456789abcdefE"
+        ));
+    }
+
     #[test]
     fn limits_and_groups() {
         assert_eq!(limit_of("pcpu_counter_add"), IRQ_LIMIT);

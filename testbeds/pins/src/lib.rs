@@ -1,7 +1,9 @@
 //! The hot paths of a kernel build, each alone in a function of its own, for
 //! `cargo xtask cross`'s pin steps (xtask/src/cross/pins.rs): the crate is built as a kernel
 //! depends on it (another crate, a bare-metal target) in every profile a kernel builds with,
-//! and the steps disassemble these functions and check each add's instructions.
+//! and the steps disassemble these functions and check each add's instructions. The
+//! `pcpu_pin_registry_*` functions are `cargo xtask stack --rust`'s probes of the registry's
+//! read (its stack, callees included, within 1 KiB).
 #![no_std]
 
 use pcpu_counter::array::CounterArray;

@@ -111,7 +111,9 @@ if [ -x /usr/bin/cargo ] && [ -d "$(/usr/bin/rustc --print sysroot)/lib/rustlib/
     # script's CARGO_TARGET_DIR.
     kernels=()
     ls target/qemu/*/*/release/kernel >/dev/null 2>&1 && kernels=(--kernels)
-    env -u CARGO_TARGET_DIR cargo xtask stack "${kernels[@]}"
+    # --rust: testbeds/pins built in release for x86_64, aarch64 and riscv64 bare metal, its
+    # probes of the Rust registry's streaming read (Registry::snapshot) bounded as the C calls.
+    env -u CARGO_TARGET_DIR cargo xtask stack "${kernels[@]}" --rust
 else
     echo "skipped: Debian's cargo with the library source is not installed"
 fi

@@ -9,11 +9,11 @@ use core::fmt;
 use super::table::Entry;
 use super::{Registry, RegistryError, Statistic};
 use crate::export::Format::{OpenMetrics, Prometheus};
-use crate::group::{self, Part, CHUNK};
+use crate::group::{self, Part};
 
 impl<'a, const N: usize> Registry<'a, N> {
     /// Every registered value, in registration order (slots freed by `unregister` are
-    /// reused), read as the iterator reaches them in batches of up to 64 values of up to 16
+    /// reused), read as the iterator reaches them in batches of up to 16 values of up to 4
     /// names, each batch one group read (see [`read_into`](Registry::read_into)). Allocates
     /// nothing and holds the registry's lock only while it copies a batch's entries.
     ///
@@ -32,7 +32,7 @@ impl<'a, const N: usize> Registry<'a, N> {
             entry: 0,
             index: 0,
             batch: [None; BATCH_PIECES],
-            values: [0; CHUNK],
+            values: [0; BATCH_VALUES],
             next: 0,
             filled: 0,
         }
@@ -167,7 +167,7 @@ pub(crate) struct Table<'r, 'a, const N: usize> {
 
 /// Values a walk hands to its callback at once: an entry's values, at most this many.
 #[cfg(pcpu_c_abi)]
-pub(crate) const WALK_VALUES: usize = CHUNK;
+pub(crate) const WALK_VALUES: usize = group::CHUNK;
 
 /// Values an export reads in one group read (its buffer is on the stack: 8 bytes each).
 #[cfg(pcpu_c_abi)]
@@ -298,8 +298,14 @@ fn read_values<const ZERO: bool>(stat: &dyn Statistic, first: usize, out: &mut [
     }
 }
 
-/// Pieces (runs of one entry's values) of one batch of [`Snapshot`].
-const BATCH_PIECES: usize = 16;
+/// Pieces (runs of one entry's values) of one batch of [`Snapshot`]: 72 bytes each on the
+/// iterator's stack.
+const BATCH_PIECES: usize = 4;
+
+/// Values of one batch of [`Snapshot`], one group read (one pass over the CPUs, two cache
+/// lines of slots per CPU): 8 bytes each on the iterator's stack, which with the batch's
+/// pieces and the group read's own frame stays within 1 KiB (`cargo xtask stack --rust`).
+const BATCH_VALUES: usize = 16;
 
 /// Values `first..first + len` of `stat` as a part of a group read.
 fn part_of<'s>(stat: &'s dyn Statistic, first: usize, len: usize) -> Part<'s> {
@@ -367,8 +373,8 @@ impl fmt::Display for Stat<'_> {
     }
 }
 
-/// The iterator of [`Registry::snapshot`]: it reads the values in batches of up to 64
-/// values of up to 16 entries, each batch as one group read (CPU by CPU), and holds the
+/// The iterator of [`Registry::snapshot`]: it reads the values in batches of up to 16
+/// values of up to 4 entries, each batch as one group read (CPU by CPU), and holds the
 /// registry's lock only while it copies a batch's entries.
 pub struct Snapshot<'r, 'a, const N: usize> {
     registry: &'r Registry<'a, N>,
@@ -377,7 +383,7 @@ pub struct Snapshot<'r, 'a, const N: usize> {
     index: usize,
     /// The batch: table index, entry, first element, number of elements.
     batch: [Option<(usize, Entry<'a>, usize, usize)>; BATCH_PIECES],
-    values: [u64; CHUNK],
+    values: [u64; BATCH_VALUES],
     /// The next value to hand out: its position in `values`, and its piece of `batch`.
     next: usize,
     filled: usize,
@@ -390,10 +396,10 @@ impl<'a, const N: usize> Snapshot<'_, 'a, N> {
         let (mut pieces, mut total) = (0, 0);
         {
             let entries = self.registry.entries.lock();
-            while self.entry < N && pieces < BATCH_PIECES && total < CHUNK {
+            while self.entry < N && pieces < BATCH_PIECES && total < BATCH_VALUES {
                 match entries[self.entry] {
                     Some(e) if self.index < e.stat.len() => {
-                        let len = (e.stat.len() - self.index).min(CHUNK - total);
+                        let len = (e.stat.len() - self.index).min(BATCH_VALUES - total);
                         self.batch[pieces] = Some((self.entry, e, self.index, len));
                         pieces += 1;
                         total += len;
@@ -410,7 +416,7 @@ impl<'a, const N: usize> Snapshot<'_, 'a, N> {
         for (part, piece) in parts.iter_mut().zip(self.batch.iter().flatten()) {
             *part = part_of(piece.1.stat, piece.2, piece.3);
         }
-        read_parts(&parts, &mut self.values[..total], false);
+        group::fetch(&parts, &mut self.values[..total]);
         let mut at = 0;
         for (part, &(_, e, first, len)) in parts.iter().zip(self.batch.iter().flatten()) {
             if part.zone.is_none() {

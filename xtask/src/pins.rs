@@ -142,7 +142,7 @@ fn check(target: &str, profile: &Profile) -> Result<String, String> {
 
 /// `cargo build` of testbeds/pins for `target` in `profile`, in a target folder per profile
 /// (so that each keeps its incremental state); returns the static library.
-fn build(target: &str, profile: &Profile) -> Result<PathBuf, String> {
+pub fn build(target: &str, profile: &Profile) -> Result<PathBuf, String> {
     let root = toolchain::repo_root();
     let tc = toolchain::cargo_for(target)?;
     let mut cmd = tc.cargo("build", Std::Core);

@@ -13,7 +13,10 @@
 //! docs/c.md's "Stack use" (worst case per group of functions, per arch). `--kernels` also
 //! checks the Rust QEMU kernels `cargo xtask qemu` built (one per arch, [`KERNELS`]): every
 //! function of the crate left out of line in them, against the same 1 KiB (256 bytes for an
-//! `add`), the kernel's own code (its hooks, its panic handler) counted as 0.
+//! `add`), the kernel's own code (its hooks, its panic handler) counted as 0. `--rust` also
+//! builds `testbeds/pins` in release for x86_64, aarch64 and riscv64 bare metal and checks
+//! its probes of the Rust registry's streaming read (`Registry::snapshot`), callees
+//! included, against the same 1 KiB (`stack/rust.rs`).
 //!
 //! The parts: `stack/objdump.rs` reads objdump's output, `stack/frame.rs` what each
 //! instruction does to the stack per arch, `stack/depth.rs` a function's own frame,
@@ -23,6 +26,7 @@ mod depth;
 mod frame;
 mod graph;
 mod objdump;
+mod rust;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -64,6 +68,7 @@ const GROUPS: &[(&str, &[&str])] = &[
 pub fn run(args: &[String]) -> Result<(), String> {
     let markdown = args.iter().any(|a| a == "--markdown");
     let kernels = args.iter().any(|a| a == "--kernels");
+    let rust = args.iter().any(|a| a == "--rust");
     let mut targets: Vec<String> = args
         .iter()
         .filter(|a| !a.starts_with("--"))
@@ -71,7 +76,12 @@ pub fn run(args: &[String]) -> Result<(), String> {
         .collect();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let libs = root.join("target/capi-lib");
-    if targets.is_empty() {
+    if targets.is_empty() && rust && !libs.exists() {
+        println!(
+            "stack: no {} (.ci/capi.sh builds it): the Rust registry's read alone",
+            libs.display()
+        );
+    } else if targets.is_empty() {
         let entries = std::fs::read_dir(&libs)
             .map_err(|e| format!("{}: {e} (build the libraries: .ci/capi.sh)", libs.display()))?;
         targets = entries
@@ -156,14 +166,56 @@ pub fn run(args: &[String]) -> Result<(), String> {
             kernels_checked.push(target.to_string());
         }
     }
+    if rust {
+        for target in rust::TARGETS {
+            let arch = Arch::of_target(target).ok_or_else(|| format!("{target}: no arch known"))?;
+            let lib = rust::build(target)?;
+            let disassembly =
+                rust::objdump_members(arch.objdump(), &["-dr", "--no-show-raw-insn"], &lib)?;
+            let relocations = rust::objdump_members(arch.objdump(), &["-r"], &lib)?;
+            let report = analyse(
+                &disassembly,
+                &relocations,
+                arch,
+                rust::is_probe,
+                rust::is_statistic_method,
+            );
+            println!("== stack Rust registry {target} ({})", lib.display());
+            for (name, worst) in &report.functions {
+                match worst {
+                    Ok(w) => println!("   {name:<36} {:>6}  {}", w.bytes, path(&w.path)),
+                    Err(e) => println!("   {name:<36}   none  {e}"),
+                }
+            }
+            if report.functions.is_empty() {
+                failures.push(format!(
+                    "FAIL [stack rust {}] no {}* function in {}",
+                    short_arch(arch),
+                    rust::PREFIX,
+                    lib.display()
+                ));
+            }
+            failures.extend(violations(&report, &format!("rust {}", short_arch(arch))));
+        }
+    }
     if failures.is_empty() {
         let kernels = match kernels_checked.as_slice() {
             [] => String::new(),
             k => format!("; Rust kernels: {}", k.join(", ")),
         };
+        let kernels = match rust {
+            true => format!(
+                "{kernels}; the Rust registry's read: {}",
+                rust::TARGETS.join(", ")
+            ),
+            false => kernels,
+        };
         println!(
             "stack: every call within {CALL_LIMIT} bytes, the adds and interrupt calls within {IRQ_LIMIT} ({}{kernels})",
-            targets.join(", ")
+            match targets.as_slice() {
+                [] => "no C library".to_string(),
+                t => t.join(", "),
+            }
         );
         Ok(())
     } else {
@@ -194,7 +246,13 @@ fn check(lib: &Path, arch: Arch) -> Result<Report, String> {
     }
     let disassembly = objdump(arch, &["-dr", "--no-show-raw-insn"], lib)?;
     let relocations = objdump(arch, &["-r"], lib)?;
-    Ok(analyse(&disassembly, &relocations, arch))
+    Ok(analyse(
+        &disassembly,
+        &relocations,
+        arch,
+        is_exported,
+        |_| true,
+    ))
 }
 
 /// One `FAIL [stack <arch>] ...` line per function over its bound or without a bound.
@@ -215,16 +273,27 @@ fn violations(report: &Report, short: &str) -> Vec<String> {
     out
 }
 
-/// The report of a library from its `objdump -dr` and `objdump -r` texts.
-fn analyse(disassembly: &str, relocations: &str, arch: Arch) -> Report {
+/// The report of a library from its `objdump -dr` and `objdump -r` texts: the worst case of
+/// each function that `wanted` names, a call through a pointer reaching any function whose
+/// address the data holds and `reachable` names.
+fn analyse(
+    disassembly: &str,
+    relocations: &str,
+    arch: Arch,
+    wanted: fn(&str) -> bool,
+    reachable: fn(&str) -> bool,
+) -> Report {
     let functions = objdump::parse_disassembly(disassembly);
     let owns: Vec<_> = functions
         .iter()
         .map(|f| depth::own(f, &mut Classifier::new(arch), arch.call_push()))
         .collect();
-    let data_refs: HashMap<_, _> = objdump::data_references(relocations).into_iter().collect();
+    let data_refs: HashMap<_, _> = objdump::data_references(relocations)
+        .into_iter()
+        .map(|(member, syms)| (member, syms.into_iter().filter(|s| reachable(s)).collect()))
+        .collect();
     let mut graph = Graph::new(&functions, owns, &data_refs);
-    let functions = worst_cases(&mut graph, is_exported, with_frame);
+    let functions = worst_cases(&mut graph, wanted, with_frame);
     let frames = (0..graph.names().len())
         .filter_map(|i| Some((graph.names()[i].clone(), graph.frame(i)?)))
         .collect();
@@ -523,7 +592,7 @@ Disassembly of section .text.pcpu_counter_add_protected:
    4:\tadd\tsp,sp,272
    8:\tret
 ";
-        let report = analyse(disassembly, "", Arch::Riscv64);
+        let report = analyse(disassembly, "", Arch::Riscv64, is_exported, |_| true);
         assert_eq!(
             violations(&report, "riscv64"),
             [
@@ -532,6 +601,20 @@ Disassembly of section .text.pcpu_counter_add_protected:
             ]
         );
         assert_eq!(report.functions[0].1.as_ref().map(|w| w.bytes), Ok(16));
+    }
+
+    /// `--rust`'s selection: the probes alone are checked, and a call through a pointer on
+    /// their paths reaches the `Statistic` methods, not a `Debug` impl's `core::fmt` code.
+    #[test]
+    fn rust_probes_and_what_their_pointers_reach() {
+        assert!(rust::is_probe("pcpu_pin_registry_snapshot"));
+        assert!(!rust::is_probe("pcpu_pin_counter_add"));
+        assert!(rust::is_statistic_method(
+            "_ZN98_$LT$pcpu_counter..early..EarlyCounter$u20$as$u20$pcpu_counter..registry..statistic..Statistic$GT$5value17h273d04ff3e775da6E"
+        ));
+        assert!(!rust::is_statistic_method(
+            "_ZN71_$LT$pcpu_counter..registry..read..Snapshot$LT$_$GT$$u20$as$u20$core..fmt..Debug$GT$3fmt17h0123456789abcdefE"
+        ));
     }
 
     #[test]

@@ -28,6 +28,7 @@ pub struct Own {
 
 /// The own frame and calls of `f`, classified by `c`.
 pub fn own(f: &Function, c: &mut Classifier, call_push: u64) -> Own {
+    c.prepare(f);
     let mut out = Own::default();
     let (mut depth, mut max, mut frame) = (0u64, 0u64, 0u64);
     let mut fp: Option<u64> = None;
@@ -127,6 +128,25 @@ mod tests {
         );
         assert_eq!(o.frame, Some(8 + 8 + 0x1338));
         assert!(o.indirect);
+    }
+
+    /// Position-independent x86_64 code loads a function's GOT entry into a callee-saved
+    /// register once and calls through it in a loop: a call of that function. Written once
+    /// more with anything else, the register is a pointer again.
+    #[test]
+    fn x86_64_call_through_a_register_loaded_from_the_got() {
+        let body = "   0:\tpush   %r14\n   2:\tmov    0x0(%rip),%r14\n\t\t\t5: R_X86_64_REX_GOTPCRELX\tg-0x4\n   9:\tcall   *%r14\n   c:\tjne    9 <f+0x9>\n   d:\tpop    %r14\n   e:\tret\n";
+        let o = own_of(Arch::X86_64, body);
+        assert_eq!(
+            (o.calls.as_slice(), o.indirect),
+            (["g".to_string()].as_slice(), false)
+        );
+        let overwritten = format!("{body}   f:\tmov    %rdi,%r14\n  11:\tret\n");
+        let o = own_of(Arch::X86_64, &overwritten);
+        assert_eq!((o.calls.len(), o.indirect), (0, true));
+        let other_got = format!("{body}   f:\tmov    0x0(%rip),%r14\n\t\t\t11: R_X86_64_REX_GOTPCRELX\th-0x4\n  15:\tret\n");
+        let o = own_of(Arch::X86_64, &other_got);
+        assert_eq!((o.calls.len(), o.indirect), (0, true));
     }
 
     #[test]

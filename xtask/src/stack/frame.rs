@@ -87,12 +87,25 @@ pub enum Effect {
 }
 
 /// Classifies instructions of one function in order (riscv64 keeps the constants that
-/// `lui`/`li`/`addi` put in registers, for `sub sp, sp, t0`, and the pending `auipc` of a call).
+/// `lui`/`li`/`addi` put in registers, for `sub sp, sp, t0`, and the pending `auipc` of a call;
+/// x86_64 the callee-saved registers that hold a function's address from the GOT).
 pub struct Classifier {
     arch: Arch,
     consts: HashMap<String, i64>,
     call_pending: bool,
+    got_regs: HashMap<String, String>,
 }
+
+/// x86_64's callee-saved registers (but `%rbp`, which `leave` writes) with the names of
+/// their lower parts: a call leaves them as they were, so one loaded from the GOT before a
+/// loop still holds the function's address at each call in it.
+const X86_64_KEPT: &[(&str, &[&str])] = &[
+    ("%rbx", &["%rbx", "%ebx", "%bx", "%bl", "%bh"]),
+    ("%r12", &["%r12", "%r12d", "%r12w", "%r12b"]),
+    ("%r13", &["%r13", "%r13d", "%r13w", "%r13b"]),
+    ("%r14", &["%r14", "%r14d", "%r14w", "%r14b"]),
+    ("%r15", &["%r15", "%r15d", "%r15w", "%r15b"]),
+];
 
 impl Classifier {
     pub fn new(arch: Arch) -> Self {
@@ -100,11 +113,68 @@ impl Classifier {
             arch,
             consts: HashMap::new(),
             call_pending: false,
+            got_regs: HashMap::new(),
+        }
+    }
+
+    /// Reads function `f` once before its instructions are classified: on x86_64, a
+    /// callee-saved register whose every write in `f` is a load of one function's GOT entry
+    /// (`mov 0x0(%rip),%r14` with an `R_X86_64_*GOTPCREL*` relocation, as position-independent
+    /// code calls a function in a loop) holds that function: `call *%r14` is a call of it.
+    pub fn prepare(&mut self, f: &super::objdump::Function) {
+        self.got_regs.clear();
+        if self.arch != Arch::X86_64 {
+            return;
+        }
+        for (reg, names) in X86_64_KEPT {
+            let mut loaded: Option<&str> = None;
+            let mut other_write = false;
+            for insn in &f.insns {
+                let ops = insn.operands.as_str();
+                let dst = ops.rsplit_once(',').map_or(ops, |(_, d)| d);
+                let got = insn
+                    .reloc
+                    .as_ref()
+                    .filter(|(kind, _)| kind.contains("GOTPCREL"))
+                    .map(|(_, sym)| strip_addend(sym));
+                let names_reg = |o: &str| names.iter().any(|n| o.contains(n));
+                // These read their last operand, and write none; a `pop` of a callee-saved
+                // register is an epilogue's, restoring the caller's value on a path that
+                // then returns (compiled code calls nothing through the caller's value).
+                let reads_only = ["push", "pop", "cmp", "test", "bt", "call", "jmp"]
+                    .iter()
+                    .any(|r| insn.mnemonic.starts_with(r));
+                match got {
+                    Some(sym) if insn.mnemonic.starts_with("mov") && dst == *reg => {
+                        other_write |= loaded.is_some_and(|l| l != sym);
+                        loaded = Some(sym);
+                    }
+                    _ if (names.contains(&dst) && !reads_only)
+                        || (insn.mnemonic.starts_with("xchg") && names_reg(ops))
+                        || (insn.mnemonic.starts_with("xadd") && names_reg(ops)) =>
+                    {
+                        other_write = true
+                    }
+                    _ => {}
+                }
+            }
+            if let (Some(sym), false) = (loaded, other_write) {
+                self.got_regs.insert(reg.to_string(), sym.to_string());
+            }
         }
     }
 
     /// The effects of `insn`, an instruction of function `own`.
     pub fn classify(&mut self, insn: &Insn, own: &str) -> Vec<Effect> {
+        let through = insn.operands.strip_prefix('*');
+        if let Some(sym) = through.and_then(|reg| self.got_regs.get(reg)) {
+            if insn.mnemonic.starts_with("call") {
+                return vec![Effect::Call(sym.clone())];
+            }
+            if insn.mnemonic.starts_with("jmp") {
+                return vec![Effect::Tail(sym.clone())];
+            }
+        }
         match self.arch {
             Arch::X86_64 => x86(insn, own, 8, "%rsp", "%rbp"),
             Arch::I386 => x86(insn, own, 4, "%esp", "%ebp"),

@@ -42,6 +42,8 @@ enum Shape {
 }
 
 /// The largest `sub_bits` of a log-linear rule: 4096 buckets per power of two.
+///
+/// cbindgen:ignore
 pub const MAX_SUB_BITS: u32 = 12;
 
 /// The raw index of `v` among every bucket of a log-linear rule with `2^k` sub-buckets:
@@ -187,6 +189,8 @@ impl Buckets {
     }
 
     /// The slot of the underflow bucket: 0. Bucket `i` is slot `1 + i`.
+    ///
+    /// cbindgen:ignore
     pub const UNDERFLOW: usize = 0;
 
     /// The slot of the overflow bucket.
